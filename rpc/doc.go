@@ -1,0 +1,53 @@
+// Package rpc is nodeup's multiplexed request/response protocol: msgpack
+// frames over any stream net.Conn (TCP or Unix sockets). One connection
+// carries any number of concurrent calls; responses are matched to calls by
+// sequence number and may arrive in any order.
+//
+// # Wire format
+//
+// A connection is a sequence of frames in both directions. A client that
+// dials a nodeup node port first sends a one-byte preamble (0x01 for RPC),
+// which the node uses to multiplex the port; the preamble is not part of
+// the frame stream. Each frame is:
+//
+//	+----------------------+---------------------------------------------+
+//	| length: uint32, BE   | payload: length bytes                       |
+//	+----------------------+---------------------------------------------+
+//
+//	payload = header || body
+//	header  = msgpack array of exactly 5 elements:
+//	            [0] seq    uint   call sequence number, chosen by the client
+//	            [1] kind   uint   0 = request, 1 = response, 2 = error response
+//	            [2] method str    "Service.Method"; empty in responses
+//	            [3] error  str    error message; error responses only
+//	            [4] code   str    machine-readable error code; error responses only
+//	body    = the remaining payload bytes: one msgpack value (the request
+//	          argument or the result; nil is 0xc0), or empty in error responses
+//
+// length counts payload bytes only (not the 4 prefix bytes) and must be in
+// 1..MaxFrameSize (64 MiB); a larger prefix is a protocol error and the
+// connection is closed without allocating. Integers in the header may use any
+// msgpack unsigned (or non-negative signed) integer encoding, strings any
+// msgpack str encoding or nil (meaning ""). Writers emit the shortest forms.
+//
+// A request with seq N is answered by exactly one response or error response
+// with seq N, unless the connection fails first. A peer that receives a
+// malformed frame, or a frame of the wrong kind (a request sent to a
+// client, a response sent to a server), closes the connection; every call
+// still pending on it fails with a transport error.
+//
+// Error responses carry a code and a message. Codes defined by this package
+// are "unknown_method", "bad_request" and "internal"; handlers may return
+// any code via *Error. An empty code means an uncategorised handler error.
+//
+// # Errors seen by callers
+//
+// Client.Call returns *Error, unwrapped, for an error response, so callers
+// branch with errors.As. Any failure to deliver the call or receive the
+// answer (dial, write, connection lost, client closed) is a transport error:
+// IsTransport reports true and the message names the method and peer, as in
+// "rpc call Node.Register to 127.0.0.1:7370: connection closed: EOF". A
+// context cancellation or deadline is wrapped the same way, matches
+// context.Canceled or context.DeadlineExceeded with errors.Is, and is not a
+// transport error: the call may still run on the server.
+package rpc

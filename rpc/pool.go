@@ -1,0 +1,109 @@
+package rpc
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// Pool keeps one Client per TCP address and redials when the cached one
+// has died. It is safe for concurrent use. Calls are never retried: a
+// transport error is returned to the caller, and the next call to that
+// address dials afresh.
+type Pool struct {
+	preamble    []byte
+	dialTimeout time.Duration
+
+	mu      sync.Mutex
+	closed  bool
+	entries map[string]*poolEntry
+}
+
+// poolEntry serialises dialing per address so a burst of calls to a fresh
+// or dead address makes one connection, not one each.
+type poolEntry struct {
+	mu     sync.Mutex
+	client *Client
+}
+
+// NewPool returns an empty pool whose connections send preamble (may be
+// nil) after connecting. dialTimeout bounds each connect, in addition to
+// the caller's context; zero means only the context bounds it.
+func NewPool(preamble []byte, dialTimeout time.Duration) *Pool {
+	return &Pool{
+		preamble:    preamble,
+		dialTimeout: dialTimeout,
+		entries:     make(map[string]*poolEntry),
+	}
+}
+
+// Call is Client.Call on the pooled client for addr ("host:port", TCP),
+// dialing it first if needed. A dial failure is a transport error naming
+// method and addr; after Close it returns a transport error wrapping
+// ErrClosed.
+func (p *Pool) Call(ctx context.Context, addr, method string, req, resp any) error {
+	c, err := p.client(ctx, addr)
+	if err != nil {
+		return &callError{method: method, addr: addr, err: err, transport: true}
+	}
+	return c.Call(ctx, method, req, resp)
+}
+
+func (p *Pool) client(ctx context.Context, addr string) (*Client, error) {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil, ErrClosed
+	}
+	e := p.entries[addr]
+	if e == nil {
+		e = new(poolEntry)
+		p.entries[addr] = e
+	}
+	p.mu.Unlock()
+
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.client != nil && !e.client.Closed() {
+		return e.client, nil
+	}
+	dctx := ctx
+	if p.dialTimeout > 0 {
+		var cancel context.CancelFunc
+		dctx, cancel = context.WithTimeout(ctx, p.dialTimeout)
+		defer cancel()
+	}
+	conn, err := dialConn(dctx, "tcp", addr, p.preamble)
+	if err != nil {
+		return nil, err
+	}
+	c := newClient(conn, addr)
+
+	// Close may have run while we dialed; do not leak the new client.
+	p.mu.Lock()
+	closed := p.closed
+	p.mu.Unlock()
+	if closed {
+		c.Close()
+		return nil, ErrClosed
+	}
+	e.client = c
+	return c, nil
+}
+
+// Close closes every pooled client; pending calls on them fail with
+// transport errors and later Calls fail with ErrClosed.
+func (p *Pool) Close() {
+	p.mu.Lock()
+	p.closed = true
+	entries := p.entries
+	p.entries = make(map[string]*poolEntry)
+	p.mu.Unlock()
+	for _, e := range entries {
+		e.mu.Lock()
+		if e.client != nil {
+			e.client.Close()
+		}
+		e.mu.Unlock()
+	}
+}

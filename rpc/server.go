@@ -1,0 +1,331 @@
+package rpc
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Handler serves one method. body is the msgpack-encoded argument (0xc0 for
+// a nil argument); the handler owns it and may retain it. The returned value
+// is msgpack-encoded as the result. A returned *Error (possibly wrapped)
+// keeps its Code across the wire; any other error is sent with an empty
+// Code. ctx is cancelled when the connection closes.
+type Handler func(ctx context.Context, body []byte) (any, error)
+
+// Server dispatches requests arriving on connections to registered
+// handlers. Requests run concurrently, each on its own (reused) goroutine;
+// responses are written in completion order.
+type Server struct {
+	logger *slog.Logger
+
+	regMu    sync.Mutex                         // serialises Register
+	handlers atomic.Pointer[map[string]Handler] // copy-on-write: lookups take no lock
+
+	// Request goroutines are reused: a new request goes to an idle worker
+	// if one is waiting on work, else to a new goroutine. Reuse keeps
+	// goroutine creation and stack growth (msgpack decoding grows a fresh
+	// 2 KiB stack several times) off the per-call path.
+	work chan workItem // unbuffered: a send succeeds only to an idle worker
+	idle atomic.Int32  // workers waiting on work
+	done chan struct{} // closed by Close; stops idle workers
+
+	mu        sync.Mutex
+	closed    bool
+	listeners map[net.Listener]struct{}
+	conns     map[net.Conn]struct{}
+}
+
+// NewServer returns a server with no methods. logger receives connection
+// and handler-panic events; nil means slog.Default().
+func NewServer(logger *slog.Logger) *Server {
+	if logger == nil {
+		logger = slog.Default()
+	}
+	s := &Server{
+		logger:    logger,
+		work:      make(chan workItem),
+		done:      make(chan struct{}),
+		listeners: make(map[net.Listener]struct{}),
+		conns:     make(map[net.Conn]struct{}),
+	}
+	s.handlers.Store(&map[string]Handler{})
+	return s
+}
+
+// Register installs h for method, conventionally "Service.Method". It may
+// be called while serving. It panics if method is already registered or h
+// is nil, since that is a programming error found at startup.
+func (s *Server) Register(method string, h Handler) {
+	if h == nil {
+		panic("rpc: nil handler for " + method)
+	}
+	s.regMu.Lock()
+	defer s.regMu.Unlock()
+	old := *s.handlers.Load()
+	if _, dup := old[method]; dup {
+		panic("rpc: duplicate registration of " + method)
+	}
+	m := make(map[string]Handler, len(old)+1)
+	for k, v := range old {
+		m[k] = v
+	}
+	m[method] = h
+	s.handlers.Store(&m)
+}
+
+// Handle registers a typed handler for method: the request body is decoded
+// into a fresh Req (a nil or empty body leaves it zero), and *Resp is
+// encoded as the result. A body that does not decode yields an error
+// response with Code "bad_request".
+func Handle[Req, Resp any](s *Server, method string, fn func(ctx context.Context, req *Req) (*Resp, error)) {
+	s.Register(method, func(ctx context.Context, body []byte) (any, error) {
+		req := new(Req)
+		if len(body) > 0 {
+			if err := decodeBody(body, req); err != nil {
+				return nil, &Error{Code: CodeBadRequest, Message: fmt.Sprintf("decode %s request: %v", method, err)}
+			}
+		}
+		resp, err := fn(ctx, req)
+		if err != nil {
+			return nil, err
+		}
+		return resp, nil
+	})
+}
+
+// Serve accepts connections on l and serves each with ServeConn in its own
+// goroutine. It returns ErrClosed after Close, or the listener's error.
+// Temporary accept errors (such as running out of file descriptors) are
+// retried with backoff.
+func (s *Server) Serve(l net.Listener) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		l.Close()
+		return ErrClosed
+	}
+	s.listeners[l] = struct{}{}
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.listeners, l)
+		s.mu.Unlock()
+	}()
+
+	var backoff time.Duration
+	for {
+		conn, err := l.Accept()
+		if err != nil {
+			if s.isClosed() {
+				return ErrClosed
+			}
+			var te interface{ Temporary() bool }
+			if errors.As(err, &te) && te.Temporary() {
+				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+				s.logger.Warn("rpc accept failed; retrying", "addr", l.Addr().String(), "err", err, "backoff", backoff)
+				time.Sleep(backoff)
+				continue
+			}
+			return err
+		}
+		backoff = 0
+		go s.ServeConn(conn)
+	}
+}
+
+func (s *Server) isClosed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
+}
+
+// Close stops every Serve loop and closes all live connections; handlers
+// still running see their context cancelled. Close is idempotent.
+func (s *Server) Close() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return
+	}
+	s.closed = true
+	close(s.done)
+	for l := range s.listeners {
+		l.Close()
+	}
+	for c := range s.conns {
+		c.Close()
+	}
+}
+
+// serverConn is the per-connection state shared by the read loop and the
+// handler goroutines.
+type serverConn struct {
+	s      *Server
+	conn   net.Conn
+	w      *frameWriter
+	remote string
+}
+
+// ServeConn reads requests from conn until it closes or sends a malformed
+// frame, then closes it. It blocks until then; handlers that are still
+// running have their context cancelled and their responses are dropped.
+func (s *Server) ServeConn(conn net.Conn) {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		conn.Close()
+		return
+	}
+	s.conns[conn] = struct{}{}
+	s.mu.Unlock()
+
+	sc := &serverConn{s: s, conn: conn, w: newFrameWriter(conn), remote: remoteAddr(conn)}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer func() {
+		cancel()
+		conn.Close()
+		s.mu.Lock()
+		delete(s.conns, conn)
+		s.mu.Unlock()
+	}()
+
+	br := bufio.NewReaderSize(conn, bufSize)
+	for {
+		var f Frame
+		if err := readFrame(br, &f); err != nil {
+			sc.logReadError(err)
+			return
+		}
+		if f.Kind != KindRequest {
+			s.logger.Warn("rpc closing connection: unexpected frame kind", "remote", sc.remote, "kind", f.Kind.String(), "seq", f.Seq)
+			return
+		}
+		s.dispatch(workItem{sc: sc, ctx: ctx, req: f})
+	}
+}
+
+// maxIdleWorkers bounds the goroutines kept waiting for requests.
+const maxIdleWorkers = 256
+
+// workItem is one request for a worker.
+type workItem struct {
+	sc  *serverConn
+	ctx context.Context
+	req Frame
+}
+
+func (s *Server) dispatch(w workItem) {
+	select {
+	case s.work <- w:
+	default:
+		go s.worker(w)
+	}
+}
+
+// worker handles w, then serves further requests until it would exceed
+// maxIdleWorkers idle ones or the server closes.
+func (s *Server) worker(w workItem) {
+	for {
+		w.sc.handle(w.ctx, w.req)
+		w = workItem{} // hold no request memory while idle
+		if s.idle.Add(1) > maxIdleWorkers {
+			s.idle.Add(-1)
+			return
+		}
+		select {
+		case w = <-s.work:
+			s.idle.Add(-1)
+		case <-s.done:
+			s.idle.Add(-1)
+			return
+		}
+	}
+}
+
+func (sc *serverConn) logReadError(err error) {
+	switch {
+	case errors.Is(err, ErrMalformedFrame), errors.Is(err, ErrFrameTooLarge):
+		sc.s.logger.Warn("rpc closing connection: bad frame", "remote", sc.remote, "err", err)
+	case errors.Is(err, io.EOF), errors.Is(err, net.ErrClosed):
+		sc.s.logger.Debug("rpc connection closed", "remote", sc.remote)
+	default:
+		sc.s.logger.Debug("rpc connection read failed", "remote", sc.remote, "err", err)
+	}
+}
+
+// handle runs one request and writes its response.
+func (sc *serverConn) handle(ctx context.Context, req Frame) {
+	resp := Frame{Seq: req.Seq, Kind: KindResponse}
+	h := (*sc.s.handlers.Load())[req.Method]
+	if h == nil {
+		resp.Kind, resp.Code = KindError, CodeUnknownMethod
+		resp.Error = fmt.Sprintf("rpc: unknown method %q", req.Method)
+	} else {
+		b, err := sc.invoke(ctx, h, &req)
+		if err != nil {
+			resp.Kind = KindError
+			resp.Code, resp.Error = errorCodeMessage(err)
+		} else {
+			resp.Body = b.Bytes()
+			defer putBuf(b)
+		}
+	}
+	err := sc.w.write(&resp)
+	if errors.Is(err, ErrFrameTooLarge) {
+		resp = Frame{Seq: req.Seq, Kind: KindError, Code: CodeInternal, Error: err.Error()}
+		err = sc.w.write(&resp)
+	}
+	if err != nil {
+		sc.s.logger.Debug("rpc response write failed; closing connection", "remote", sc.remote, "method", req.Method, "err", err)
+		sc.conn.Close()
+	}
+}
+
+// invoke calls h and encodes its result, turning a panic in either into an
+// internal error so that one bad handler cannot take the process down.
+func (sc *serverConn) invoke(ctx context.Context, h Handler, req *Frame) (b *bytes.Buffer, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			sc.s.logger.Error("rpc handler panicked", "method", req.Method, "remote", sc.remote, "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
+			b, err = nil, &Error{Code: CodeInternal, Message: fmt.Sprintf("panic in %s: %v", req.Method, r)}
+		}
+	}()
+	result, err := h(ctx, req.Body)
+	if err != nil {
+		return nil, err
+	}
+	b, err = encodeBody(result)
+	if err != nil {
+		return nil, &Error{Code: CodeInternal, Message: fmt.Sprintf("encode %s result: %v", req.Method, err)}
+	}
+	return b, nil
+}
+
+// errorCodeMessage maps a handler error to its wire code and message.
+func errorCodeMessage(err error) (code, msg string) {
+	var re *Error
+	if errors.As(err, &re) {
+		if re == nil { // a typed nil *Error would panic below
+			return CodeInternal, "handler returned a nil *rpc.Error"
+		}
+		return re.Code, re.Message
+	}
+	return "", err.Error()
+}
+
+func remoteAddr(conn net.Conn) string {
+	if a := conn.RemoteAddr(); a != nil {
+		return a.String()
+	}
+	return ""
+}
