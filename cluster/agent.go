@@ -1,0 +1,57 @@
+package cluster
+
+import (
+	"context"
+	"time"
+
+	"github.com/nodeup/nodeup/store"
+)
+
+// agentLoop registers this node in the Raft node table and then reports its
+// soft state to the leader every HeartbeatInterval, registering again when
+// the leader does not know its current incarnation.
+func (n *Node) agentLoop() {
+	registered := false
+	tick := time.NewTicker(n.cfg.HeartbeatInterval)
+	defer tick.Stop()
+	for {
+		ctx, cancel := context.WithTimeout(n.ctx, forwardTimeout)
+		if !registered {
+			err := n.forward(ctx, MethodNodeRegister, &NodeRegisterRequest{Node: n.record()}, nil)
+			if err == nil {
+				registered = true
+				n.logger.Info("registered with the cluster leader")
+			} else if n.ctx.Err() == nil {
+				n.logger.Warn("register with leader", "err", err)
+			}
+		}
+		if registered {
+			var resp HeartbeatResponse
+			err := n.forward(ctx, MethodNodeHeartbeat, &HeartbeatRequest{NodeID: n.id.NodeID, Incarnation: n.id.Incarnation,
+				Available: n.Resources()}, &resp)
+			if err == nil && !resp.Known {
+				registered = false
+				cancel()
+				continue
+			}
+			if err == nil && resp.LeaderAddr != "" {
+				n.leaderHint.Store(resp.LeaderAddr)
+			}
+		}
+		cancel()
+		select {
+		case <-n.ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// record is this node's entry for the Raft node table.
+func (n *Node) record() store.Node {
+	return store.Node{
+		ID: n.id.NodeID, Name: n.cfg.NodeName, Address: n.rpcAddr, GossipAddress: n.ml.LocalNode().Address(),
+		HTTPAddress: n.httpAddr, Server: n.cfg.Server, Resources: n.Resources(), Labels: n.cfg.Labels,
+		Status: store.NodeAlive, Incarnation: n.id.Incarnation, Version: n.cfg.Version,
+	}
+}

@@ -1,0 +1,122 @@
+package cluster
+
+import (
+	"github.com/nodeup/nodeup/sched"
+	"github.com/nodeup/nodeup/store"
+)
+
+// RPC method names served on every node's port. Leader-only methods may be
+// sent to any node: it forwards them to the leader (as Nomad forwards).
+const (
+	MethodHello         = "Cluster.Hello"
+	MethodStatus        = "Cluster.Status"
+	MethodNodeRegister  = "Node.Register"
+	MethodNodeHeartbeat = "Node.Heartbeat"
+	MethodKVGet         = "KV.Get"
+	MethodKVList        = "KV.List"
+	MethodKVSet         = "KV.Set"
+	MethodKVDelete      = "KV.Delete"
+	methodRaftStats     = "Raft.Stats"
+)
+
+// leaderSuffix marks the leader-only variant of a method: the forwarder calls
+// it at the leader, which refuses it with codeNotLeader instead of forwarding
+// again, so a stale leader view can never make requests loop.
+const leaderSuffix = "@leader"
+
+// Error codes in rpc errors that callers branch on.
+const (
+	CodeNotLeader = "not_leader"
+	CodeNoLeader  = "no_leader"
+	CodeNotFound  = "not_found"
+	CodeBadInput  = "bad_input"
+)
+
+// Empty is the request or response of calls that carry nothing.
+type Empty struct{}
+
+// HelloResponse tells a joining node which cluster it is talking to and where
+// to gossip.
+type HelloResponse struct {
+	ClusterID   string
+	ClusterName string
+	NodeID      string
+	Version     string
+	LeaderAddr  string   // RPC address of the Raft leader, "" if unknown
+	GossipAddrs []string // host:port of live members' memberlist ports
+}
+
+// NodeRegisterRequest puts a node's record (total resources, labels,
+// addresses, incarnation) in the Raft node table.
+type NodeRegisterRequest struct {
+	Node store.Node
+}
+
+// HeartbeatRequest reports a node's soft state to the leader (kept in the
+// leader's memory only, never in the Raft log).
+type HeartbeatRequest struct {
+	NodeID      string
+	Incarnation uint64
+	Available   sched.ResourceSet
+}
+
+// HeartbeatResponse says whether the leader knows this node's current
+// incarnation (false: register again) and who leads.
+type HeartbeatResponse struct {
+	Known      bool
+	LeaderAddr string
+}
+
+// RaftServer is one member of the Raft configuration.
+type RaftServer struct {
+	ID       string
+	Name     string
+	Address  string
+	Suffrage string // "voter", "nonvoter" or "staging"
+	Leader   bool
+}
+
+// NodeView is a node's Raft record plus the leader's soft state for it.
+type NodeView struct {
+	store.Node
+	Available     sched.ResourceSet // resource units free now; equals total until reported
+	LastHeartbeat int64             // unix nanoseconds of the last soft-state report, 0 if none
+	RaftSuffrage  string            // "voter", "nonvoter", or "" when not in the Raft group
+}
+
+// StatusResponse is the cluster view that `nodeup status` prints.
+type StatusResponse struct {
+	ClusterID   string
+	ClusterName string
+	LeaderID    string
+	LeaderName  string
+	LeaderAddr  string
+	Servers     []RaftServer
+	Nodes       []NodeView
+	// Total and Available sum the resources of alive nodes (resource units).
+	Total     sched.ResourceSet
+	Available sched.ResourceSet
+}
+
+// KVRequest addresses the internal KV (the seeds' internal_kv).
+type KVRequest struct {
+	Key    string
+	Prefix string
+	Value  []byte
+	CAS    bool   // with Set: only if the entry's ModifyIndex equals Index (0: absent)
+	Index  uint64 // CAS index
+}
+
+// KVResponse returns entries or a write's outcome.
+type KVResponse struct {
+	Entries []store.KVEntry
+	OK      bool
+	Index   uint64
+}
+
+// raftStats is what autopilot needs from each server.
+type raftStats struct {
+	LastContactNanos int64
+	LastTerm         uint64
+	LastIndex        uint64
+}

@@ -1,0 +1,133 @@
+// Package cluster is the node daemon: gossip membership (memberlist), the
+// Raft group (raft, raft-boltdb, raft-autopilot), the one-port RPC transport
+// with leader forwarding, the HTTP endpoint, and the wiring of the per-node
+// parts. State changes go through the store's FSM only.
+package cluster
+
+import (
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/nodeup/nodeup/sched"
+)
+
+// Default ports. One TCP port carries RPC and Raft; memberlist uses TCP and
+// UDP on the gossip port.
+const (
+	DefaultPort       = 7370
+	DefaultGossipPort = 7371
+	DefaultHTTPPort   = 7372
+	DefaultRaftVoters = 3
+)
+
+// Config is everything a node needs to start. Zero values are filled by
+// Defaults; Validate reports bad combinations.
+type Config struct {
+	// ClusterName names a new cluster (head only; joiners learn it).
+	ClusterName string
+	// Head bootstraps a one-voter Raft group when the data dir holds no state.
+	Head bool
+	// Join lists peers (host or host:port of their RPC port) to join through.
+	Join []string
+	// BindAddr is the IP to listen on; AdvertiseAddr the one others dial
+	// ("" = BindAddr, or the first private address when binding 0.0.0.0).
+	BindAddr      string
+	AdvertiseAddr string
+	// Port is the TCP port for RPC and Raft; GossipPort memberlist's TCP and
+	// UDP port; HTTPPort the HTTP API (-1 disables it). 0 picks a free port.
+	Port, GossipPort, HTTPPort int
+	// DataDir holds the node identity, the Raft log and snapshots.
+	DataDir string
+	// NodeName is a human name (default: hostname); IDs are generated.
+	NodeName string
+	// Resources are the node's total resources, CPU and memory included.
+	Resources sched.ResourceSet
+	// Labels are free-form key=value node labels.
+	Labels map[string]string
+	// RaftVoters is the target number of Raft voters (as Consul's
+	// bootstrap_expect plus autopilot); Server=false never votes.
+	RaftVoters int
+	Server     bool
+	// Version is the nodeup version string gossiped to peers.
+	Version string
+	// Timing knobs; zero uses the production defaults (see docs/architecture.md).
+	HeartbeatInterval time.Duration // node → leader soft-state reports
+	ReconcileInterval time.Duration // leader's gossip → Raft reconciliation
+	// Logger receives structured logs; nil uses slog.Default().
+	Logger *slog.Logger
+}
+
+// Defaults returns a copy of c with unset fields filled in.
+func (c Config) Defaults() Config {
+	if c.ClusterName == "" {
+		c.ClusterName = "nodeup"
+	}
+	if c.BindAddr == "" {
+		c.BindAddr = "0.0.0.0"
+	}
+	if c.NodeName == "" {
+		c.NodeName, _ = os.Hostname()
+	}
+	if c.RaftVoters == 0 {
+		c.RaftVoters = DefaultRaftVoters
+	}
+	if c.Resources == nil {
+		c.Resources = sched.ResourceSet{}
+	}
+	if c.Labels == nil {
+		c.Labels = map[string]string{}
+	}
+	if c.HeartbeatInterval == 0 {
+		c.HeartbeatInterval = time.Second
+	}
+	if c.ReconcileInterval == 0 {
+		c.ReconcileInterval = time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+// Validate reports the first bad setting, naming the value and what is accepted.
+func (c Config) Validate() error {
+	if !c.Head && len(c.Join) == 0 {
+		return fmt.Errorf("a node needs --head (start a new cluster) or peers to join (nodeup join <peer>)")
+	}
+	if c.DataDir == "" {
+		return fmt.Errorf("no data dir: set --data-dir or NODEUP_DATA_DIR")
+	}
+	if !filepath.IsAbs(c.DataDir) {
+		return fmt.Errorf("data dir %q: must be an absolute path", c.DataDir)
+	}
+	if net.ParseIP(c.BindAddr) == nil {
+		return fmt.Errorf("bind address %q: must be an IP address", c.BindAddr)
+	}
+	if c.AdvertiseAddr != "" && net.ParseIP(c.AdvertiseAddr) == nil {
+		return fmt.Errorf("advertise address %q: must be an IP address", c.AdvertiseAddr)
+	}
+	for name, p := range map[string]int{"port": c.Port, "gossip-port": c.GossipPort} {
+		if p < 0 || p > 65535 {
+			return fmt.Errorf("--%s %d: must be 0..65535", name, p)
+		}
+	}
+	if c.HTTPPort < -1 || c.HTTPPort > 65535 {
+		return fmt.Errorf("--http-port %d: must be -1 (off) or 0..65535", c.HTTPPort)
+	}
+	if c.RaftVoters < 1 || c.RaftVoters > 9 {
+		return fmt.Errorf("--raft-voters %d: must be 1..9 (odd numbers tolerate the most failures)", c.RaftVoters)
+	}
+	if c.Head && !c.Server {
+		return fmt.Errorf("--head with --server=false: the head bootstraps Raft, so it must be a server")
+	}
+	for k := range c.Labels {
+		if k == "" {
+			return fmt.Errorf("label with empty key: labels are key=value with a non-empty key")
+		}
+	}
+	return nil
+}

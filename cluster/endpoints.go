@@ -1,0 +1,191 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/nodeup/nodeup/rpc"
+	"github.com/nodeup/nodeup/sched"
+	"github.com/nodeup/nodeup/store"
+)
+
+// applyTimeout bounds one Raft apply (enqueue and commit).
+const applyTimeout = 10 * time.Second
+
+func (n *Node) registerEndpoints() {
+	rpc.Handle(n.rpcServer, MethodHello, n.hello)
+	rpc.Handle(n.rpcServer, methodRaftStats, n.raftStats)
+	handleLeader(n, MethodNodeRegister, n.nodeRegister)
+	handleLeader(n, MethodNodeHeartbeat, n.nodeHeartbeat)
+	handleLeader(n, MethodStatus, n.status)
+	handleLeader(n, MethodKVGet, n.kvGet)
+	handleLeader(n, MethodKVList, n.kvList)
+	handleLeader(n, MethodKVSet, n.kvSet)
+	handleLeader(n, MethodKVDelete, n.kvDelete)
+}
+
+// apply commits one command to the Raft log and returns the FSM's result.
+func (n *Node) apply(t store.MessageType, req any) (any, error) {
+	if n.raft == nil {
+		return nil, &rpc.Error{Code: CodeNotLeader, Message: "this node is not a Raft server"}
+	}
+	b, err := store.Encode(t, req)
+	if err != nil {
+		return nil, err
+	}
+	f := n.raft.Apply(b, applyTimeout)
+	if err := f.Error(); err != nil {
+		if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) {
+			return nil, &rpc.Error{Code: CodeNotLeader, Message: err.Error()}
+		}
+		return nil, err
+	}
+	if err, ok := f.Response().(error); ok {
+		return nil, &rpc.Error{Code: CodeBadInput, Message: err.Error()}
+	}
+	return f.Response(), nil
+}
+
+func (n *Node) hello(ctx context.Context, _ *Empty) (*HelloResponse, error) {
+	return &HelloResponse{
+		ClusterID: n.id.ClusterID, ClusterName: n.id.ClusterName, NodeID: n.id.NodeID,
+		Version: n.cfg.Version, LeaderAddr: n.leaderAddr(), GossipAddrs: n.members.gossipAddrs(),
+	}, nil
+}
+
+func (n *Node) raftStats(ctx context.Context, _ *Empty) (*raftStats, error) {
+	if n.raft == nil {
+		return nil, &rpc.Error{Code: CodeNotFound, Message: "not a Raft server"}
+	}
+	s := &raftStats{LastIndex: n.raft.LastIndex()}
+	if n.IsLeader() {
+		s.LastContactNanos = 0
+	} else if lc := n.raft.LastContact(); !lc.IsZero() {
+		s.LastContactNanos = int64(time.Since(lc))
+	} else {
+		s.LastContactNanos = -1
+	}
+	fmt.Sscan(n.raft.Stats()["last_log_term"], &s.LastTerm)
+	return s, nil
+}
+
+func (n *Node) nodeRegister(ctx context.Context, req *NodeRegisterRequest) (*Empty, error) {
+	nd := req.Node
+	if nd.ID == "" || nd.Address == "" {
+		return nil, &rpc.Error{Code: CodeBadInput, Message: "node registration needs an ID and an address"}
+	}
+	for name := range nd.Resources {
+		if err := sched.ValidateResourceName(name); err != nil {
+			return nil, &rpc.Error{Code: CodeBadInput, Message: err.Error()}
+		}
+	}
+	nd.Status = store.NodeAlive
+	nd.RegisteredAt = time.Now().UnixNano()
+	nd.StatusChangedAt = nd.RegisteredAt
+	if _, err := n.apply(store.NodeRegisterType, &store.NodeRegisterRequest{Node: nd}); err != nil {
+		return nil, err
+	}
+	n.leader.setSoft(nd.ID, nd.Incarnation, nil)
+	return &Empty{}, nil
+}
+
+func (n *Node) nodeHeartbeat(ctx context.Context, req *HeartbeatRequest) (*HeartbeatResponse, error) {
+	nd, err := n.fsm.State().NodeByID(req.NodeID)
+	if err != nil {
+		return nil, err
+	}
+	known := nd != nil && nd.Incarnation == req.Incarnation && nd.Status != store.NodeDead && nd.Status != store.NodeLeft
+	if known {
+		n.leader.setSoft(req.NodeID, req.Incarnation, req.Available)
+	}
+	return &HeartbeatResponse{Known: known, LeaderAddr: n.rpcAddr}, nil
+}
+
+func (n *Node) status(ctx context.Context, _ *Empty) (*StatusResponse, error) {
+	st := n.fsm.State()
+	nodes, err := st.Nodes()
+	if err != nil {
+		return nil, err
+	}
+	resp := &StatusResponse{ClusterID: n.id.ClusterID, ClusterName: n.id.ClusterName,
+		LeaderID: n.id.NodeID, LeaderName: n.cfg.NodeName, LeaderAddr: n.rpcAddr,
+		Total: sched.ResourceSet{}, Available: sched.ResourceSet{}}
+	if meta, _ := st.ClusterMeta(); meta != nil {
+		resp.ClusterID, resp.ClusterName = meta.ID, meta.Name
+	}
+	suffrage := map[string]string{}
+	names := map[string]string{}
+	for _, nd := range nodes {
+		names[nd.ID] = nd.Name
+	}
+	if f := n.raft.GetConfiguration(); f.Error() == nil {
+		for _, s := range f.Configuration().Servers {
+			rs := RaftServer{ID: string(s.ID), Name: names[string(s.ID)], Address: string(s.Address),
+				Suffrage: strings.ToLower(s.Suffrage.String()), Leader: string(s.ID) == n.id.NodeID}
+			resp.Servers = append(resp.Servers, rs)
+			suffrage[rs.ID] = rs.Suffrage
+		}
+	}
+	for _, nd := range nodes {
+		v := NodeView{Node: *nd, RaftSuffrage: suffrage[nd.ID]}
+		v.Available, v.LastHeartbeat = n.leader.available(nd)
+		if nd.Status == store.NodeAlive || nd.Status == store.NodeSuspect {
+			resp.Total.Add(nd.Resources)
+			resp.Available.Add(v.Available)
+		}
+		resp.Nodes = append(resp.Nodes, v)
+	}
+	sort.Slice(resp.Nodes, func(i, j int) bool { return resp.Nodes[i].Name+resp.Nodes[i].ID < resp.Nodes[j].Name+resp.Nodes[j].ID })
+	return resp, nil
+}
+
+func (n *Node) kvGet(ctx context.Context, req *KVRequest) (*KVResponse, error) {
+	e, err := n.fsm.State().KVGet(req.Key)
+	if err != nil {
+		return nil, err
+	}
+	if e == nil {
+		return nil, &rpc.Error{Code: CodeNotFound, Message: fmt.Sprintf("key %q not found", req.Key)}
+	}
+	return &KVResponse{Entries: []store.KVEntry{*e}, OK: true, Index: e.ModifyIndex}, nil
+}
+
+func (n *Node) kvList(ctx context.Context, req *KVRequest) (*KVResponse, error) {
+	es, err := n.fsm.State().KVList(req.Prefix)
+	if err != nil {
+		return nil, err
+	}
+	resp := &KVResponse{OK: true}
+	for _, e := range es {
+		resp.Entries = append(resp.Entries, *e)
+	}
+	return resp, nil
+}
+
+func (n *Node) kvSet(ctx context.Context, req *KVRequest) (*KVResponse, error) {
+	if req.Key == "" {
+		return nil, &rpc.Error{Code: CodeBadInput, Message: "empty KV key"}
+	}
+	out, err := n.apply(store.KVSetType, &store.KVSetRequest{Key: req.Key, Value: req.Value, CAS: req.CAS, Index: req.Index})
+	if err != nil {
+		return nil, err
+	}
+	resp := &KVResponse{OK: true}
+	if r, ok := out.(*store.KVSetResult); ok {
+		resp.OK, resp.Index = r.OK, r.Index
+	}
+	return resp, nil
+}
+
+func (n *Node) kvDelete(ctx context.Context, req *KVRequest) (*KVResponse, error) {
+	if _, err := n.apply(store.KVDeleteType, &store.KVDeleteRequest{Key: req.Key}); err != nil {
+		return nil, err
+	}
+	return &KVResponse{OK: true}, nil
+}

@@ -1,0 +1,93 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// startHTTP serves the JSON API and Prometheus metrics. HTTPPort -1 disables it.
+func (n *Node) startHTTP(advertise string) error {
+	if n.cfg.HTTPPort < 0 {
+		return nil
+	}
+	ln, err := net.Listen("tcp", hostPort(n.cfg.BindAddr, n.cfg.HTTPPort))
+	if err != nil {
+		return fmt.Errorf("HTTP port %d on %s: %w", n.cfg.HTTPPort, n.cfg.BindAddr, err)
+	}
+	n.httpAddr = hostPort(advertise, ln.Addr().(*net.TCPAddr).Port)
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(&nodeCollector{n: n})
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/status", n.httpStatus)
+	mux.HandleFunc("GET /v1/health", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]any{"node_id": n.id.NodeID, "leader": n.leaderAddr()})
+	})
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	n.httpServer = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		if err := n.httpServer.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			n.logger.Warn("HTTP server stopped", "err", err)
+		}
+	}()
+	return nil
+}
+
+func (n *Node) httpStatus(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), forwardTimeout)
+	defer cancel()
+	var st StatusResponse
+	if err := n.forward(ctx, MethodStatus, &Empty{}, &st); err != nil {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": err.Error()})
+		return
+	}
+	writeJSON(w, http.StatusOK, &st)
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// nodeCollector exports the node's view of the cluster to Prometheus.
+type nodeCollector struct{ n *Node }
+
+var (
+	descMembers  = prometheus.NewDesc("nodeup_gossip_members", "Gossip members known to this node, by status.", []string{"status"}, nil)
+	descLeader   = prometheus.NewDesc("nodeup_raft_leader", "1 if this node is the Raft leader.", nil, nil)
+	descResource = prometheus.NewDesc("nodeup_node_resource_total", "This node's total resources, in resource units (bytes for memory).", []string{"resource"}, nil)
+)
+
+// Describe implements prometheus.Collector.
+func (c *nodeCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- descMembers
+	ch <- descLeader
+	ch <- descResource
+}
+
+// Collect implements prometheus.Collector.
+func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
+	counts := map[string]float64{"alive": 0, "suspect": 0, "dead": 0, "left": 0}
+	for _, m := range c.n.members.snapshot() {
+		counts[string(m.Status)]++
+	}
+	for s, v := range counts {
+		ch <- prometheus.MustNewConstMetric(descMembers, prometheus.GaugeValue, v, s)
+	}
+	leader := 0.0
+	if c.n.IsLeader() {
+		leader = 1
+	}
+	ch <- prometheus.MustNewConstMetric(descLeader, prometheus.GaugeValue, leader)
+	for name, q := range c.n.cfg.Resources {
+		ch <- prometheus.MustNewConstMetric(descResource, prometheus.GaugeValue, q.Float(), name)
+	}
+}

@@ -1,0 +1,441 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-sockaddr"
+	"github.com/hashicorp/memberlist"
+	"github.com/hashicorp/raft"
+	autopilot "github.com/hashicorp/raft-autopilot"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+
+	"github.com/nodeup/nodeup/rpc"
+	"github.com/nodeup/nodeup/sched"
+	"github.com/nodeup/nodeup/store"
+)
+
+// Node is one running node daemon. Create it with Start; stop it with
+// Shutdown (graceful leave) or Kill (as if the process died, for tests).
+type Node struct {
+	cfg    Config
+	logger *slog.Logger
+	dir    *dataDir
+	id     Identity
+
+	rpcAddr   string // advertised host:port of the RPC+Raft port
+	ln        net.Listener
+	mux       *mux
+	rpcServer *rpc.Server
+	pool      *rpc.Pool
+
+	members *membership
+	ml      *memberlist.Memberlist
+
+	fsm       *store.FSM
+	raft      *raft.Raft
+	raftStore *raftboltdb.BoltStore
+	raftTrans *raft.NetworkTransport
+	raftLayer *raftLayer
+	pilot     *autopilot.Autopilot
+	leaderCh  chan bool
+
+	httpServer *http.Server
+	httpAddr   string
+
+	leader     leaderState
+	leaderHint atomic.Value // string: RPC address of the leader, for non-voters
+
+	ctx      context.Context
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
+	stopOnce sync.Once
+}
+
+// Start opens the data dir, binds the ports, joins or bootstraps the cluster
+// and returns a running node. Errors name what failed (a port in use, an
+// unreachable peer, a data dir of another cluster); on error nothing in the
+// data dir has been changed beyond its lock file.
+func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
+	cfg = cfg.Defaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	n := &Node{cfg: cfg, logger: cfg.Logger}
+	n.ctx, n.cancel = context.WithCancel(context.Background())
+	n.leaderHint.Store("")
+	defer func() {
+		if err != nil {
+			n.close()
+		}
+	}()
+
+	if n.dir, err = openDataDir(cfg.DataDir); err != nil {
+		return nil, err
+	}
+	if n.id, err = n.dir.readIdentity(); err != nil {
+		return nil, err
+	}
+	n.logger = n.logger.With("node", cfg.NodeName)
+
+	advertise, err := advertiseAddr(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if n.ln, err = net.Listen("tcp", hostPort(cfg.BindAddr, cfg.Port)); err != nil {
+		return nil, fmt.Errorf("RPC port %d on %s: %w", cfg.Port, cfg.BindAddr, err)
+	}
+	n.rpcAddr = hostPort(advertise, n.ln.Addr().(*net.TCPAddr).Port)
+	n.pool = rpc.NewPool([]byte{connRPC}, 5*time.Second)
+
+	// Learn the cluster from a peer before writing anything to the data dir.
+	var hello *HelloResponse
+	if len(cfg.Join) > 0 {
+		hello, err = n.helloPeers(ctx, cfg.Join)
+		if err != nil && !cfg.Head {
+			return nil, err
+		}
+		if err != nil {
+			n.logger.Warn("no peer answered; starting as head", "err", err)
+		}
+	}
+	switch {
+	case hello != nil:
+		if n.id.ClusterID != "" && n.id.ClusterID != hello.ClusterID {
+			return nil, fmt.Errorf("data dir %s belongs to cluster %q (%s), but the peer is in cluster %q (%s): use a fresh --data-dir to join this one",
+				cfg.DataDir, n.id.ClusterName, n.id.ClusterID, hello.ClusterName, hello.ClusterID)
+		}
+		n.id.ClusterID, n.id.ClusterName = hello.ClusterID, hello.ClusterName
+		n.leaderHint.Store(hello.LeaderAddr)
+	case n.id.ClusterID == "":
+		n.id.ClusterID, n.id.ClusterName = newID(), cfg.ClusterName
+	}
+	n.id.Incarnation++
+	if err := n.dir.writeIdentity(n.id); err != nil {
+		return nil, fmt.Errorf("write node identity: %w", err)
+	}
+	n.logger = n.logger.With("node_id", short(n.id.NodeID))
+
+	n.fsm = store.NewFSM(n.logger.With("component", "fsm"))
+	n.rpcServer = rpc.NewServer(n.logger.With("component", "rpc"))
+	n.registerEndpoints()
+	if cfg.Server {
+		if err := n.setupRaft(); err != nil {
+			return nil, err
+		}
+	}
+	n.mux = &mux{ln: n.ln, rpc: n.rpcServer.ServeConn, raft: n.raftLayerOrNil(), logger: n.logger}
+	go n.mux.serve()
+
+	if err := n.setupGossip(advertise, hello); err != nil {
+		return nil, err
+	}
+	if err := n.startHTTP(advertise); err != nil {
+		return nil, err
+	}
+	if cfg.Server {
+		n.goRun(n.monitorLeadership)
+	}
+	n.goRun(n.agentLoop)
+	_ = os.WriteFile(n.dir.file(addressFile), []byte(n.rpcAddr+"\n"), 0o640)
+	writeCurrentAddress(n.rpcAddr)
+	n.logger.Info("node started", "rpc", n.rpcAddr, "gossip", n.ml.LocalNode().Address(), "http", n.httpAddr,
+		"cluster", n.id.ClusterName, "incarnation", n.id.Incarnation, "server", cfg.Server, "resources", cfg.Resources.String())
+	return n, nil
+}
+
+// raftLayerOrNil returns the Raft stream layer, or for a non-server a closed
+// one, so Raft connections to it are dropped.
+func (n *Node) raftLayerOrNil() *raftLayer {
+	if n.raftLayer == nil {
+		l := newRaftLayer(n.ln.Addr())
+		_ = l.Close()
+		return l
+	}
+	return n.raftLayer
+}
+
+func (n *Node) goRun(f func()) {
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		f()
+	}()
+}
+
+// advertiseAddr picks the IP others dial: --advertise, else --bind, else
+// (bind 0.0.0.0) the first private address, as Consul does.
+func advertiseAddr(cfg Config) (string, error) {
+	if cfg.AdvertiseAddr != "" {
+		return cfg.AdvertiseAddr, nil
+	}
+	if ip := net.ParseIP(cfg.BindAddr); ip != nil && !ip.IsUnspecified() {
+		return cfg.BindAddr, nil
+	}
+	ip, err := sockaddr.GetPrivateIP()
+	if err != nil || ip == "" {
+		return "", fmt.Errorf("binding %s but found no private IP to advertise: set --advertise", cfg.BindAddr)
+	}
+	return ip, nil
+}
+
+func (n *Node) setupRaft() error {
+	dir := n.dir.file(raftDir)
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return fmt.Errorf("raft dir: %w", err)
+	}
+	var err error
+	if n.raftStore, err = raftboltdb.New(raftboltdb.Options{Path: filepath.Join(dir, "raft.db")}); err != nil {
+		return fmt.Errorf("open raft log %s: %w", filepath.Join(dir, "raft.db"), err)
+	}
+	hl := hclogFor(n.logger, "raft")
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(dir, 2, hl)
+	if err != nil {
+		return fmt.Errorf("raft snapshots: %w", err)
+	}
+	n.raftLayer = newRaftLayer(n.ln.Addr())
+	n.raftTrans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+		Stream: n.raftLayer, MaxPool: 3, Timeout: 10 * time.Second, Logger: hl,
+		ServerAddressProvider: nil,
+	})
+	rc := raft.DefaultConfig()
+	rc.LocalID = raft.ServerID(n.id.NodeID)
+	rc.Logger = hl
+	n.leaderCh = make(chan bool, 8)
+	rc.NotifyCh = n.leaderCh
+	rc.SnapshotThreshold = 8192
+	existing, err := raft.HasExistingState(n.raftStore, n.raftStore, snaps)
+	if err != nil {
+		return fmt.Errorf("read raft state: %w", err)
+	}
+	if n.raft, err = raft.NewRaft(rc, n.fsm, n.raftStore, n.raftStore, snaps, n.raftTrans); err != nil {
+		return fmt.Errorf("start raft: %w", err)
+	}
+	if n.cfg.Head && !existing {
+		f := n.raft.BootstrapCluster(raft.Configuration{Servers: []raft.Server{{
+			Suffrage: raft.Voter, ID: rc.LocalID, Address: raft.ServerAddress(n.rpcAddr),
+		}}})
+		if err := f.Error(); err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
+			return fmt.Errorf("bootstrap raft: %w", err)
+		}
+		n.logger.Info("bootstrapped a new cluster", "cluster", n.id.ClusterName, "cluster_id", n.id.ClusterID)
+	}
+	n.pilot = autopilot.New(n.raft, &pilotDelegate{n: n},
+		autopilot.WithLogger(hclogFor(n.logger, "autopilot")),
+		autopilot.WithUpdateInterval(time.Second),
+		autopilot.WithReconcileInterval(2*time.Second))
+	return nil
+}
+
+func (n *Node) setupGossip(advertise string, hello *HelloResponse) error {
+	var err error
+	meta := gossipMeta{ID: n.id.NodeID, Name: n.cfg.NodeName, RPCAddr: n.rpcAddr, Server: n.cfg.Server,
+		Version: n.cfg.Version, Incarnation: n.id.Incarnation}
+	if n.members, err = newMembership(meta, n.logger.With("component", "gossip")); err != nil {
+		return err
+	}
+	mc := gossipConfig(n.cfg, n.id.NodeID, n.cfg.BindAddr, advertise, n.cfg.GossipPort, "nodeup/"+n.id.ClusterID, n.members)
+	if n.ml, err = memberlist.Create(mc); err != nil {
+		return fmt.Errorf("gossip port %d on %s: %w", n.cfg.GossipPort, n.cfg.BindAddr, err)
+	}
+	n.members.ml = n.ml
+	if hello != nil && len(hello.GossipAddrs) > 0 {
+		if _, err := n.ml.Join(hello.GossipAddrs); err != nil {
+			return fmt.Errorf("join gossip through %v: %w", hello.GossipAddrs, err)
+		}
+	}
+	return nil
+}
+
+// helloPeers asks each peer in turn which cluster it belongs to.
+func (n *Node) helloPeers(ctx context.Context, peers []string) (*HelloResponse, error) {
+	var errs []error
+	for _, p := range peers {
+		addr := p
+		if _, _, err := net.SplitHostPort(p); err != nil {
+			addr = hostPort(p, DefaultPort)
+		}
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		var resp HelloResponse
+		err := n.pool.Call(cctx, addr, MethodHello, &Empty{}, &resp)
+		cancel()
+		if err == nil {
+			return &resp, nil
+		}
+		errs = append(errs, fmt.Errorf("%s: %w", addr, err))
+	}
+	return nil, fmt.Errorf("cannot reach any peer to join: %w", errors.Join(errs...))
+}
+
+// ID returns the node's stable ID.
+func (n *Node) ID() string { return n.id.NodeID }
+
+// Name returns the node's human name.
+func (n *Node) Name() string { return n.cfg.NodeName }
+
+// RPCAddr returns the advertised host:port of the node's RPC and Raft port.
+func (n *Node) RPCAddr() string { return n.rpcAddr }
+
+// HTTPAddr returns the HTTP API's host:port ("" when disabled).
+func (n *Node) HTTPAddr() string { return n.httpAddr }
+
+// Incarnation returns how many times this data dir has started a node.
+func (n *Node) Incarnation() uint64 { return n.id.Incarnation }
+
+// ClusterID returns the ID of the cluster the node belongs to.
+func (n *Node) ClusterID() string { return n.id.ClusterID }
+
+// IsLeader reports whether this node is the Raft leader now.
+func (n *Node) IsLeader() bool { return n.raft != nil && n.raft.State() == raft.Leader }
+
+// State returns the node's read-only copy of the replicated state.
+func (n *Node) State() *store.StateStore { return n.fsm.State() }
+
+// Resources returns the node's total resources, its node:<id> resource included.
+func (n *Node) Resources() sched.ResourceSet {
+	r := n.cfg.Resources.Clone()
+	r[sched.NodeResource(n.id.NodeID)] = sched.Unit
+	return r
+}
+
+// Shutdown leaves the cluster gracefully: a leader hands leadership to another
+// voter first, gossip announces the departure (peers mark the node left at
+// once), then Raft and the ports close. Safe to call more than once.
+func (n *Node) Shutdown() error {
+	n.stopOnce.Do(func() {
+		n.logger.Info("leaving the cluster")
+		if n.IsLeader() && n.otherVoters() > 0 {
+			if err := n.raft.LeadershipTransfer().Error(); err != nil {
+				n.logger.Warn("leadership transfer failed", "err", err)
+			}
+		}
+		if n.ml != nil {
+			n.members.setLeaving()
+			if err := n.ml.UpdateNode(2 * time.Second); err != nil {
+				n.logger.Warn("gossip leave intent failed", "err", err)
+			}
+			if err := n.ml.Leave(3 * time.Second); err != nil {
+				n.logger.Warn("gossip leave failed", "err", err)
+			}
+		}
+		n.close()
+		n.logger.Info("node stopped")
+	})
+	return nil
+}
+
+// Kill stops the node abruptly, without telling peers, as a crash would (the
+// data dir is kept). For tests of failure handling.
+func (n *Node) Kill() {
+	n.stopOnce.Do(n.close)
+}
+
+func (n *Node) otherVoters() int {
+	f := n.raft.GetConfiguration()
+	if f.Error() != nil {
+		return 0
+	}
+	c := 0
+	for _, s := range f.Configuration().Servers {
+		if s.Suffrage == raft.Voter && string(s.ID) != n.id.NodeID {
+			c++
+		}
+	}
+	return c
+}
+
+// close releases everything Start acquired, in reverse order.
+func (n *Node) close() {
+	n.cancel()
+	if n.pilot != nil {
+		<-n.pilot.Stop()
+	}
+	if n.ml != nil {
+		_ = n.ml.Shutdown()
+	}
+	if n.httpServer != nil {
+		_ = n.httpServer.Close()
+	}
+	if n.raft != nil {
+		if err := n.raft.Shutdown().Error(); err != nil {
+			n.logger.Warn("raft shutdown", "err", err)
+		}
+	}
+	if n.raftTrans != nil {
+		_ = n.raftTrans.Close()
+	}
+	if n.ln != nil {
+		_ = n.ln.Close()
+	}
+	if n.rpcServer != nil {
+		n.rpcServer.Close()
+	}
+	if n.mux != nil {
+		n.mux.wg.Wait()
+	}
+	if n.pool != nil {
+		n.pool.Close()
+	}
+	n.wg.Wait()
+	if n.raftStore != nil {
+		_ = n.raftStore.Close()
+	}
+	if n.dir != nil {
+		_ = os.Remove(n.dir.file(addressFile))
+		removeCurrentAddress(n.rpcAddr)
+		n.dir.close()
+	}
+}
+
+func short(id string) string {
+	if len(id) > 8 {
+		return id[:8]
+	}
+	return id
+}
+
+// currentAddressFile points client verbs at the most recently started node on
+// this machine, as Ray's /tmp/ray/ray_current_cluster does.
+func currentAddressFile() string {
+	return filepath.Join(os.TempDir(), "nodeup-"+strconv.Itoa(os.Getuid()), "current")
+}
+
+func writeCurrentAddress(addr string) {
+	p := currentAddressFile()
+	if os.MkdirAll(filepath.Dir(p), 0o700) == nil {
+		_ = writeFileAtomic(p, []byte(addr+"\n"))
+	}
+}
+
+func removeCurrentAddress(addr string) {
+	if CurrentAddress() == addr {
+		_ = os.Remove(currentAddressFile())
+	}
+}
+
+// CurrentAddress returns the RPC address of the node most recently started
+// on this machine by this user, or "" when none is recorded.
+func CurrentAddress() string {
+	b, err := os.ReadFile(currentAddressFile())
+	if err != nil {
+		return ""
+	}
+	return string(trimNL(b))
+}
+
+func trimNL(b []byte) []byte {
+	for len(b) > 0 && (b[len(b)-1] == '\n' || b[len(b)-1] == '\r' || b[len(b)-1] == ' ') {
+		b = b[:len(b)-1]
+	}
+	return b
+}
