@@ -1,0 +1,111 @@
+// Package cli is nodeup's command line: urfave/cli/v2 commands, flag parsing
+// and output formatting (tables, or JSON with --json).
+package cli
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+
+	ucli "github.com/urfave/cli/v2"
+)
+
+// Version is the nodeup version; `make build` sets it from git describe.
+var Version = "0.1.0-dev"
+
+// Run runs the command line in args (os.Args) and returns the process exit
+// code: 0 on success, 1 with one line on stderr naming the problem otherwise.
+func Run(args []string) int {
+	app := App()
+	if name := commandName(app, args); name != "" && name != "help" && name != "h" && findCommand(app.Commands, name) == nil {
+		fmt.Fprintf(os.Stderr, "nodeup: unknown command %q (see 'nodeup --help')\n", name)
+		return 1
+	}
+	if err := app.Run(reorderArgs(app, args)); err != nil {
+		fmt.Fprintln(os.Stderr, "nodeup: "+oneLine(err.Error()))
+		return 1
+	}
+	return 0
+}
+
+// App returns the nodeup command line application.
+func App() *ucli.App {
+	app := &ucli.App{
+		Name:                 "nodeup",
+		Usage:                "Ray's programming model as one static binary: tasks, actors, objects, placement groups",
+		Version:              Version,
+		HideVersion:          true,
+		EnableBashCompletion: false,
+		OnUsageError:         usageError,
+		Flags: []ucli.Flag{
+			&ucli.StringFlag{Name: "log-level", Value: "info", Usage: "debug, info, warn or error", EnvVars: []string{"NODEUP_LOG_LEVEL"}},
+			&ucli.StringFlag{Name: "log-format", Value: "text", Usage: "text or json", EnvVars: []string{"NODEUP_LOG_FORMAT"}},
+		},
+		Before: func(c *ucli.Context) error {
+			return setupLogging(c.String("log-level"), c.String("log-format"), os.Stderr)
+		},
+		Commands: []*ucli.Command{
+			startCommand(),
+			joinCommand(),
+			stopCommand(),
+			statusCommand(),
+			nodesCommand(),
+			kvCommand(),
+			versionCommand(),
+		},
+	}
+	for _, cmd := range app.Commands {
+		setUsageError(cmd)
+	}
+	return app
+}
+
+func setUsageError(cmd *ucli.Command) {
+	cmd.OnUsageError = usageError
+	for _, sub := range cmd.Subcommands {
+		setUsageError(sub)
+	}
+}
+
+// usageError turns urfave's multi-line usage dump into one clear line.
+func usageError(c *ucli.Context, err error, isSubcommand bool) error {
+	name := "nodeup"
+	if c.Command != nil && c.Command.Name != "" {
+		name = "nodeup " + c.Command.FullName()
+	}
+	return fmt.Errorf("%s: %v (see '%s --help')", name, err, name)
+}
+
+func setupLogging(level, format string, w io.Writer) error {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return fmt.Errorf("--log-level %q: use debug, info, warn or error", level)
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	switch format {
+	case "text":
+		slog.SetDefault(slog.New(slog.NewTextHandler(w, opts)))
+	case "json":
+		slog.SetDefault(slog.New(slog.NewJSONHandler(w, opts)))
+	default:
+		return fmt.Errorf("--log-format %q: use text or json", format)
+	}
+	return nil
+}
+
+func versionCommand() *ucli.Command {
+	return &ucli.Command{
+		Name:  "version",
+		Usage: "print the nodeup version",
+		Action: func(c *ucli.Context) error {
+			fmt.Fprintf(c.App.Writer, "nodeup %s\n", Version)
+			return nil
+		},
+	}
+}
+
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(strings.ReplaceAll(s, "\n", "; ")), " ")
+}

@@ -1,0 +1,136 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"strings"
+	"time"
+
+	ucli "github.com/urfave/cli/v2"
+
+	"github.com/nodeup/nodeup/cluster"
+	"github.com/nodeup/nodeup/rpc"
+)
+
+// clientFlags are shared by every verb that talks to a running node.
+func clientFlags() []ucli.Flag {
+	return []ucli.Flag{
+		&ucli.StringFlag{Name: "address", EnvVars: []string{"NODEUP_ADDRESS"},
+			Usage: "host:port of any node's RPC port (default: NODEUP_ADDRESS, else the node running on this machine)"},
+		&ucli.DurationFlag{Name: "timeout", Value: 20 * time.Second, Usage: "how long to wait for an answer"},
+	}
+}
+
+// resolveAddress picks the node to talk to: --address or NODEUP_ADDRESS, then
+// the node most recently started on this machine, then the default data dir's.
+func resolveAddress(c *ucli.Context) (string, error) {
+	addr := c.String("address")
+	if addr == "" {
+		addr = cluster.CurrentAddress()
+	}
+	if addr == "" {
+		if dir := os.Getenv("NODEUP_DATA_DIR"); dir != "" {
+			addr = cluster.ReadDataDirAddress(dir)
+		} else {
+			addr = cluster.ReadDataDirAddress(defaultDataDir())
+		}
+	}
+	if addr == "" {
+		return "", fmt.Errorf("no nodeup node found on this machine: start one (nodeup start --head), or pass --address host:port or set NODEUP_ADDRESS")
+	}
+	if _, _, err := net.SplitHostPort(addr); err != nil {
+		addr = net.JoinHostPort(addr, fmt.Sprint(cluster.DefaultPort))
+	}
+	return addr, nil
+}
+
+// call makes one RPC to the resolved node.
+func call(c *ucli.Context, method string, req, resp any) error {
+	addr, err := resolveAddress(c)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(c.Context, c.Duration("timeout"))
+	defer cancel()
+	cl, err := rpc.Dial(ctx, "tcp", addr, []byte{0x01})
+	if err != nil {
+		return fmt.Errorf("cannot reach node at %s: %w", addr, err)
+	}
+	defer cl.Close()
+	if err := cl.Call(ctx, method, req, resp); err != nil {
+		return fmt.Errorf("%s at %s: %w", method, addr, err)
+	}
+	return nil
+}
+
+func writeJSONOut(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func kvCommand() *ucli.Command {
+	return &ucli.Command{
+		Name:  "kv",
+		Usage: "read and write the cluster's internal key-value store",
+		Subcommands: []*ucli.Command{
+			{
+				Name: "get", Usage: "print a key's value", ArgsUsage: "<key>", Flags: clientFlags(),
+				Action: func(c *ucli.Context) error {
+					if c.NArg() != 1 {
+						return fmt.Errorf("nodeup kv get takes one key, got %d arguments", c.NArg())
+					}
+					var resp cluster.KVResponse
+					if err := call(c, cluster.MethodKVGet, &cluster.KVRequest{Key: c.Args().First()}, &resp); err != nil {
+						return err
+					}
+					_, err := c.App.Writer.Write(append(resp.Entries[0].Value, '\n'))
+					return err
+				},
+			},
+			{
+				Name: "put", Usage: "set a key", ArgsUsage: "<key> <value>", Flags: clientFlags(),
+				Action: func(c *ucli.Context) error {
+					if c.NArg() != 2 {
+						return fmt.Errorf("nodeup kv put takes a key and a value, got %d arguments", c.NArg())
+					}
+					return call(c, cluster.MethodKVSet, &cluster.KVRequest{Key: c.Args().Get(0), Value: []byte(c.Args().Get(1))}, &cluster.KVResponse{})
+				},
+			},
+			{
+				Name: "delete", Usage: "delete a key", ArgsUsage: "<key>", Flags: clientFlags(),
+				Action: func(c *ucli.Context) error {
+					if c.NArg() != 1 {
+						return fmt.Errorf("nodeup kv delete takes one key, got %d arguments", c.NArg())
+					}
+					return call(c, cluster.MethodKVDelete, &cluster.KVRequest{Key: c.Args().First()}, &cluster.KVResponse{})
+				},
+			},
+			{
+				Name: "list", Usage: "list keys under a prefix", ArgsUsage: "[<prefix>]",
+				Flags: append(clientFlags(), &ucli.BoolFlag{Name: "json", Usage: "print JSON"}),
+				Action: func(c *ucli.Context) error {
+					var resp cluster.KVResponse
+					if err := call(c, cluster.MethodKVList, &cluster.KVRequest{Prefix: c.Args().First()}, &resp); err != nil {
+						return err
+					}
+					if c.Bool("json") {
+						out := map[string]string{}
+						for _, e := range resp.Entries {
+							out[e.Key] = string(e.Value)
+						}
+						return writeJSONOut(c.App.Writer, out)
+					}
+					for _, e := range resp.Entries {
+						fmt.Fprintf(c.App.Writer, "%s\t%s\n", e.Key, strings.ReplaceAll(string(e.Value), "\n", `\n`))
+					}
+					return nil
+				},
+			},
+		},
+	}
+}

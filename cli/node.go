@@ -1,0 +1,236 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/coreos/go-systemd/v22/daemon"
+	ucli "github.com/urfave/cli/v2"
+	"golang.org/x/sys/unix"
+
+	"github.com/nodeup/nodeup/cluster"
+	"github.com/nodeup/nodeup/sched"
+)
+
+// nodeFlags are shared by start and join; docs/cli.md lists their defaults.
+func nodeFlags() []ucli.Flag {
+	return []ucli.Flag{
+		&ucli.StringFlag{Name: "bind", Value: "0.0.0.0", Usage: "IP address to listen on (and advertise, unless --advertise)"},
+		&ucli.StringFlag{Name: "advertise", Usage: "IP address other nodes use to reach this one (default: --bind, or the first private IP)"},
+		&ucli.IntFlag{Name: "port", Value: cluster.DefaultPort, Usage: "TCP port for RPC and Raft (0: any free port)"},
+		&ucli.IntFlag{Name: "gossip-port", Value: cluster.DefaultGossipPort, Usage: "memberlist TCP and UDP port (0: any free port)"},
+		&ucli.IntFlag{Name: "http-port", Value: cluster.DefaultHTTPPort, Usage: "HTTP API and /metrics port (0: any free port, -1: off)"},
+		&ucli.StringFlag{Name: "data-dir", Value: defaultDataDir(), EnvVars: []string{"NODEUP_DATA_DIR"}, Usage: "directory for the node identity and the Raft log"},
+		&ucli.StringFlag{Name: "node-name", Usage: "human name of this node (default: hostname)"},
+		&ucli.StringFlag{Name: "cluster-name", Value: "nodeup", Usage: "name of a new cluster (with --head)"},
+		&ucli.StringFlag{Name: "num-cpus", Usage: "CPU resource units (default: logical CPUs)"},
+		&ucli.StringFlag{Name: "memory", Usage: "memory resource in bytes, or with a unit: 8GiB, 500MB (default: 70% of RAM)"},
+		&ucli.StringFlag{Name: "resources", Usage: `custom resources: TPU-v3=2,FPGA=4 or '{"TPU-v3": 2}'`},
+		&ucli.StringFlag{Name: "labels", Usage: "node labels: key=value,key2=value2"},
+		&ucli.IntFlag{Name: "raft-voters", Value: cluster.DefaultRaftVoters, Usage: "target number of Raft voters (1..9)"},
+		&ucli.BoolFlag{Name: "server", Value: true, Usage: "may become a Raft voter (--server=false: never)"},
+	}
+}
+
+func startCommand() *ucli.Command {
+	return &ucli.Command{
+		Name:      "start",
+		Usage:     "run a node in the foreground (--head starts a new cluster)",
+		ArgsUsage: " ",
+		Flags: append(nodeFlags(),
+			&ucli.BoolFlag{Name: "head", Usage: "bootstrap a new cluster (a one-voter Raft group) if the data dir has none"},
+			&ucli.StringSliceFlag{Name: "join", Usage: "peer to join through (host or host:port of its RPC port); repeatable"},
+		),
+		Action: func(c *ucli.Context) error {
+			if c.NArg() > 0 {
+				return fmt.Errorf("nodeup start takes no arguments (got %q); to join peers use 'nodeup join <peer>'", c.Args().First())
+			}
+			return runNode(c, c.Bool("head"), c.StringSlice("join"))
+		},
+	}
+}
+
+func joinCommand() *ucli.Command {
+	return &ucli.Command{
+		Name:      "join",
+		Usage:     "run a node in the foreground that joins the cluster through any live member",
+		ArgsUsage: "<peer> [<peer>...]",
+		Flags:     nodeFlags(),
+		Action: func(c *ucli.Context) error {
+			if c.NArg() == 0 {
+				return errors.New("nodeup join needs at least one peer (host or host:port of a member's RPC port)")
+			}
+			return runNode(c, false, c.Args().Slice())
+		},
+	}
+}
+
+// nodeConfig turns flags into a cluster.Config, rejecting bad values.
+func nodeConfig(c *ucli.Context, head bool, peers []string) (cluster.Config, error) {
+	cfg := cluster.Config{
+		ClusterName: c.String("cluster-name"), Head: head, Join: peers,
+		BindAddr: c.String("bind"), AdvertiseAddr: c.String("advertise"),
+		Port: c.Int("port"), GossipPort: c.Int("gossip-port"), HTTPPort: c.Int("http-port"),
+		NodeName: c.String("node-name"), RaftVoters: c.Int("raft-voters"), Server: c.Bool("server"),
+		Version: Version, Logger: slog.Default(),
+	}
+	if v := c.Int("raft-voters"); v < 1 {
+		return cfg, fmt.Errorf("--raft-voters %d: must be 1..9 (odd numbers tolerate the most failures)", v)
+	}
+	dir, err := filepath.Abs(c.String("data-dir"))
+	if err != nil {
+		return cfg, fmt.Errorf("--data-dir %q: %w", c.String("data-dir"), err)
+	}
+	cfg.DataDir = dir
+	res, err := sched.ParseResources(c.String("resources"))
+	if err != nil {
+		return cfg, fmt.Errorf("--resources: %w", err)
+	}
+	for _, reserved := range []string{sched.CPU, sched.Memory} {
+		if _, ok := res[reserved]; ok {
+			return cfg, fmt.Errorf("--resources %q: set %s with --num-cpus or --memory instead", c.String("resources"), reserved)
+		}
+	}
+	for name := range res {
+		if strings.HasPrefix(name, sched.NodeResourcePrefix) {
+			return cfg, fmt.Errorf("--resources: %q is reserved (every node gets node:<id> itself)", name)
+		}
+	}
+	cpus := sched.QuantityOf(int64(runtime.NumCPU()))
+	if s := c.String("num-cpus"); s != "" {
+		if cpus, err = sched.ParseQuantity(s); err != nil {
+			return cfg, fmt.Errorf("--num-cpus: %w", err)
+		}
+	}
+	res[sched.CPU] = cpus
+	mem, err := defaultMemory()
+	if s := c.String("memory"); s != "" {
+		mem, err = parseBytes(s)
+	}
+	if err != nil {
+		return cfg, fmt.Errorf("--memory: %w", err)
+	}
+	res[sched.Memory] = sched.QuantityOf(mem)
+	cfg.Resources = res
+	if cfg.Labels, err = parseLabels(c.String("labels")); err != nil {
+		return cfg, fmt.Errorf("--labels: %w", err)
+	}
+	return cfg, nil
+}
+
+func runNode(c *ucli.Context, head bool, peers []string) error {
+	cfg, err := nodeConfig(c, head, peers)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	n, err := cluster.Start(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	_, _ = daemon.SdNotify(false, daemon.SdNotifyReady)
+	<-ctx.Done()
+	_, _ = daemon.SdNotify(false, daemon.SdNotifyStopping)
+	return n.Shutdown()
+}
+
+func stopCommand() *ucli.Command {
+	return &ucli.Command{
+		Name:  "stop",
+		Usage: "stop the node running on this machine gracefully (it leaves the cluster)",
+		Flags: []ucli.Flag{
+			&ucli.StringFlag{Name: "data-dir", Value: defaultDataDir(), EnvVars: []string{"NODEUP_DATA_DIR"}, Usage: "data dir of the node to stop"},
+			&ucli.DurationFlag{Name: "timeout", Value: 30 * time.Second, Usage: "how long to wait for it to exit"},
+		},
+		Action: func(c *ucli.Context) error {
+			dir := c.String("data-dir")
+			pid, err := cluster.ReadDataDirPID(dir)
+			if err != nil {
+				return fmt.Errorf("data dir %s: %w", dir, err)
+			}
+			if pid == 0 {
+				return fmt.Errorf("no nodeup node is running on data dir %s", dir)
+			}
+			if err := unix.Kill(pid, unix.SIGTERM); err != nil {
+				return fmt.Errorf("signal node (pid %d): %w", pid, err)
+			}
+			deadline := time.Now().Add(c.Duration("timeout"))
+			for time.Now().Before(deadline) {
+				if p, _ := cluster.ReadDataDirPID(dir); p == 0 {
+					fmt.Fprintf(c.App.Writer, "stopped node (pid %d)\n", pid)
+					return nil
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+			return fmt.Errorf("node (pid %d) did not exit within %s", pid, c.Duration("timeout"))
+		},
+	}
+}
+
+// defaultDataDir is /var/lib/nodeup for root, else ~/.nodeup.
+func defaultDataDir() string {
+	if os.Geteuid() == 0 {
+		return "/var/lib/nodeup"
+	}
+	if home, err := os.UserHomeDir(); err == nil {
+		return filepath.Join(home, ".nodeup")
+	}
+	return filepath.Join(os.TempDir(), "nodeup")
+}
+
+// defaultMemory is 70% of physical RAM in bytes, as Ray's default.
+func defaultMemory() (int64, error) {
+	var si unix.Sysinfo_t
+	if err := unix.Sysinfo(&si); err != nil {
+		return 0, fmt.Errorf("read RAM size: %w", err)
+	}
+	return int64(float64(si.Totalram) * float64(si.Unit) * 0.7), nil
+}
+
+// parseBytes reads "1073741824", "8GiB", "500MB", "2G" (G = GiB, as Docker).
+func parseBytes(s string) (int64, error) {
+	t := strings.TrimSpace(s)
+	i := len(t)
+	for i > 0 && (t[i-1] < '0' || t[i-1] > '9') {
+		i--
+	}
+	num, unit := t[:i], strings.ToLower(strings.TrimSpace(t[i:]))
+	mult := map[string]int64{"": 1, "b": 1, "k": 1 << 10, "kib": 1 << 10, "kb": 1e3, "m": 1 << 20, "mib": 1 << 20, "mb": 1e6,
+		"g": 1 << 30, "gib": 1 << 30, "gb": 1e9, "t": 1 << 40, "tib": 1 << 40, "tb": 1e12}[unit]
+	n, err := strconv.ParseInt(num, 10, 64)
+	if err != nil || mult == 0 || n < 0 || n > (1<<62)/mult/int64(sched.Unit) {
+		return 0, fmt.Errorf("invalid size %q: use bytes (1073741824) or a number with B, KiB, MiB, GiB, TiB, KB, MB, GB, TB", s)
+	}
+	return n * mult, nil
+}
+
+// parseLabels reads key=value,key2=value2.
+func parseLabels(s string) (map[string]string, error) {
+	out := map[string]string{}
+	if strings.TrimSpace(s) == "" {
+		return out, nil
+	}
+	for _, item := range strings.Split(s, ",") {
+		k, v, ok := strings.Cut(strings.TrimSpace(item), "=")
+		k = strings.TrimSpace(k)
+		if !ok || k == "" {
+			return nil, fmt.Errorf("label %q: use key=value", item)
+		}
+		if _, dup := out[k]; dup {
+			return nil, fmt.Errorf("label %q given twice", k)
+		}
+		out[k] = strings.TrimSpace(v)
+	}
+	return out, nil
+}

@@ -1,0 +1,221 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+
+	ucli "github.com/urfave/cli/v2"
+
+	"github.com/nodeup/nodeup/cluster"
+	"github.com/nodeup/nodeup/sched"
+	"github.com/nodeup/nodeup/store"
+)
+
+func statusCommand() *ucli.Command {
+	return &ucli.Command{
+		Name:  "status",
+		Usage: "show the cluster: leader, Raft voters, nodes and their resources",
+		Flags: append(clientFlags(), &ucli.BoolFlag{Name: "json", Usage: "print JSON"}),
+		Action: func(c *ucli.Context) error {
+			var st cluster.StatusResponse
+			if err := call(c, cluster.MethodStatus, &cluster.Empty{}, &st); err != nil {
+				return err
+			}
+			if c.Bool("json") {
+				return writeJSONOut(c.App.Writer, statusJSON(&st))
+			}
+			printStatus(c.App.Writer, &st)
+			return nil
+		},
+	}
+}
+
+func nodesCommand() *ucli.Command {
+	return &ucli.Command{
+		Name:  "nodes",
+		Usage: "list the node table (the fields of Ray's ray.nodes())",
+		Flags: append(clientFlags(), &ucli.BoolFlag{Name: "json", Usage: "print JSON"}),
+		Action: func(c *ucli.Context) error {
+			var st cluster.StatusResponse
+			if err := call(c, cluster.MethodStatus, &cluster.Empty{}, &st); err != nil {
+				return err
+			}
+			rows := make([]nodeJSON, 0, len(st.Nodes))
+			for _, nv := range st.Nodes {
+				rows = append(rows, toNodeJSON(nv))
+			}
+			if c.Bool("json") {
+				return writeJSONOut(c.App.Writer, rows)
+			}
+			tw := tabwriter.NewWriter(c.App.Writer, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "NODE\tNODE ID\tSTATE\tADDRESS\tRAFT\tINC\tRESOURCES")
+			for _, r := range rows {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s:%d\t%s\t%d\t%s\n", r.NodeName, r.NodeID, r.State, r.NodeManagerAddress,
+					r.NodeManagerPort, dash(r.RaftSuffrage), r.Incarnation, formatResources(sched.ResourceSet(nil), nv2set(r.Resources)))
+			}
+			return tw.Flush()
+		},
+	}
+}
+
+// nodeJSON is one row of `nodeup nodes --json`, named as Ray's ray.nodes().
+type nodeJSON struct {
+	NodeID             string             `json:"NodeID"`
+	NodeName           string             `json:"NodeName"`
+	Alive              bool               `json:"Alive"`
+	State              string             `json:"State"`
+	NodeManagerAddress string             `json:"NodeManagerAddress"`
+	NodeManagerPort    int                `json:"NodeManagerPort"`
+	GossipPort         int                `json:"GossipPort"`
+	HTTPPort           int                `json:"HTTPPort,omitempty"`
+	Resources          map[string]float64 `json:"Resources"`
+	Available          map[string]float64 `json:"AvailableResources"`
+	Labels             map[string]string  `json:"Labels"`
+	Incarnation        uint64             `json:"Incarnation"`
+	RaftSuffrage       string             `json:"RaftSuffrage,omitempty"`
+	Version            string             `json:"Version"`
+}
+
+func toNodeJSON(nv cluster.NodeView) nodeJSON {
+	host, port := splitPort(nv.Address)
+	_, gport := splitPort(nv.GossipAddress)
+	_, hport := splitPort(nv.HTTPAddress)
+	return nodeJSON{NodeID: nv.ID, NodeName: nv.Name, Alive: nv.Status == store.NodeAlive || nv.Status == store.NodeSuspect,
+		State: string(nv.Status), NodeManagerAddress: host, NodeManagerPort: port, GossipPort: gport, HTTPPort: hport,
+		Resources: nv.Resources.Floats(), Available: nv.Available.Floats(), Labels: nv.Labels, Incarnation: nv.Incarnation,
+		RaftSuffrage: nv.RaftSuffrage, Version: nv.Version}
+}
+
+func nv2set(m map[string]float64) sched.ResourceSet {
+	out := sched.ResourceSet{}
+	for k, v := range m {
+		q, _ := sched.QuantityFromFloat(v)
+		out[k] = q
+	}
+	return out
+}
+
+func splitPort(addr string) (string, int) {
+	h, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		return addr, 0
+	}
+	n, _ := strconv.Atoi(p)
+	return h, n
+}
+
+// statusOut is `nodeup status --json`.
+type statusOut struct {
+	ClusterName string               `json:"cluster_name"`
+	ClusterID   string               `json:"cluster_id"`
+	Leader      leaderOut            `json:"leader"`
+	Voters      []cluster.RaftServer `json:"raft_servers"`
+	Nodes       []nodeJSON           `json:"nodes"`
+	Total       map[string]float64   `json:"total_resources"`
+	Available   map[string]float64   `json:"available_resources"`
+}
+
+type leaderOut struct {
+	ID      string `json:"id"`
+	Name    string `json:"name"`
+	Address string `json:"address"`
+}
+
+func statusJSON(st *cluster.StatusResponse) statusOut {
+	out := statusOut{ClusterName: st.ClusterName, ClusterID: st.ClusterID,
+		Leader: leaderOut{ID: st.LeaderID, Name: st.LeaderName, Address: st.LeaderAddr},
+		Voters: st.Servers, Total: st.Total.Floats(), Available: st.Available.Floats(), Nodes: []nodeJSON{}}
+	for _, nv := range st.Nodes {
+		out.Nodes = append(out.Nodes, toNodeJSON(nv))
+	}
+	return out
+}
+
+func printStatus(w io.Writer, st *cluster.StatusResponse) {
+	fmt.Fprintf(w, "Cluster %s (%s)\n", st.ClusterName, shortID(st.ClusterID))
+	fmt.Fprintf(w, "Leader  %s (%s, %s)\n", st.LeaderName, shortID(st.LeaderID), st.LeaderAddr)
+	var voters []string
+	for _, s := range st.Servers {
+		name := s.Name
+		if name == "" {
+			name = shortID(s.ID)
+		}
+		if s.Suffrage != "voter" {
+			name += " (" + s.Suffrage + ")"
+		}
+		voters = append(voters, name)
+	}
+	fmt.Fprintf(w, "Raft    %s\n\n", strings.Join(voters, ", "))
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NODE\tID\tADDRESS\tSTATE\tRAFT\tRESOURCES (available/total)")
+	for _, nv := range st.Nodes {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", nv.Name, shortID(nv.ID), nv.Address, nv.Status, dash(nv.RaftSuffrage),
+			formatResources(nv.Available, nv.Resources))
+	}
+	tw.Flush()
+	fmt.Fprintln(w, "\nResources")
+	fmt.Fprintln(w, "---------------------------------------------------------------")
+	fmt.Fprintln(w, "Usage:")
+	for _, name := range st.Total.Names() {
+		if strings.HasPrefix(name, sched.NodeResourcePrefix) {
+			continue
+		}
+		total, avail := st.Total[name], st.Available[name]
+		fmt.Fprintf(w, " %s/%s %s\n", formatQuantity(name, total-avail), formatQuantity(name, total), name)
+	}
+}
+
+// formatResources prints "CPU 2/2, memory 1.0GiB/1.0GiB" (available/total),
+// or just totals when avail is nil; node:<id> entries are left out.
+func formatResources(avail, total sched.ResourceSet) string {
+	var parts []string
+	for _, name := range total.Names() {
+		if strings.HasPrefix(name, sched.NodeResourcePrefix) {
+			continue
+		}
+		if avail == nil {
+			parts = append(parts, name+" "+formatQuantity(name, total[name]))
+		} else {
+			parts = append(parts, name+" "+formatQuantity(name, avail[name])+"/"+formatQuantity(name, total[name]))
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+func formatQuantity(name string, q sched.Quantity) string {
+	if name == sched.Memory || name == sched.ObjectStoreMemory || strings.HasSuffix(name, "_memory") {
+		return formatBytes(float64(q / sched.Unit))
+	}
+	return q.String()
+}
+
+func formatBytes(b float64) string {
+	units := []string{"B", "KiB", "MiB", "GiB", "TiB"}
+	i := 0
+	for b >= 1024 && i < len(units)-1 {
+		b /= 1024
+		i++
+	}
+	if i == 0 {
+		return fmt.Sprintf("%.0fB", b)
+	}
+	return fmt.Sprintf("%.1f%s", b, units[i])
+}
+
+func shortID(id string) string {
+	if len(id) > 8 {
+		return id[:8]
+	}
+	return id
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
