@@ -1,0 +1,241 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// nodeupBin is the binary under test, built once by TestMain.
+var nodeupBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "nodeup-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	nodeupBin = filepath.Join(dir, "nodeup")
+	_, file, _, _ := runtime.Caller(0)
+	build := exec.Command("go", "build", "-o", nodeupBin, ".")
+	build.Dir = filepath.Dir(filepath.Dir(file))
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "build nodeup: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// freePort returns a port free for TCP and UDP on 127.0.0.1 right now.
+func freePort(t *testing.T) int {
+	t.Helper()
+	for i := 0; i < 50; i++ {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		u, err := net.ListenPacket("udp", fmt.Sprintf("127.0.0.1:%d", port))
+		l.Close()
+		if err == nil {
+			u.Close()
+			return port
+		}
+	}
+	t.Fatal("no free port")
+	return 0
+}
+
+// proc is one node process.
+type proc struct {
+	name    string
+	dataDir string
+	port    int
+	args    []string
+	cmd     *exec.Cmd
+	log     *syncBuffer
+	done    chan struct{} // closed when the process has exited
+	err     error         // its exit status, set before done closes
+}
+
+// wait returns the process's exit status once it has exited.
+func (p *proc) wait() error {
+	<-p.done
+	return p.err
+}
+
+// syncBuffer is a bytes.Buffer safe for the exec copier and the test.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func (p *proc) addr() string { return "127.0.0.1:" + strconv.Itoa(p.port) }
+
+// startNode runs `nodeup <verb...> <node flags>` in the background.
+func startNode(t *testing.T, root, name string, verb []string, extra ...string) *proc {
+	t.Helper()
+	p := &proc{name: name, dataDir: filepath.Join(root, name), port: freePort(t)}
+	p.args = append(append([]string{}, verb...),
+		"--bind", "127.0.0.1", "--port", strconv.Itoa(p.port), "--gossip-port", strconv.Itoa(freePort(t)),
+		"--http-port", "0", "--data-dir", p.dataDir, "--node-name", name, "--num-cpus", "2", "--memory", "1GiB")
+	p.args = append(p.args, extra...)
+	p.run(t)
+	return p
+}
+
+func (p *proc) run(t *testing.T) {
+	t.Helper()
+	p.log = &syncBuffer{}
+	p.cmd = exec.Command(nodeupBin, p.args...)
+	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
+	p.cmd.Env = append(os.Environ(), "TMPDIR="+filepath.Dir(p.dataDir))
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	p.done = done
+	cmd := p.cmd
+	go func() {
+		p.err = cmd.Wait()
+		close(done)
+	}()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-done
+		if t.Failed() {
+			t.Logf("--- log of %s ---\n%s", p.name, p.log.String())
+		}
+	})
+}
+
+// nodeup runs a client verb and returns stdout, stderr and the exit code.
+func nodeup(t *testing.T, env []string, args ...string) (string, string, int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, nodeupBin, args...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	cmd.Env = append(os.Environ(), env...)
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("run nodeup %v: %v", args, err)
+	}
+	return stdout.String(), stderr.String(), code
+}
+
+type statusJSON struct {
+	ClusterName string `json:"cluster_name"`
+	Leader      struct {
+		ID, Name, Address string
+	} `json:"leader"`
+	Servers []struct {
+		ID, Suffrage string
+	} `json:"raft_servers"`
+	Nodes []struct {
+		NodeID, NodeName, State string
+		Alive                   bool
+		Incarnation             uint64
+		Resources               map[string]float64
+	} `json:"nodes"`
+	Total map[string]float64 `json:"total_resources"`
+}
+
+func status(t *testing.T, addr string) (*statusJSON, error) {
+	out, errOut, code := nodeup(t, nil, "status", "--json", "--address", addr, "--timeout", "3s")
+	if code != 0 {
+		return nil, fmt.Errorf("status exit %d: %s", code, strings.TrimSpace(errOut))
+	}
+	var st statusJSON
+	if err := json.Unmarshal([]byte(out), &st); err != nil {
+		return nil, fmt.Errorf("status --json: %v: %s", err, out)
+	}
+	return &st, nil
+}
+
+func eventually(t *testing.T, timeout time.Duration, what string, cond func() error) time.Duration {
+	t.Helper()
+	start := time.Now()
+	var err error
+	for time.Since(start) < timeout {
+		if err = cond(); err == nil {
+			return time.Since(start)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("%s: not within %s: %v", what, timeout, err)
+	return 0
+}
+
+func alive(st *statusJSON) int {
+	n := 0
+	for _, nd := range st.Nodes {
+		if nd.State == "alive" {
+			n++
+		}
+	}
+	return n
+}
+
+// startThree starts a head (with TPU-v3=2) and two nodes that join it, and
+// waits until status shows all three alive with three Raft voters.
+func startThree(t *testing.T) []*proc {
+	t.Helper()
+	root := t.TempDir()
+	head := startNode(t, root, "n0", []string{"start", "--head"}, "--resources", "TPU-v3=2")
+	eventually(t, 20*time.Second, "head answers", func() error { _, err := status(t, head.addr()); return err })
+	n1 := startNode(t, root, "n1", []string{"join", head.addr()}, "--resources", `{"node1": 2}`)
+	n2 := startNode(t, root, "n2", []string{"join", head.addr()})
+	procs := []*proc{head, n1, n2}
+	took := eventually(t, 30*time.Second, "3-node cluster forms", func() error {
+		st, err := status(t, n2.addr())
+		if err != nil {
+			return err
+		}
+		voters := 0
+		for _, s := range st.Servers {
+			if s.Suffrage == "voter" {
+				voters++
+			}
+		}
+		if alive(st) != 3 || voters != 3 || st.Leader.ID == "" {
+			return fmt.Errorf("%d alive, %d voters, leader %q", alive(st), voters, st.Leader.Name)
+		}
+		return nil
+	})
+	t.Logf("3-node cluster formed %s after the joiners started", took.Round(time.Millisecond))
+	return procs
+}
+
+func signalTerm(p *proc) { _ = p.cmd.Process.Signal(syscall.SIGTERM) }

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# The README's main job: start a 3-node nodeup cluster on 127.0.0.1, show it,
+# and stop every node it started, also when something fails.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BIN=$PWD/bin/nodeup
+BASE_PORT=${NODEUP_DEMO_PORT:-27370}
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/nodeup-demo.XXXXXX")
+export TMPDIR=$WORK # keeps this demo's "current node" pointer away from other nodes
+pids=()
+
+cleanup() {
+	local rc=$?
+	for i in 2 1 0; do
+		[ -d "$WORK/n$i" ] && "$BIN" stop --data-dir "$WORK/n$i" --timeout 20s >/dev/null 2>&1 || true
+	done
+	for pid in "${pids[@]}"; do kill -9 "$pid" 2>/dev/null || true; done
+	if [ $rc -ne 0 ]; then
+		echo "demo failed (exit $rc); node logs:" >&2
+		tail -n 20 "$WORK"/n*.log >&2 || true
+	fi
+	rm -rf "$WORK"
+	exit $rc
+}
+trap cleanup EXIT INT TERM
+
+start_node() { # name index verb...
+	local name=$1 i=$2
+	shift 2
+	local p=$((BASE_PORT + 10 * i))
+	"$BIN" "$@" --bind 127.0.0.1 --port $p --gossip-port $((p + 1)) --http-port $((p + 2)) \
+		--data-dir "$WORK/$name" --node-name "$name" --num-cpus 2 --memory 2GiB \
+		--resources "node$i=1$EXTRA" >"$WORK/$name.log" 2>&1 &
+	pids+=($!)
+}
+
+wait_for() { # description command...
+	local what=$1
+	shift
+	for _ in $(seq 1 150); do
+		if "$@" >/dev/null 2>&1; then return 0; fi
+		sleep 0.2
+	done
+	echo "timed out waiting for $what" >&2
+	return 1
+}
+
+HEAD=127.0.0.1:$BASE_PORT
+echo "==> starting a 3-node cluster on 127.0.0.1 (ports $BASE_PORT..$((BASE_PORT + 22)))"
+EXTRA=",TPU-v3=2" start_node n0 0 start --head
+wait_for "the head node" "$BIN" status --address "$HEAD" --timeout 2s
+EXTRA="" start_node n1 1 join "$HEAD"
+EXTRA="" start_node n2 2 join "$HEAD"
+alive3() { "$BIN" status --json --address "$HEAD" --timeout 2s | grep -c '"State": "alive"' | grep -qx 3; }
+wait_for "3 alive nodes" alive3
+echo "==> nodeup status"
+"$BIN" status --address "$HEAD"
+echo
+echo "==> nodeup nodes"
+"$BIN" nodes --address "$HEAD"
+echo
+echo "==> stopping the cluster"
