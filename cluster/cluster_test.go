@@ -27,7 +27,7 @@ func testConfig(t *testing.T, dir, name string) Config {
 	return Config{
 		NodeName: name, DataDir: filepath.Join(dir, name), BindAddr: "127.0.0.1", Port: 0, GossipPort: 0, HTTPPort: 0,
 		Server: true, RaftVoters: 3, Version: "test", Logger: testLogger(),
-		Resources: sched.ResourceSet{sched.CPU: sched.QuantityOf(2), sched.Memory: sched.QuantityOf(1 << 30)},
+		Resources:         sched.ResourceSet{sched.CPU: sched.QuantityOf(2), sched.Memory: sched.QuantityOf(1 << 30)},
 		HeartbeatInterval: 200 * time.Millisecond, ReconcileInterval: 200 * time.Millisecond,
 	}
 }
