@@ -1,4 +1,5 @@
 # nodeup: one static binary. `make demo` runs the main job, `make test` every test.
+SHELL   := /bin/bash
 GO      ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X github.com/nodeup/nodeup/cli.Version=$(VERSION)
@@ -27,7 +28,7 @@ race:
 	$(GO) test -race -count=1 -timeout 20m $$($(GO) list ./... | grep -v /e2e)
 
 e2e:
-	$(GO) test -count=1 -timeout 20m -v ./e2e 2>&1 | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic|\s+\S+_test\.go)' ; exit $${PIPESTATUS[0]}
+	set -o pipefail; $(GO) test -count=1 -timeout 20m -v ./e2e 2>&1 | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic|\s+\S+_test\.go)'
 
 ## fuzz: run each fuzzer for FUZZTIME (default 30s)
 FUZZTIME ?= 30s

@@ -53,9 +53,9 @@ func nodesCommand() *ucli.Command {
 			}
 			tw := tabwriter.NewWriter(c.App.Writer, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "NODE\tNODE ID\tSTATE\tADDRESS\tRAFT\tINC\tRESOURCES")
-			for _, r := range rows {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s:%d\t%s\t%d\t%s\n", r.NodeName, r.NodeID, r.State, r.NodeManagerAddress,
-					r.NodeManagerPort, dash(r.RaftSuffrage), r.Incarnation, formatResources(sched.ResourceSet(nil), nv2set(r.Resources)))
+			for _, nv := range st.Nodes {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\n", nv.Name, nv.ID, nv.Status, nv.Address,
+					dash(nv.RaftSuffrage), nv.Incarnation, formatResources(nil, nv.Resources))
 			}
 			return tw.Flush()
 		},
@@ -88,15 +88,6 @@ func toNodeJSON(nv cluster.NodeView) nodeJSON {
 		State: string(nv.Status), NodeManagerAddress: host, NodeManagerPort: port, GossipPort: gport, HTTPPort: hport,
 		Resources: nv.Resources.Floats(), Available: nv.Available.Floats(), Labels: nv.Labels, Incarnation: nv.Incarnation,
 		RaftSuffrage: nv.RaftSuffrage, Version: nv.Version}
-}
-
-func nv2set(m map[string]float64) sched.ResourceSet {
-	out := sched.ResourceSet{}
-	for k, v := range m {
-		q, _ := sched.QuantityFromFloat(v)
-		out[k] = q
-	}
-	return out
 }
 
 func splitPort(addr string) (string, int) {

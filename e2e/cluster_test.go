@@ -49,7 +49,7 @@ func TestThreeProcessesFailoverAndRejoin(t *testing.T) {
 		return nil
 	})
 	t.Logf("new leader %s after kill -9 of the leader", took.Round(time.Millisecond))
-	eventually(t, 20*time.Second, "killed leader dead, others alive", func() error {
+	took += eventually(t, 20*time.Second, "killed leader dead, others alive", func() error {
 		st, err := status(t, rest[1].addr())
 		if err != nil {
 			return err
@@ -68,6 +68,7 @@ func TestThreeProcessesFailoverAndRejoin(t *testing.T) {
 		}
 		return nil
 	})
+	t.Logf("killed leader marked dead in the node table %s after kill -9", took.Round(time.Millisecond))
 
 	// Restarted with its data dir, it rejoins as the same node.
 	leader.args[1] = rest[0].addr() // "join <peer>": the old head joins a live member

@@ -160,3 +160,21 @@ func TestAddSubInverseProperty(t *testing.T) {
 		}
 	}
 }
+
+func TestResourceSetJSONRoundTrip(t *testing.T) {
+	in := ResourceSet{CPU: 25000, Memory: QuantityOf(1 << 30), "TPU-v3": Unit}
+	b, err := json.Marshal(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(b) != `{"CPU":2.5,"TPU-v3":1,"memory":1073741824}` {
+		t.Fatalf("JSON %s", b)
+	}
+	var out ResourceSet
+	if err := json.Unmarshal(b, &out); err != nil || !out.Equal(in) {
+		t.Fatalf("round trip: %v %v", out, err)
+	}
+	if err := json.Unmarshal([]byte(`{"CPU": -1}`), &out); err == nil {
+		t.Fatal("negative amount accepted")
+	}
+}

@@ -1,0 +1,94 @@
+package cli
+
+import (
+	"bytes"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/nodeup/nodeup/cluster"
+	"github.com/nodeup/nodeup/sched"
+	"github.com/nodeup/nodeup/store"
+)
+
+func TestReorderArgsMovesFlagsBeforePeers(t *testing.T) {
+	app := App()
+	cases := []struct{ in, want []string }{
+		{[]string{"nodeup", "join", "10.0.0.1", "--resources", "TPU-v3=2", "--server=false"},
+			[]string{"nodeup", "join", "--resources", "TPU-v3=2", "--server=false", "--", "10.0.0.1"}},
+		{[]string{"nodeup", "--log-level", "debug", "join", "a", "b", "--server", "--port", "1"},
+			[]string{"nodeup", "--log-level", "debug", "join", "--server", "--port", "1", "--", "a", "b"}},
+		{[]string{"nodeup", "kv", "put", "k", "v", "--address", "h:1"},
+			[]string{"nodeup", "kv", "put", "--address", "h:1", "--", "k", "v"}},
+		{[]string{"nodeup", "status", "--json"}, []string{"nodeup", "status", "--json"}},
+		{[]string{"nodeup", "kv", "put", "--", "-k", "v"}, []string{"nodeup", "kv", "put", "--", "-k", "v"}},
+	}
+	for _, tc := range cases {
+		if got := reorderArgs(app, tc.in); !slices.Equal(got, tc.want) {
+			t.Errorf("reorderArgs(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
+
+func TestParseBytes(t *testing.T) {
+	good := map[string]int64{"1024": 1024, "8GiB": 8 << 30, "2G": 2 << 30, "500MB": 500e6, "1 KiB": 1024, "0": 0}
+	for in, want := range good {
+		if got, err := parseBytes(in); err != nil || got != want {
+			t.Errorf("parseBytes(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "lots", "-1", "1.5G", "8XB", "99999999999TiB"} {
+		if _, err := parseBytes(in); err == nil || !strings.Contains(err.Error(), in) {
+			t.Errorf("parseBytes(%q): error %v should name the value", in, err)
+		}
+	}
+}
+
+func TestParseLabels(t *testing.T) {
+	got, err := parseLabels(" zone=rack1, gpu = a100 ,empty=")
+	if err != nil || got["zone"] != "rack1" || got["gpu"] != "a100" || got["empty"] != "" || len(got) != 3 {
+		t.Fatalf("parseLabels: %v %v", got, err)
+	}
+	for _, in := range []string{"zone", "=x", "a=1,a=2"} {
+		if _, err := parseLabels(in); err == nil {
+			t.Errorf("parseLabels(%q) accepted", in)
+		}
+	}
+}
+
+func TestRunRejectsBadFlags(t *testing.T) {
+	for _, args := range [][]string{
+		{"nodeup", "start", "--head", "--resources", "CPU=4"},
+		{"nodeup", "start", "--head", "--resources", "node:x=1"},
+		{"nodeup", "start", "--head", "--num-cpus", "-2"},
+		{"nodeup", "start", "--head", "--raft-voters", "0"},
+		{"nodeup", "start", "extra-arg"},
+		{"nodeup", "nosuchverb"},
+	} {
+		if code := Run(append(args, "--data-dir", t.TempDir())); code == 0 {
+			t.Errorf("%q exited 0", args)
+		}
+	}
+}
+
+func TestStatusTableEndsWithClusterUsage(t *testing.T) {
+	st := &cluster.StatusResponse{ClusterName: "lab", ClusterID: "0123456789abcdef", LeaderID: "aaaaaaaaaaaa", LeaderName: "n0",
+		Servers: []cluster.RaftServer{{ID: "aaaaaaaaaaaa", Name: "n0", Suffrage: "voter"}},
+		Nodes: []cluster.NodeView{{Node: store.Node{ID: "aaaaaaaaaaaa", Name: "n0", Status: store.NodeAlive,
+			Resources: sched.ResourceSet{sched.CPU: sched.QuantityOf(4), "TPU-v3": sched.QuantityOf(2)}},
+			Available: sched.ResourceSet{sched.CPU: sched.QuantityOf(1), "TPU-v3": sched.QuantityOf(2)}}},
+		Total:     sched.ResourceSet{sched.CPU: sched.QuantityOf(4), "TPU-v3": sched.QuantityOf(2), sched.Memory: sched.QuantityOf(2 << 30)},
+		Available: sched.ResourceSet{sched.CPU: sched.QuantityOf(1), "TPU-v3": sched.QuantityOf(2), sched.Memory: sched.QuantityOf(1 << 30)},
+	}
+	var b bytes.Buffer
+	printStatus(&b, st)
+	out := b.String()
+	for _, want := range []string{"Cluster lab (01234567)", "CPU 1/4, TPU-v3 2/2", " 3/4 CPU", " 0/2 TPU-v3", " 1.0GiB/2.0GiB memory"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("status output lacks %q:\n%s", want, out)
+		}
+	}
+	if !strings.HasSuffix(strings.TrimSpace(out), "memory") {
+		t.Errorf("status does not end with the resource usage:\n%s", out)
+	}
+}
