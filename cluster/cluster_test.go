@@ -394,3 +394,48 @@ func TestSecondDaemonOnDataDir(t *testing.T) {
 		t.Fatalf("second daemon on one data dir: got %v", err)
 	}
 }
+
+func TestDeadVoterReplacedByPlainMember(t *testing.T) {
+	nodes := testCluster(t, 4, nil)
+	waitFormed(t, nodes, 4, 3)
+	leader := leaderOf(t, nodes)
+	st, err := statusVia(leader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var victim, spare *Node
+	for _, nd := range nodes {
+		suffrage := ""
+		for _, s := range st.Servers {
+			if s.ID == nd.ID() {
+				suffrage = s.Suffrage
+			}
+		}
+		switch {
+		case suffrage == "voter" && nd != leader && victim == nil:
+			victim = nd
+		case suffrage == "":
+			spare = nd
+		}
+	}
+	if victim == nil || spare == nil {
+		t.Fatalf("want a follower voter and a plain member, got %+v", st.Servers)
+	}
+	victim.Kill()
+	eventually(t, 40*time.Second, "dead voter replaced", func() error {
+		st, err := statusVia(leader)
+		if err != nil {
+			return err
+		}
+		voters := map[string]bool{}
+		for _, s := range st.Servers {
+			if s.Suffrage == "voter" {
+				voters[s.ID] = true
+			}
+		}
+		if voters[victim.ID()] || !voters[spare.ID()] || len(voters) != 3 {
+			return fmt.Errorf("voters %v (victim %s, spare %s)", voters, short(victim.ID()), short(spare.ID()))
+		}
+		return nil
+	})
+}

@@ -94,13 +94,13 @@ func (d *pilotDelegate) KnownServers() map[raft.ServerID]*autopilot.Server {
 		}
 		id := raft.ServerID(m.ID)
 		out[id] = &autopilot.Server{ID: id, Name: m.Name, Address: raft.ServerAddress(m.RPCAddr), NodeStatus: status,
-			Version: m.Version, RaftVersion: 3, IsLeader: id == leaderID}
+			Version: m.Version, RaftVersion: 3, IsLeader: id == leaderID, NodeType: autopilot.NodeVoter}
 	}
 	if time.Since(n.leader.leaderSince()) < unseenGrace {
 		if f := n.raft.GetConfiguration(); f.Error() == nil {
 			for _, s := range f.Configuration().Servers {
 				if _, ok := out[s.ID]; !ok {
-					out[s.ID] = &autopilot.Server{ID: s.ID, Address: s.Address, NodeStatus: autopilot.NodeAlive, RaftVersion: 3}
+					out[s.ID] = &autopilot.Server{ID: s.ID, Address: s.Address, NodeStatus: autopilot.NodeAlive, RaftVersion: 3, NodeType: autopilot.NodeVoter}
 				}
 			}
 		}

@@ -20,6 +20,7 @@ cleanup() {
 		tail -n 20 "$WORK"/n*.log >&2 || true
 	fi
 	rm -rf "$WORK"
+	[ $rc -eq 0 ] && echo "==> all nodes stopped"
 	exit $rc
 }
 trap cleanup EXIT INT TERM
@@ -51,8 +52,12 @@ EXTRA=",TPU-v3=2" start_node n0 0 start --head
 wait_for "the head node" "$BIN" status --address "$HEAD" --timeout 2s
 EXTRA="" start_node n1 1 join "$HEAD"
 EXTRA="" start_node n2 2 join "$HEAD"
-alive3() { "$BIN" status --json --address "$HEAD" --timeout 2s | grep -c '"State": "alive"' | grep -qx 3; }
-wait_for "3 alive nodes" alive3
+formed() { # 3 alive nodes and 3 Raft voters
+	local js
+	js=$("$BIN" status --json --address "$HEAD" --timeout 2s) || return 1
+	[ "$(grep -c '"State": "alive"' <<<"$js")" = 3 ] && [ "$(grep -c '"Suffrage": "voter"' <<<"$js")" = 3 ]
+}
+wait_for "3 alive nodes with 3 Raft voters" formed
 echo "==> nodeup status"
 "$BIN" status --address "$HEAD"
 echo
