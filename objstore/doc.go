@@ -1,5 +1,24 @@
-// Package objstore will hold each node's object store: the mmap'd
-// shared-memory arena in /dev/shm, allocation, pinning, spilling to the data
-// dir and chunked transfer between nodes (docs/architecture.md). It is a leaf
-// package; the task and object issue fills it in.
+// Package objstore is a node's shared-memory object store, the nodeup
+// equivalent of Ray's plasma store.
+//
+// Each node owns one arena file (normally in /dev/shm) sized to the store's
+// capacity and mapped MAP_SHARED read-write by the node process ([Open]).
+// Objects are immutable byte blobs named by an opaque string ID. A producer
+// allocates space with [Store.Create], fills the returned slice in place and
+// publishes it with [Store.Seal] (Ray's create/seal protocol); [Store.Put] does
+// all three. Worker processes on the same node map the same file read-only
+// ([MapFile]) and read objects without copying from the [Location] (offset and
+// size, in bytes) the node hands them ([Mapping.Slice]).
+//
+// Objects are either primary copies, which are never evicted (as Ray never
+// silently drops a primary copy), or secondary copies ([Store.PutSecondary]),
+// cached replicas pulled from another node that may be evicted in LRU order
+// when space runs out and they are not pinned ([Store.Pin]).
+//
+// The allocator hands out 64-byte aligned ranges first-fit from a free list
+// kept sorted by offset, coalescing neighbours on free (alloc.go).
+//
+// The store does not count readers: a slice returned by [Store.Get] or
+// [Mapping.Slice] stays valid only while the object exists. Callers free
+// objects ([Store.Delete]) only once no task can still read them.
 package objstore
