@@ -28,7 +28,10 @@ func (n *Node) agentLoop() {
 		if registered {
 			var resp HeartbeatResponse
 			err := n.forward(ctx, MethodNodeHeartbeat, &HeartbeatRequest{NodeID: n.id.NodeID, Incarnation: n.id.Incarnation,
-				Available: n.Resources()}, &resp)
+				Available: n.local.available(), Pending: n.local.queued()}, &resp)
+			if err == nil && resp.View != nil {
+				n.view.Store(resp.View)
+			}
 			if err == nil && !resp.Known {
 				registered = false
 				cancel()

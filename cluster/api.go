@@ -3,6 +3,7 @@ package cluster
 import (
 	"github.com/nodeup/nodeup/sched"
 	"github.com/nodeup/nodeup/store"
+	"github.com/nodeup/nodeup/wire"
 )
 
 // RPC method names served on every node's port. Leader-only methods may be
@@ -58,6 +59,7 @@ type HeartbeatRequest struct {
 	NodeID      string
 	Incarnation uint64
 	Available   sched.ResourceSet
+	Pending     []wire.PendingDemand // queued or infeasible work on this node
 }
 
 // HeartbeatResponse says whether the leader knows this node's current
@@ -65,6 +67,7 @@ type HeartbeatRequest struct {
 type HeartbeatResponse struct {
 	Known      bool
 	LeaderAddr string
+	View       []wire.NodeInfo // every node's totals and last reported free resources
 }
 
 // RaftServer is one member of the Raft configuration.
@@ -96,6 +99,9 @@ type StatusResponse struct {
 	// Total and Available sum the resources of alive nodes (resource units).
 	Total     sched.ResourceSet
 	Available sched.ResourceSet
+	// Pending is work waiting for resources, per node; Reason says why
+	// (infeasible work names the missing resource).
+	Pending []wire.PendingDemand
 }
 
 // KVRequest addresses the internal KV (the seeds' internal_kv).

@@ -13,6 +13,7 @@ import (
 	"github.com/nodeup/nodeup/rpc"
 	"github.com/nodeup/nodeup/sched"
 	"github.com/nodeup/nodeup/store"
+	"github.com/nodeup/nodeup/wire"
 )
 
 // applyTimeout bounds one Raft apply (enqueue and commit).
@@ -28,6 +29,7 @@ func (n *Node) registerEndpoints() {
 	handleLeader(n, MethodKVList, n.kvList)
 	handleLeader(n, MethodKVSet, n.kvSet)
 	handleLeader(n, MethodKVDelete, n.kvDelete)
+	n.taskEndpoints()
 }
 
 // apply commits one command to the Raft log and returns the FSM's result.
@@ -91,7 +93,7 @@ func (n *Node) nodeRegister(ctx context.Context, req *NodeRegisterRequest) (*Emp
 	if _, err := n.apply(store.NodeRegisterType, &store.NodeRegisterRequest{Node: nd}); err != nil {
 		return nil, err
 	}
-	n.leader.setSoft(nd.ID, nd.Incarnation, nil)
+	n.leader.setSoft(nd.ID, nd.Incarnation, nil, nil)
 	return &Empty{}, nil
 }
 
@@ -102,9 +104,18 @@ func (n *Node) nodeHeartbeat(ctx context.Context, req *HeartbeatRequest) (*Heart
 	}
 	known := nd != nil && nd.Incarnation == req.Incarnation && nd.Status != store.NodeDead && nd.Status != store.NodeLeft
 	if known {
-		n.leader.setSoft(req.NodeID, req.Incarnation, req.Available)
+		n.leader.setSoft(req.NodeID, req.Incarnation, req.Available, req.Pending)
 	}
-	return &HeartbeatResponse{Known: known, LeaderAddr: n.rpcAddr}, nil
+	resp := &HeartbeatResponse{Known: known, LeaderAddr: n.rpcAddr}
+	if nodes, err := n.fsm.State().Nodes(); err == nil {
+		for _, nd := range nodes {
+			avail, _ := n.leader.available(nd)
+			resp.View = append(resp.View, wire.NodeInfo{NodeID: nd.ID, NodeName: nd.Name, Addr: nd.Address,
+				Alive: nd.Status == store.NodeAlive || nd.Status == store.NodeSuspect, State: string(nd.Status),
+				Total: nd.Resources, Available: avail, Labels: nd.Labels})
+		}
+	}
+	return resp, nil
 }
 
 func (n *Node) status(ctx context.Context, _ *Empty) (*StatusResponse, error) {
@@ -138,6 +149,7 @@ func (n *Node) status(ctx context.Context, _ *Empty) (*StatusResponse, error) {
 		if nd.Status == store.NodeAlive || nd.Status == store.NodeSuspect {
 			resp.Total.Add(nd.Resources)
 			resp.Available.Add(v.Available)
+			resp.Pending = append(resp.Pending, n.leader.pendingOf(nd.ID)...)
 		}
 		resp.Nodes = append(resp.Nodes, v)
 	}

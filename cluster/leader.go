@@ -10,6 +10,7 @@ import (
 
 	"github.com/nodeup/nodeup/sched"
 	"github.com/nodeup/nodeup/store"
+	"github.com/nodeup/nodeup/wire"
 )
 
 // unseenGrace is how long a new leader waits before it marks dead a node
@@ -28,6 +29,7 @@ type leaderState struct {
 type softState struct {
 	incarnation uint64
 	available   sched.ResourceSet
+	pending     []wire.PendingDemand
 	at          time.Time
 }
 
@@ -38,13 +40,20 @@ func (l *leaderState) reset() {
 	l.mu.Unlock()
 }
 
-func (l *leaderState) setSoft(id string, inc uint64, avail sched.ResourceSet) {
+func (l *leaderState) setSoft(id string, inc uint64, avail sched.ResourceSet, pending []wire.PendingDemand) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.soft == nil {
 		l.soft = map[string]softState{}
 	}
-	l.soft[id] = softState{incarnation: inc, available: avail.Clone(), at: time.Now()}
+	l.soft[id] = softState{incarnation: inc, available: avail.Clone(), pending: pending, at: time.Now()}
+}
+
+// pendingOf returns a node's last reported waiting demand.
+func (l *leaderState) pendingOf(id string) []wire.PendingDemand {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.soft[id].pending
 }
 
 // available returns a node's last reported free resources (its totals when it

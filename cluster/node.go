@@ -55,6 +55,10 @@ type Node struct {
 
 	leader     leaderState
 	leaderHint atomic.Value // string: RPC address of the leader, for non-voters
+	view       atomic.Value // []wire.NodeInfo: the cluster as the leader last reported it
+
+	local   *localSched
+	workers *workerPool
 
 	ctx      context.Context
 	cancel   context.CancelFunc
@@ -127,6 +131,8 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	n.logger = n.logger.With("node_id", short(n.id.NodeID))
 
 	n.fsm = store.NewFSM(n.logger.With("component", "fsm"))
+	n.local = newLocalSched(n.Resources())
+	n.workers = newWorkerPool(n)
 	n.rpcServer = rpc.NewServer(n.logger.With("component", "rpc"))
 	n.registerEndpoints()
 	if cfg.Server {
@@ -357,6 +363,9 @@ func (n *Node) otherVoters() int {
 // close releases everything Start acquired, in reverse order.
 func (n *Node) close() {
 	n.cancel()
+	if n.workers != nil {
+		n.workers.stopAll()
+	}
 	if n.pilot != nil {
 		<-n.pilot.Stop()
 	}
@@ -439,3 +448,6 @@ func trimNL(b []byte) []byte {
 	}
 	return b
 }
+
+// DataDir returns the node's data dir.
+func (n *Node) DataDir() string { return n.cfg.DataDir }

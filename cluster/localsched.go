@@ -1,0 +1,264 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/nodeup/nodeup/sched"
+	"github.com/nodeup/nodeup/wire"
+)
+
+// localSched is the node's local scheduler (Ray's raylet ClusterTaskManager,
+// reduced): it owns this node's resource pool, grants worker leases against
+// it, queues what fits later, and lends a blocked task's CPU back. Every
+// grant and release happens under one mutex, so custom resources are exact
+// under any concurrency.
+type localSched struct {
+	mu      sync.Mutex
+	total   sched.ResourceSet
+	avail   sched.ResourceSet
+	leases  map[uint64]*lease
+	queue   []*leaseWaiter
+	nextID  uint64
+	pending map[string]*pendingEntry // demands no node can satisfy, by description
+}
+
+type lease struct {
+	id       uint64
+	jobID    string
+	workerID string
+	res      sched.ResourceSet
+	lentCPU  sched.Quantity // CPU given back while the task is blocked in Get
+	granted  time.Time
+}
+
+type leaseWaiter struct {
+	res   sched.ResourceSet
+	job   string
+	grant chan *lease // receives the lease once granted
+}
+
+type pendingEntry struct {
+	d    wire.PendingDemand
+	seen time.Time
+}
+
+func newLocalSched(total sched.ResourceSet) *localSched {
+	return &localSched{total: total.Clone(), avail: total.Clone(), leases: map[uint64]*lease{}, pending: map[string]*pendingEntry{}}
+}
+
+// tryGrant reserves res now if it fits.
+func (s *localSched) tryGrant(job string, res sched.ResourceSet) *lease {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.grantLocked(job, res)
+}
+
+func (s *localSched) grantLocked(job string, res sched.ResourceSet) *lease {
+	if !s.avail.Covers(res) {
+		return nil
+	}
+	s.avail.Sub(res)
+	s.nextID++
+	l := &lease{id: s.nextID, jobID: job, res: res.Clone(), granted: time.Now()}
+	s.leases[l.id] = l
+	return l
+}
+
+// wait queues a request until it can be granted or ctx ends.
+func (s *localSched) wait(ctx context.Context, job string, res sched.ResourceSet) (*lease, error) {
+	s.mu.Lock()
+	if l := s.grantLocked(job, res); l != nil {
+		s.mu.Unlock()
+		return l, nil
+	}
+	w := &leaseWaiter{res: res, job: job, grant: make(chan *lease, 1)}
+	s.queue = append(s.queue, w)
+	s.mu.Unlock()
+	select {
+	case l := <-w.grant:
+		return l, nil
+	case <-ctx.Done():
+		s.mu.Lock()
+		for i, q := range s.queue {
+			if q == w {
+				s.queue = append(s.queue[:i], s.queue[i+1:]...)
+				break
+			}
+		}
+		s.mu.Unlock()
+		// Granted between the cancel and the lock: give it back.
+		select {
+		case l := <-w.grant:
+			s.release(l.id)
+		default:
+		}
+		return nil, ctx.Err()
+	}
+}
+
+// dispatchLocked grants queued requests that fit now, in arrival order,
+// letting smaller later ones pass a large head (no head-of-line blocking).
+func (s *localSched) dispatchLocked() {
+	kept := s.queue[:0]
+	for _, w := range s.queue {
+		if l := s.grantLocked(w.job, w.res); l != nil {
+			w.grant <- l
+			continue
+		}
+		kept = append(kept, w)
+	}
+	for i := len(kept); i < len(s.queue); i++ {
+		s.queue[i] = nil
+	}
+	s.queue = kept
+}
+
+// release returns a lease's resources (minus any CPU still lent out).
+func (s *localSched) release(id uint64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	l, ok := s.leases[id]
+	if !ok {
+		return false
+	}
+	delete(s.leases, id)
+	back := l.res.Clone()
+	back[sched.CPU] -= l.lentCPU
+	s.avail.Add(back)
+	s.dispatchLocked()
+	return true
+}
+
+// releaseWorker returns every lease held by a worker that died.
+func (s *localSched) releaseWorker(workerID string) int {
+	s.mu.Lock()
+	var ids []uint64
+	for id, l := range s.leases {
+		if l.workerID == workerID {
+			ids = append(ids, id)
+		}
+	}
+	s.mu.Unlock()
+	for _, id := range ids {
+		s.release(id)
+	}
+	return len(ids)
+}
+
+// setWorker records which worker serves a lease.
+func (s *localSched) setWorker(id uint64, workerID string) {
+	s.mu.Lock()
+	if l, ok := s.leases[id]; ok {
+		l.workerID = workerID
+	}
+	s.mu.Unlock()
+}
+
+// block lends a lease's CPU back to the pool while its task waits in Get, so
+// nested tasks cannot deadlock the node (Ray's NotifyDirectCallTaskBlocked).
+func (s *localSched) block(id uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	l, ok := s.leases[id]
+	if !ok || l.lentCPU > 0 || l.res[sched.CPU] == 0 {
+		return
+	}
+	l.lentCPU = l.res[sched.CPU]
+	s.avail[sched.CPU] += l.lentCPU
+	s.dispatchLocked()
+}
+
+// unblock takes the lent CPU back, even if that over-commits the node for a
+// while (as Ray does): the task must resume.
+func (s *localSched) unblock(id uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	l, ok := s.leases[id]
+	if !ok || l.lentCPU == 0 {
+		return
+	}
+	s.avail[sched.CPU] -= l.lentCPU
+	l.lentCPU = 0
+}
+
+// available returns a copy of the free pool.
+func (s *localSched) available() sched.ResourceSet {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.avail.Clone()
+}
+
+// queued reports the waiting demand, for status.
+func (s *localSched) queued() []wire.PendingDemand {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	byKey := map[string]*wire.PendingDemand{}
+	var out []wire.PendingDemand
+	for _, w := range s.queue {
+		k := w.res.String()
+		if d, ok := byKey[k]; ok {
+			d.Count++
+			continue
+		}
+		byKey[k] = &wire.PendingDemand{Resources: w.res.Clone(), Count: 1, Reason: "waiting for resources"}
+	}
+	now := time.Now()
+	for k, p := range s.pending {
+		if now.Sub(p.seen) > 15*time.Second {
+			delete(s.pending, k)
+			continue
+		}
+		out = append(out, p.d)
+	}
+	for _, d := range byKey {
+		out = append(out, *d)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Resources.String() < out[j].Resources.String() })
+	return out
+}
+
+// noteInfeasible records a demand no node can satisfy, for status.
+func (s *localSched) noteInfeasible(task string, res sched.ResourceSet, reason string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k := res.String() + "|" + reason
+	p, ok := s.pending[k]
+	if !ok {
+		p = &pendingEntry{d: wire.PendingDemand{Resources: res.Clone(), Reason: reason, TaskName: task}}
+		s.pending[k] = p
+	}
+	p.d.Count = 1
+	p.seen = time.Now()
+}
+
+// infeasibleReason explains why no node in view can ever satisfy res, naming
+// the first missing resource and the most any node has; "" if some node can.
+func infeasibleReason(view []wire.NodeInfo, res sched.ResourceSet) string {
+	best := map[string]sched.Quantity{}
+	for _, nd := range view {
+		if !nd.Alive {
+			continue
+		}
+		if nd.Total.Covers(res) {
+			return ""
+		}
+		for name, q := range nd.Total {
+			if q > best[name] {
+				best[name] = q
+			}
+		}
+	}
+	for _, name := range res.Names() {
+		if res[name] > best[name] {
+			if best[name] == 0 {
+				return fmt.Sprintf("no alive node has resource %q (requested %s)", name, res[name])
+			}
+			return fmt.Sprintf("no single node has %s %s: the most any alive node has is %s", name, res[name], best[name])
+		}
+	}
+	return fmt.Sprintf("no single alive node has all of %s at once", res)
+}

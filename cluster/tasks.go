@@ -1,0 +1,215 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"sort"
+
+	"github.com/nodeup/nodeup/rpc"
+	"github.com/nodeup/nodeup/sched"
+	"github.com/nodeup/nodeup/wire"
+)
+
+// InlineMax is the largest value, in bytes, that travels inside messages
+// (DESIGN: ≤ 100 KiB inline; larger values live in the object store).
+const InlineMax = 100 << 10
+
+// taskEndpoints registers the local scheduler's RPC methods. None of them
+// touches Raft: the per-task path stays on this node (and, on spillback, the
+// node it is sent to).
+func (n *Node) taskEndpoints() {
+	rpc.Handle(n.rpcServer, wire.MethodJobRegister, n.jobRegister)
+	rpc.Handle(n.rpcServer, wire.MethodJobFinish, n.jobFinish)
+	rpc.Handle(n.rpcServer, wire.MethodBinaryFetch, n.binaryFetch)
+	rpc.Handle(n.rpcServer, wire.MethodLease, n.leaseWorker)
+	rpc.Handle(n.rpcServer, wire.MethodLeaseReturn, n.leaseReturn)
+	rpc.Handle(n.rpcServer, wire.MethodBlocked, func(ctx context.Context, r *wire.BlockedRequest) (*wire.Empty, error) {
+		n.local.block(r.LeaseID)
+		return &wire.Empty{}, nil
+	})
+	rpc.Handle(n.rpcServer, wire.MethodUnblocked, func(ctx context.Context, r *wire.BlockedRequest) (*wire.Empty, error) {
+		n.local.unblock(r.LeaseID)
+		return &wire.Empty{}, nil
+	})
+	rpc.Handle(n.rpcServer, wire.MethodWorkerRegister, func(ctx context.Context, r *wire.WorkerRegisterRequest) (*wire.Empty, error) {
+		if err := n.workers.registered(r); err != nil {
+			return nil, &rpc.Error{Code: CodeNotFound, Message: err.Error()}
+		}
+		return &wire.Empty{}, nil
+	})
+	rpc.Handle(n.rpcServer, wire.MethodClusterView, func(ctx context.Context, _ *wire.Empty) (*wire.ClusterView, error) {
+		return &wire.ClusterView{Nodes: n.clusterView()}, nil
+	})
+}
+
+func (n *Node) jobRegister(ctx context.Context, req *wire.JobRegisterRequest) (*wire.JobRegisterReply, error) {
+	if req.JobID == "" || len(req.BinaryHash) != 64 {
+		return nil, &rpc.Error{Code: CodeBadInput, Message: fmt.Sprintf("job registration needs a job ID and a sha256 binary hash (got %q, %q)", req.JobID, req.BinaryHash)}
+	}
+	if err := n.workers.cacheLocal(req.BinaryPath, req.BinaryHash); err != nil {
+		return nil, &rpc.Error{Code: CodeBadInput, Message: fmt.Sprintf("job %s: %v (the driver must run on the same machine as the node it connects to)", req.JobID, err)}
+	}
+	host, _ := splitHost(n.rpcAddr)
+	n.logger.Info("job started", "job", req.JobID, "driver_pid", req.DriverPID)
+	return &wire.JobRegisterReply{NodeID: n.id.NodeID, NodeName: n.cfg.NodeName, NodeAddr: n.rpcAddr, BindIP: host,
+		InlineMax: InlineMax, ClusterID: n.id.ClusterID, ClusterNam: n.id.ClusterName}, nil
+}
+
+func (n *Node) jobFinish(ctx context.Context, req *wire.JobFinishRequest) (*wire.Empty, error) {
+	if !req.FromNode {
+		n.logger.Info("job finished", "job", req.JobID)
+		for _, addr := range n.peerAddrs() {
+			if addr != n.rpcAddr {
+				go n.pool.Call(context.WithoutCancel(ctx), addr, wire.MethodJobFinish, &wire.JobFinishRequest{JobID: req.JobID, FromNode: true}, nil)
+			}
+		}
+	}
+	n.workers.stopJob(req.JobID)
+	return &wire.Empty{}, nil
+}
+
+func (n *Node) binaryFetch(ctx context.Context, req *wire.BinaryFetchRequest) (*wire.BinaryFetchReply, error) {
+	f, err := os.Open(n.workers.binPath(req.Hash))
+	if err != nil {
+		return nil, &rpc.Error{Code: CodeNotFound, Message: fmt.Sprintf("binary %s not on this node", req.Hash)}
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	length := min(max(req.Length, 0), 8<<20)
+	buf := make([]byte, length)
+	k, err := f.ReadAt(buf, req.Offset)
+	if err != nil && err != io.EOF {
+		return nil, err
+	}
+	return &wire.BinaryFetchReply{Data: buf[:k], Size: st.Size()}, nil
+}
+
+func (n *Node) leaseReturn(ctx context.Context, req *wire.LeaseReturnRequest) (*wire.Empty, error) {
+	n.local.release(req.LeaseID)
+	return &wire.Empty{}, nil
+}
+
+// leaseWorker grants a worker lease here, redirects the request to a better
+// node (spillback), queues it until resources free up, or reports it
+// infeasible with the missing resource named.
+func (n *Node) leaseWorker(ctx context.Context, req *wire.LeaseRequest) (*wire.LeaseReply, error) {
+	for name, q := range req.Resources {
+		if q < 0 {
+			return nil, &rpc.Error{Code: CodeBadInput, Message: fmt.Sprintf("resource %q: negative amount %s", name, q)}
+		}
+	}
+	view := n.clusterView()
+	self := n.id.NodeID
+	if st := req.Strategy; st.Kind == wire.StrategyNodeAffinity && st.NodeID != self {
+		for _, nd := range view {
+			if nd.NodeID == st.NodeID && nd.Alive && nd.Total.Covers(req.Resources) {
+				return &wire.LeaseReply{Spillback: nd.Addr}, nil
+			}
+		}
+		if !st.Soft {
+			reason := fmt.Sprintf("node affinity: node %s is not alive or lacks %s", st.NodeID, req.Resources)
+			n.local.noteInfeasible(req.TaskName, req.Resources, reason)
+			return &wire.LeaseReply{Infeasible: reason}, nil
+		}
+	}
+	if !n.local.total.Covers(req.Resources) {
+		if t := pickNode(view, req.Resources, self, false); t != nil {
+			return &wire.LeaseReply{Spillback: t.Addr}, nil
+		}
+		reason := infeasibleReason(view, req.Resources)
+		if reason == "" {
+			reason = fmt.Sprintf("no alive node can satisfy %s", req.Resources)
+		}
+		n.local.noteInfeasible(req.TaskName, req.Resources, reason)
+		return &wire.LeaseReply{Infeasible: reason}, nil
+	}
+	if req.Strategy.Kind == wire.StrategySpread && !req.Spilled {
+		if t := pickNode(view, req.Resources, "", true); t != nil && t.NodeID != self {
+			return &wire.LeaseReply{Spillback: t.Addr}, nil
+		}
+	}
+	l := n.local.tryGrant(req.JobID, req.Resources)
+	if l == nil && !req.Spilled {
+		// Hybrid policy: this node is full; spill to a node with room now.
+		if t := pickNode(view, req.Resources, self, true); t != nil {
+			return &wire.LeaseReply{Spillback: t.Addr}, nil
+		}
+	}
+	if l == nil && req.NoQueueIfNot {
+		return &wire.LeaseReply{Busy: true}, nil
+	}
+	if l == nil {
+		var err error
+		if l, err = n.local.wait(ctx, req.JobID, req.Resources); err != nil {
+			return nil, err
+		}
+	}
+	w, err := n.workers.worker(ctx, req)
+	if err != nil {
+		n.local.release(l.id)
+		return nil, &rpc.Error{Code: "worker_failed", Message: err.Error()}
+	}
+	n.local.setWorker(l.id, w.id)
+	return &wire.LeaseReply{LeaseID: l.id, WorkerAddr: w.addr, WorkerID: w.id, NodeID: self, NodeName: n.cfg.NodeName, NodeAddr: n.rpcAddr}, nil
+}
+
+// pickNode chooses a node for demand among alive nodes other than exclude
+// whose totals cover it; with needFree, only those whose last reported free
+// resources cover it too, least CPU-loaded first (so spillback spreads).
+func pickNode(view []wire.NodeInfo, demand sched.ResourceSet, exclude string, needFree bool) *wire.NodeInfo {
+	var cands []*wire.NodeInfo
+	for i := range view {
+		nd := &view[i]
+		if !nd.Alive || nd.NodeID == exclude || !nd.Total.Covers(demand) {
+			continue
+		}
+		if needFree && !nd.Available.Covers(demand) {
+			continue
+		}
+		cands = append(cands, nd)
+	}
+	if len(cands) == 0 {
+		return nil
+	}
+	load := func(nd *wire.NodeInfo) float64 {
+		t := nd.Total[sched.CPU]
+		if t == 0 {
+			return 1
+		}
+		return 1 - float64(nd.Available[sched.CPU])/float64(t)
+	}
+	sort.SliceStable(cands, func(i, j int) bool { return load(cands[i]) < load(cands[j]) })
+	return cands[0]
+}
+
+// clusterView is the node table with resources as this node last heard it
+// from the leader, with this node's own free resources up to date.
+func (n *Node) clusterView() []wire.NodeInfo {
+	v, _ := n.view.Load().([]wire.NodeInfo)
+	out := make([]wire.NodeInfo, 0, len(v)+1)
+	found := false
+	for _, nd := range v {
+		if nd.NodeID == n.id.NodeID {
+			nd.Available = n.local.available()
+			nd.Alive = true
+			found = true
+		}
+		out = append(out, nd)
+	}
+	if !found {
+		out = append(out, wire.NodeInfo{NodeID: n.id.NodeID, NodeName: n.cfg.NodeName, Addr: n.rpcAddr, Alive: true, State: "alive",
+			Total: n.local.total.Clone(), Available: n.local.available(), Labels: n.cfg.Labels})
+	}
+	return out
+}
+
+// peerAddrs lists the RPC addresses of live members.
+func (n *Node) peerAddrs() []string { return n.members.rpcAddrs(false) }
+
+func splitHostPortErr(addr string) (string, string, error) { return net.SplitHostPort(addr) }

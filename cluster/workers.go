@@ -1,0 +1,271 @@
+package cluster
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/nodeup/nodeup/wire"
+)
+
+// Environment a worker process starts with; the SDK reads it in Init.
+const (
+	EnvWorkerMode = "NODEUP_WORKER"      // "1" in worker processes
+	EnvNodeAddr   = "NODEUP_NODE_ADDR"   // the node's RPC address
+	EnvJobID      = "NODEUP_JOB_ID"      // the job the worker serves
+	EnvWorkerID   = "NODEUP_WORKER_ID"   // this worker's ID
+	EnvBindIP     = "NODEUP_BIND_IP"     // IP the worker's RPC server listens on
+	EnvArenaPath  = "NODEUP_ARENA_PATH"  // the node's object store file
+	EnvNodeID     = "NODEUP_NODE_ID"     // the node's ID
+	EnvNodeName   = "NODEUP_NODE_NAME"   // the node's name
+)
+
+// workerStartTimeout bounds how long a new worker process may take to register.
+const workerStartTimeout = 30 * time.Second
+
+// workerPool runs the worker processes of jobs on this node: one CPU worker
+// process per job, running its tasks as goroutines (DESIGN: "a CPU worker
+// process may run many tasks at once"), started on the first lease and
+// restarted on the next lease after it dies.
+type workerPool struct {
+	n       *Node
+	mu      sync.Mutex
+	workers map[string]*workerProc // by job ID
+	byID    map[string]*workerProc
+	binMu   sync.Mutex
+}
+
+type workerProc struct {
+	id    string
+	job   string
+	cmd   *exec.Cmd
+	addr  string
+	ready chan struct{} // closed once registered or dead
+	dead  chan struct{} // closed when the process exited
+	err   error
+}
+
+func newWorkerPool(n *Node) *workerPool {
+	return &workerPool{n: n, workers: map[string]*workerProc{}, byID: map[string]*workerProc{}}
+}
+
+func (p *workerPool) binDir() string { return p.n.dir.file("bin") }
+
+func (p *workerPool) binPath(hash string) string { return filepath.Join(p.binDir(), hash) }
+
+// cacheLocal copies a driver's executable into the content-addressed cache,
+// checking its hash.
+func (p *workerPool) cacheLocal(path, hash string) error {
+	p.binMu.Lock()
+	defer p.binMu.Unlock()
+	if _, err := os.Stat(p.binPath(hash)); err == nil {
+		return nil
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("read job binary: %w", err)
+	}
+	defer f.Close()
+	return p.store(f, hash)
+}
+
+// store writes r to the cache as hash, verifying it.
+func (p *workerPool) store(r io.Reader, hash string) error {
+	if err := os.MkdirAll(p.binDir(), 0o750); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(p.binDir(), "tmp-")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	h := sha256.New()
+	if _, err := io.Copy(io.MultiWriter(tmp, h), r); err != nil {
+		tmp.Close()
+		return fmt.Errorf("copy job binary: %w", err)
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	if got := hex.EncodeToString(h.Sum(nil)); got != hash {
+		return fmt.Errorf("job binary hash is %s, want %s", got, hash)
+	}
+	if err := os.Chmod(tmp.Name(), 0o755); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), p.binPath(hash))
+}
+
+// fetch pulls a binary from another node in chunks.
+func (p *workerPool) fetch(ctx context.Context, from, hash string) error {
+	p.binMu.Lock()
+	defer p.binMu.Unlock()
+	if _, err := os.Stat(p.binPath(hash)); err == nil {
+		return nil
+	}
+	pr, pw := io.Pipe()
+	go func() {
+		var off int64
+		for {
+			var rep wire.BinaryFetchReply
+			if err := p.n.pool.Call(ctx, from, wire.MethodBinaryFetch, &wire.BinaryFetchRequest{Hash: hash, Offset: off, Length: 4 << 20}, &rep); err != nil {
+				pw.CloseWithError(fmt.Errorf("fetch job binary %s from %s: %w", hash[:12], from, err))
+				return
+			}
+			if _, err := pw.Write(rep.Data); err != nil {
+				return
+			}
+			off += int64(len(rep.Data))
+			if off >= rep.Size || len(rep.Data) == 0 {
+				pw.Close()
+				return
+			}
+		}
+	}()
+	err := p.store(pr, hash)
+	pr.Close()
+	return err
+}
+
+// worker returns the job's registered worker process, starting one if needed.
+func (p *workerPool) worker(ctx context.Context, req *wire.LeaseRequest) (*workerProc, error) {
+	if _, err := os.Stat(p.binPath(req.BinaryHash)); err != nil {
+		if req.BinaryNode == "" || req.BinaryNode == p.n.rpcAddr {
+			return nil, fmt.Errorf("job %s binary %s is not on this node", req.JobID, req.BinaryHash)
+		}
+		if err := p.fetch(ctx, req.BinaryNode, req.BinaryHash); err != nil {
+			return nil, err
+		}
+	}
+	p.mu.Lock()
+	w := p.workers[req.JobID]
+	if w != nil {
+		select {
+		case <-w.dead:
+			w = nil
+		default:
+		}
+	}
+	if w == nil {
+		var err error
+		if w, err = p.start(req); err != nil {
+			p.mu.Unlock()
+			return nil, err
+		}
+	}
+	p.mu.Unlock()
+	select {
+	case <-w.ready:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-time.After(workerStartTimeout):
+		return nil, fmt.Errorf("worker for job %s did not register within %s", req.JobID, workerStartTimeout)
+	}
+	select {
+	case <-w.dead:
+		return nil, fmt.Errorf("worker for job %s exited at start: %v", req.JobID, w.err)
+	default:
+	}
+	return w, nil
+}
+
+func (p *workerPool) start(req *wire.LeaseRequest) (*workerProc, error) {
+	w := &workerProc{id: newID()[:16], job: req.JobID, ready: make(chan struct{}), dead: make(chan struct{})}
+	logDir := p.n.dir.file("logs")
+	_ = os.MkdirAll(logDir, 0o750)
+	logf, err := os.OpenFile(filepath.Join(logDir, fmt.Sprintf("worker-%s-%s.log", req.JobID, w.id)), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o640)
+	if err != nil {
+		return nil, err
+	}
+	host, _ := splitHost(p.n.rpcAddr)
+	cmd := exec.Command(p.binPath(req.BinaryHash))
+	cmd.Env = append(append(os.Environ(), req.Env...),
+		EnvWorkerMode+"=1", EnvNodeAddr+"="+p.n.rpcAddr, EnvJobID+"="+req.JobID, EnvWorkerID+"="+w.id,
+		EnvBindIP+"="+host, EnvNodeID+"="+p.n.id.NodeID, EnvNodeName+"="+p.n.cfg.NodeName)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return nil, fmt.Errorf("start worker for job %s: %w", req.JobID, err)
+	}
+	w.cmd = cmd
+	p.workers[req.JobID] = w
+	p.byID[w.id] = w
+	p.n.logger.Debug("started worker", "job", req.JobID, "worker", w.id, "pid", cmd.Process.Pid)
+	go func() {
+		w.err = cmd.Wait()
+		logf.Close()
+		close(w.dead)
+		p.mu.Lock()
+		select {
+		case <-w.ready:
+		default:
+			close(w.ready)
+		}
+		if p.workers[w.job] == w {
+			delete(p.workers, w.job)
+		}
+		delete(p.byID, w.id)
+		p.mu.Unlock()
+		if n := p.n.local.releaseWorker(w.id); n > 0 || p.n.ctx.Err() == nil {
+			p.n.logger.Warn("worker exited", "job", w.job, "worker", w.id, "pid", cmd.Process.Pid, "status", w.err, "leases_released", n)
+		}
+	}()
+	return w, nil
+}
+
+// registered marks a worker ready once its RPC server is up.
+func (p *workerPool) registered(req *wire.WorkerRegisterRequest) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	w, ok := p.byID[req.WorkerID]
+	if !ok {
+		return fmt.Errorf("unknown worker %q", req.WorkerID)
+	}
+	w.addr = req.Addr
+	select {
+	case <-w.ready:
+	default:
+		close(w.ready)
+	}
+	return nil
+}
+
+// stopJob ends a job's worker process.
+func (p *workerPool) stopJob(job string) {
+	p.mu.Lock()
+	w := p.workers[job]
+	delete(p.workers, job)
+	p.mu.Unlock()
+	if w != nil && w.cmd != nil {
+		_ = w.cmd.Process.Kill()
+		<-w.dead
+	}
+}
+
+// stopAll ends every worker process (node shutdown).
+func (p *workerPool) stopAll() {
+	p.mu.Lock()
+	var jobs []string
+	for j := range p.workers {
+		jobs = append(jobs, j)
+	}
+	p.mu.Unlock()
+	for _, j := range jobs {
+		p.stopJob(j)
+	}
+}
+
+func splitHost(addr string) (string, error) {
+	h, _, err := splitHostPortErr(addr)
+	return h, err
+}
+
+var errNoBinary = errors.New("no such binary")

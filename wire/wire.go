@@ -1,0 +1,232 @@
+// Package wire holds the messages of nodeup's task protocol: what a core
+// worker (driver or worker process) says to its node's local scheduler, what
+// nodes say to each other about leases and binaries, and what an owner says
+// to the workers that run its tasks. All travel as msgpack bodies of rpc
+// frames (see rpc/doc.go); docs/protocol.md lists them for implementers of
+// other languages. Field names are the wire names: never rename, only add.
+package wire
+
+import "github.com/nodeup/nodeup/sched"
+
+// Methods served by every node daemon (the local scheduler).
+const (
+	// MethodJobRegister: driver → local node. JobRegisterRequest → JobRegisterReply.
+	MethodJobRegister = "Job.Register"
+	// MethodJobFinish: driver → local node at Shutdown. JobFinishRequest → Empty.
+	MethodJobFinish = "Job.Finish"
+	// MethodBinaryFetch: node → node, chunked copy of a job's binary. BinaryFetchRequest → BinaryFetchReply.
+	MethodBinaryFetch = "Binary.Fetch"
+	// MethodLease: core worker → node. LeaseRequest → LeaseReply (blocks while queued).
+	MethodLease = "Sched.Lease"
+	// MethodLeaseReturn: core worker → the node that granted a lease. LeaseReturnRequest → Empty.
+	MethodLeaseReturn = "Sched.Return"
+	// MethodBlocked / MethodUnblocked: worker → its node while a task waits in Get
+	// (its CPU is lent back meanwhile). BlockedRequest → Empty.
+	MethodBlocked   = "Sched.Blocked"
+	MethodUnblocked = "Sched.Unblocked"
+	// MethodWorkerRegister: a worker process → its node once it serves. WorkerRegisterRequest → Empty.
+	MethodWorkerRegister = "Worker.Register"
+	// MethodClusterView: core worker → node: the node table with resources. Empty → ClusterView.
+	MethodClusterView = "Sched.ClusterView"
+)
+
+// Methods served by every core worker (drivers and worker processes).
+const (
+	// MethodPushTask: owner → leased worker. PushTaskRequest → PushTaskReply (when the task ends).
+	MethodPushTask = "Task.Push"
+	// MethodObjectGet: borrower → owner: wait for an object and return it. ObjectGetRequest → ObjectGetReply.
+	MethodObjectGet = "Object.Get"
+)
+
+// Empty is the body of calls that carry nothing.
+type Empty struct{}
+
+// JobRegisterRequest announces a driver. BinaryPath is the driver's own
+// executable (same machine as the node), which the node copies into its
+// content-addressed cache under BinaryHash (hex sha256).
+type JobRegisterRequest struct {
+	JobID      string
+	BinaryHash string
+	BinaryPath string
+	DriverPID  int
+	Env        []string // extra KEY=VALUE for worker processes
+}
+
+// JobRegisterReply tells the driver where its node is.
+type JobRegisterReply struct {
+	NodeID     string
+	NodeName   string
+	NodeAddr   string // RPC address other nodes use for this node
+	BindIP     string // IP the driver's own RPC server should listen on
+	ArenaPath  string // the node's object store file, for zero-copy reads
+	InlineMax  int64  // values up to this many bytes travel inline
+	ClusterID  string
+	ClusterNam string
+}
+
+// JobFinishRequest ends a job: its workers stop and its objects are freed.
+// The driver's node passes it on to every other node with FromNode set.
+type JobFinishRequest struct {
+	JobID    string
+	FromNode bool
+}
+
+// BinaryFetchRequest asks for Length bytes of a cached binary from Offset.
+type BinaryFetchRequest struct {
+	Hash   string
+	Offset int64
+	Length int64
+}
+
+// BinaryFetchReply carries a chunk; Size is the whole binary's size in bytes.
+type BinaryFetchReply struct {
+	Data []byte
+	Size int64
+}
+
+// Strategy kinds, as Ray's scheduling strategies.
+const (
+	StrategyDefault      = ""             // hybrid: local first, spill when busy
+	StrategySpread       = "SPREAD"       // prefer the least-loaded feasible node
+	StrategyNodeAffinity = "NODE_AFFINITY" // NodeID, hard or soft
+)
+
+// Strategy is a task's scheduling strategy.
+type Strategy struct {
+	Kind   string
+	NodeID string // NODE_AFFINITY target
+	Soft   bool   // NODE_AFFINITY: fall back to other nodes when the target cannot run it
+}
+
+// LeaseRequest asks a node for a worker with Resources reserved for it (Ray's
+// RequestWorkerLease). Spilled is set on a request another node sent here, so
+// it is queued rather than spilled again.
+type LeaseRequest struct {
+	JobID        string
+	BinaryHash   string
+	BinaryNode   string // RPC address of a node that has the binary
+	Env          []string
+	Resources    sched.ResourceSet
+	Strategy     Strategy
+	Spilled      bool
+	TaskName     string // for logs and pending-demand listings
+	NoQueueIfNot bool   // reply Busy instead of queueing (used by spread probes)
+}
+
+// LeaseReply grants a lease, redirects the request (Spillback: retry at that
+// node's address), or says no node can ever run it (Infeasible, with the
+// missing resource named).
+type LeaseReply struct {
+	LeaseID    uint64
+	WorkerAddr string
+	WorkerID   string
+	NodeID     string
+	NodeName   string
+	NodeAddr   string
+	Spillback  string
+	Infeasible string
+	Busy       bool
+}
+
+// LeaseReturnRequest gives a lease's resources back.
+type LeaseReturnRequest struct {
+	LeaseID uint64
+}
+
+// BlockedRequest names the lease whose task waits in Get.
+type BlockedRequest struct {
+	LeaseID uint64
+}
+
+// WorkerRegisterRequest announces a worker process's RPC address.
+type WorkerRegisterRequest struct {
+	WorkerID string
+	Addr     string
+	PID      int
+}
+
+// NodeInfo is one node as the scheduler sees it.
+type NodeInfo struct {
+	NodeID    string
+	NodeName  string
+	Addr      string
+	Alive     bool
+	State     string
+	Total     sched.ResourceSet
+	Available sched.ResourceSet
+	Labels    map[string]string
+}
+
+// ClusterView is every node with total and available resources, plus the
+// demands no node can satisfy (pending, infeasible).
+type ClusterView struct {
+	Nodes      []NodeInfo
+	Infeasible []PendingDemand
+}
+
+// PendingDemand is work waiting for resources, for `nodeup status`.
+type PendingDemand struct {
+	Resources sched.ResourceSet
+	Count     int
+	Reason    string
+	TaskName  string
+}
+
+// Arg is one task argument: an inline msgpack value, or a reference to an
+// object owned by Owner (the owner's RPC address).
+type Arg struct {
+	Inline []byte
+	RefID  string
+	Owner  string
+	IsRef  bool
+}
+
+// TaskSpec describes one task invocation.
+type TaskSpec struct {
+	TaskID     string
+	JobID      string
+	Name       string // user-visible name (Options Name, else the function name)
+	Function   string // registered function name
+	Args       []Arg
+	NumReturns int
+	Owner      string // owner's RPC address, for nested refs
+	Attempt    int
+}
+
+// PushTaskRequest runs Spec on the worker under LeaseID.
+type PushTaskRequest struct {
+	LeaseID uint64
+	Spec    TaskSpec
+}
+
+// PushTaskReply returns the task's results (msgpack values) or its error.
+type PushTaskReply struct {
+	Returns [][]byte
+	Error   *TaskFailure
+}
+
+// TaskFailure is an application error or panic raised by a task.
+type TaskFailure struct {
+	Message  string
+	Stack    string
+	Panic    bool
+	NodeID   string
+	NodeName string
+	PID      int
+}
+
+// ObjectGetRequest asks the owner for an object, waiting up to WaitMillis
+// (0: do not wait) for it to be ready.
+type ObjectGetRequest struct {
+	ID         string
+	WaitMillis int64
+}
+
+// ObjectGetReply is the object's value, its failure, or NotReady.
+type ObjectGetReply struct {
+	Value    []byte
+	Error    *TaskFailure
+	TaskName string
+	NotReady bool
+	Lost     string // non-empty: the object is gone, and why
+}

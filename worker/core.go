@@ -1,0 +1,218 @@
+package worker
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nodeup/nodeup/cluster"
+	"github.com/nodeup/nodeup/rpc"
+	"github.com/nodeup/nodeup/wire"
+)
+
+// coreWorker is the per-process runtime (Ray's CoreWorker): it owns the
+// objects this process creates, submits tasks through worker leases, and in
+// a worker process runs the tasks pushed to it.
+type coreWorker struct {
+	logger   *slog.Logger
+	isWorker bool
+	jobID    string
+	ownerID  string // unique per process: prefixes task and object IDs
+	binHash  string
+
+	nodeAddr string // the local node's RPC address
+	nodeID   string
+	nodeName string
+	addr     string // this process's RPC address (owner address)
+
+	pool     *rpc.Pool
+	server   *rpc.Server
+	ln       net.Listener
+	objects  *objectTable
+	sub      *submitter
+	counter  atomic.Uint64
+	embedded *cluster.Node
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+var (
+	currentMu sync.RWMutex
+	currentCW *coreWorker
+)
+
+func current() (*coreWorker, error) {
+	currentMu.RLock()
+	defer currentMu.RUnlock()
+	if currentCW == nil {
+		return nil, ErrNotInitialized
+	}
+	return currentCW, nil
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func (cw *coreWorker) newTaskID() string {
+	return cw.ownerID + "-" + strconv.FormatUint(cw.counter.Add(1), 36)
+}
+
+func (cw *coreWorker) newObjectID(kind string) string {
+	return cw.ownerID + "-" + kind + strconv.FormatUint(cw.counter.Add(1), 36)
+}
+
+func returnID(taskID string, i int) string { return taskID + "." + strconv.Itoa(i) }
+
+// serve starts this process's RPC server on ip:0.
+func (cw *coreWorker) serve(ip string) error {
+	ln, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
+	if err != nil {
+		return fmt.Errorf("listen for object and task RPCs on %s: %w", ip, err)
+	}
+	cw.ln = ln
+	cw.addr = ln.Addr().String()
+	cw.server = rpc.NewServer(cw.logger.With("component", "rpc"))
+	rpc.Handle(cw.server, wire.MethodObjectGet, cw.handleObjectGet)
+	if cw.isWorker {
+		rpc.Handle(cw.server, wire.MethodPushTask, cw.handlePushTask)
+	}
+	go func() { _ = cw.server.Serve(&preambleListener{ln}) }()
+	return nil
+}
+
+// preambleListener strips the one-byte protocol preamble that rpc.Dial and
+// rpc.Pool clients send (node ports multiplex on it; ours only speaks RPC).
+type preambleListener struct{ net.Listener }
+
+func (l *preambleListener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		var b [1]byte
+		if _, err := c.Read(b[:]); err != nil || b[0] != 0x01 {
+			c.Close()
+			continue
+		}
+		_ = c.SetReadDeadline(time.Time{})
+		return c, nil
+	}
+}
+
+// getValue returns an object's msgpack value, waiting for it: from this
+// process's table, else from its owner.
+func (cw *coreWorker) getValue(ctx context.Context, id, owner string) ([]byte, error) {
+	if o := cw.objects.get(id); o != nil {
+		if !o.ready() {
+			unblock := cw.blocked(ctx)
+			err := o.wait(ctx)
+			unblock()
+			if err != nil {
+				return nil, fmt.Errorf("get %s: %w", id, err)
+			}
+		}
+		return o.value, o.err
+	}
+	if owner == cw.addr || owner == "" {
+		return nil, &ObjectLostError{ObjectID: id, Reason: "this process owns no object with that ID"}
+	}
+	unblock := cw.blocked(ctx)
+	defer unblock()
+	for {
+		wait := int64(10_000)
+		if dl, ok := ctx.Deadline(); ok {
+			wait = min(wait, max(time.Until(dl).Milliseconds(), 0))
+		}
+		var rep wire.ObjectGetReply
+		err := cw.pool.Call(ctx, owner, wire.MethodObjectGet, &wire.ObjectGetRequest{ID: id, WaitMillis: wait}, &rep)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, fmt.Errorf("get %s: %w", id, ctx.Err())
+			}
+			if rpc.IsTransport(err) {
+				return nil, &ObjectLostError{ObjectID: id, Reason: fmt.Sprintf("its owner at %s is unreachable: %v", owner, err)}
+			}
+			return nil, fmt.Errorf("get %s from its owner: %w", id, err)
+		}
+		switch {
+		case rep.Lost != "":
+			return nil, &ObjectLostError{ObjectID: id, Reason: rep.Lost}
+		case rep.NotReady:
+			if ctx.Err() != nil {
+				return nil, fmt.Errorf("get %s: %w", id, ctx.Err())
+			}
+			continue
+		}
+		var ferr error
+		if rep.Error != nil {
+			ferr = taskErrorFrom(rep.TaskName, rep.Error)
+		}
+		cw.objects.complete(id, rep.Value, ferr)
+		return rep.Value, ferr
+	}
+}
+
+// waitReady returns nil once the object is ready (value or error).
+func (cw *coreWorker) waitReady(ctx context.Context, id, owner string) error {
+	if o := cw.objects.get(id); o != nil {
+		return o.wait(ctx)
+	}
+	_, err := cw.getValue(ctx, id, owner)
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	var lost *ObjectLostError
+	if errors.As(err, &lost) {
+		return nil // ready, as a failure
+	}
+	return nil
+}
+
+// handleObjectGet serves a borrower's Get of an object this process owns.
+func (cw *coreWorker) handleObjectGet(ctx context.Context, req *wire.ObjectGetRequest) (*wire.ObjectGetReply, error) {
+	o := cw.objects.get(req.ID)
+	if o == nil {
+		return &wire.ObjectGetReply{Lost: "its owner does not know it (freed, or never created)"}, nil
+	}
+	if req.WaitMillis > 0 {
+		wctx, cancel := context.WithTimeout(ctx, time.Duration(req.WaitMillis)*time.Millisecond)
+		_ = o.wait(wctx)
+		cancel()
+	}
+	if !o.ready() {
+		return &wire.ObjectGetReply{NotReady: true}, nil
+	}
+	rep := &wire.ObjectGetReply{Value: o.value}
+	if o.err != nil {
+		rep.Error, rep.TaskName = failureOf(o.err)
+	}
+	return rep, nil
+}
+
+// failureOf flattens a stored error for the wire.
+func failureOf(err error) (*wire.TaskFailure, string) {
+	var te *TaskError
+	if errors.As(err, &te) {
+		return &wire.TaskFailure{Message: te.Message, Stack: te.Stack, Panic: te.Panic, NodeID: te.NodeID, NodeName: te.NodeName, PID: te.PID}, te.TaskName
+	}
+	return &wire.TaskFailure{Message: err.Error()}, ""
+}
+
+func taskErrorFrom(name string, f *wire.TaskFailure) *TaskError {
+	return &TaskError{TaskName: name, NodeID: f.NodeID, NodeName: f.NodeName, PID: f.PID, Message: f.Message, Panic: f.Panic, Stack: f.Stack}
+}

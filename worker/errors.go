@@ -1,0 +1,69 @@
+package worker
+
+import (
+	"errors"
+	"fmt"
+)
+
+// ErrNotInitialized is returned by SDK calls made before Init or after Shutdown.
+var ErrNotInitialized = errors.New("nodeup: not initialized: call worker.Init first")
+
+// TaskError is a task's own failure (a returned error or a panic) as the
+// caller's Get sees it, as Ray's RayTaskError: it names the task, the node it
+// ran on, and carries the remote stack.
+type TaskError struct {
+	TaskName string // Options Name, else the registered function name
+	NodeID   string
+	NodeName string
+	PID      int    // worker process ID
+	Message  string // the error's text or the panic value
+	Panic    bool   // the task panicked (the worker survived it)
+	Stack    string // the worker goroutine's stack where it failed
+}
+
+// Error implements error.
+func (e *TaskError) Error() string {
+	what := "failed"
+	if e.Panic {
+		what = "panicked"
+	}
+	return fmt.Sprintf("task %s %s on node %s (pid %d): %s", e.TaskName, what, e.NodeName, e.PID, e.Message)
+}
+
+// InfeasibleError says no node in the cluster can ever satisfy a task's
+// resource demand (Ray logs this and waits; nodeup does too, and returns this
+// error to a Get only when the task was submitted with FailIfInfeasible).
+type InfeasibleError struct {
+	TaskName string
+	Reason   string // names the missing resource
+}
+
+// Error implements error.
+func (e *InfeasibleError) Error() string {
+	return fmt.Sprintf("task %s is infeasible: %s", e.TaskName, e.Reason)
+}
+
+// WorkerCrashedError says the worker (or node) running a task died and the
+// task's retries (MaxRetries, default 3) are used up, as Ray's WorkerCrashedError.
+type WorkerCrashedError struct {
+	TaskName string
+	Attempts int
+	Cause    string
+}
+
+// Error implements error.
+func (e *WorkerCrashedError) Error() string {
+	return fmt.Sprintf("task %s: its worker died %d times, no retries left: %s", e.TaskName, e.Attempts, e.Cause)
+}
+
+// ObjectLostError says an object's value is gone: its owner exited or it was
+// never known there (as Ray's ObjectLostError / OwnerDiedError).
+type ObjectLostError struct {
+	ObjectID string
+	Reason   string
+}
+
+// Error implements error.
+func (e *ObjectLostError) Error() string {
+	return fmt.Sprintf("object %s is lost: %s", e.ObjectID, e.Reason)
+}

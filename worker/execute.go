@@ -1,0 +1,112 @@
+package worker
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/nodeup/nodeup/wire"
+)
+
+type leaseKey struct{}
+
+// leaseSlots serialises the tasks pushed under one lease: a lease holds one
+// task's resources, so its pipelined tasks run one after another, while
+// tasks of different leases run concurrently as goroutines.
+type leaseSlots struct {
+	mu    sync.Mutex
+	slots map[uint64]*leaseSlot
+}
+
+type leaseSlot struct {
+	mu   sync.Mutex
+	refs int
+}
+
+func (ls *leaseSlots) acquire(id uint64) *leaseSlot {
+	ls.mu.Lock()
+	s := ls.slots[id]
+	if s == nil {
+		s = &leaseSlot{}
+		ls.slots[id] = s
+	}
+	s.refs++
+	ls.mu.Unlock()
+	s.mu.Lock()
+	return s
+}
+
+func (ls *leaseSlots) release(id uint64, s *leaseSlot) {
+	s.mu.Unlock()
+	ls.mu.Lock()
+	if s.refs--; s.refs == 0 {
+		delete(ls.slots, id)
+	}
+	ls.mu.Unlock()
+}
+
+var slots = &leaseSlots{slots: map[uint64]*leaseSlot{}}
+
+// handlePushTask runs a task pushed by its owner and replies when it ends.
+func (cw *coreWorker) handlePushTask(ctx context.Context, req *wire.PushTaskRequest) (*wire.PushTaskReply, error) {
+	s := slots.acquire(req.LeaseID)
+	defer slots.release(req.LeaseID, s)
+	return cw.execute(context.WithValue(ctx, leaseKey{}, req.LeaseID), &req.Spec), nil
+}
+
+func (cw *coreWorker) execute(ctx context.Context, spec *wire.TaskSpec) (rep *wire.PushTaskReply) {
+	fail := func(msg, stack string, panicked bool) *wire.PushTaskReply {
+		return &wire.PushTaskReply{Error: &wire.TaskFailure{Message: msg, Stack: stack, Panic: panicked,
+			NodeID: cw.nodeID, NodeName: cw.nodeName, PID: os.Getpid()}}
+	}
+	fn := lookup(spec.Function)
+	if fn == nil {
+		return fail(fmt.Sprintf("function %s is not registered in this binary: register remote functions at package level (var f = worker.Register1(...))", spec.Function), "", false)
+	}
+	if len(spec.Args) != fn.numArgs {
+		return fail(fmt.Sprintf("function %s takes %d arguments, got %d", spec.Function, fn.numArgs, len(spec.Args)), "", false)
+	}
+	args := make([][]byte, len(spec.Args))
+	for i, a := range spec.Args {
+		if !a.IsRef {
+			args[i] = a.Inline
+			continue
+		}
+		b, err := cw.getValue(ctx, a.RefID, a.Owner)
+		if err != nil {
+			return fail(fmt.Sprintf("argument %d (%s): %v", i, a.RefID, err), "", false)
+		}
+		args[i] = b
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			rep = fail(fmt.Sprint(p), string(debug.Stack()), true)
+		}
+	}()
+	out, err := fn.invoke(ctx, args)
+	if err != nil {
+		return fail(err.Error(), string(debug.Stack()), false)
+	}
+	return &wire.PushTaskReply{Returns: out}
+}
+
+// blocked tells the node that the task on ctx's lease waits in Get, so its
+// CPU is lent to other work, and returns the call that takes it back.
+func (cw *coreWorker) blocked(ctx context.Context) func() {
+	id, _ := ctx.Value(leaseKey{}).(uint64)
+	if !cw.isWorker || id == 0 {
+		return func() {}
+	}
+	call := func(method string) {
+		c, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := cw.pool.Call(c, cw.nodeAddr, method, &wire.BlockedRequest{LeaseID: id}, nil); err != nil {
+			cw.logger.Warn("tell node about blocked task", "method", method, "err", err)
+		}
+	}
+	call(wire.MethodBlocked)
+	return func() { call(wire.MethodUnblocked) }
+}

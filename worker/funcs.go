@@ -1,0 +1,312 @@
+package worker
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"runtime"
+	"sync"
+
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+// invoker runs a registered function on msgpack-encoded arguments and returns
+// its msgpack-encoded results.
+type invoker func(ctx context.Context, args [][]byte) ([][]byte, error)
+
+type registered struct {
+	name       string
+	numArgs    int
+	numReturns int
+	invoke     invoker
+}
+
+var registry = struct {
+	sync.Mutex
+	byName map[string]*registered
+}{byName: map[string]*registered{}}
+
+// register records fn under its Go name (made unique in registration order,
+// which is the same in every copy of the binary).
+func register(fn any, numArgs, numReturns int, inv invoker) string {
+	name := runtime.FuncForPC(reflect.ValueOf(fn).Pointer()).Name()
+	registry.Lock()
+	defer registry.Unlock()
+	base := name
+	for i := 2; registry.byName[name] != nil; i++ {
+		name = fmt.Sprintf("%s#%d", base, i)
+	}
+	registry.byName[name] = &registered{name: name, numArgs: numArgs, numReturns: numReturns, invoke: inv}
+	return name
+}
+
+func lookup(name string) *registered {
+	registry.Lock()
+	defer registry.Unlock()
+	return registry.byName[name]
+}
+
+func decodeArg[T any](b []byte, i int) (T, error) {
+	var v T
+	if err := msgpack.Unmarshal(b, &v); err != nil {
+		return v, fmt.Errorf("decode argument %d as %T: %w", i, v, err)
+	}
+	return v, nil
+}
+
+func encodeResults(vals ...any) ([][]byte, error) {
+	out := make([][]byte, len(vals))
+	for i, v := range vals {
+		b, err := msgpack.Marshal(v)
+		if err != nil {
+			return nil, fmt.Errorf("encode result %d (%T): %w", i, v, err)
+		}
+		out[i] = b
+	}
+	return out, nil
+}
+
+// Arg is a task argument of type T: a plain value (Val) or a Ref[T], whose
+// value is fetched before the task runs, wherever it lives.
+type Arg[T any] interface {
+	argRef() (ObjectRef, bool)
+	argValue() T
+}
+
+type valArg[T any] struct{ v T }
+
+func (a valArg[T]) argRef() (ObjectRef, bool) { return nil, false }
+func (a valArg[T]) argValue() T               { return a.v }
+
+// Val wraps a plain value as an Arg, for RemoteArgs.
+func Val[T any](v T) Arg[T] { return valArg[T]{v} }
+
+func (r Ref[T]) argRef() (ObjectRef, bool) { return r, true }
+func (r Ref[T]) argValue() T {
+	var zero T
+	return zero
+}
+
+// argOf turns an Arg into the value-or-ref form submit takes.
+func argOf[T any](a Arg[T]) any {
+	if r, ok := a.argRef(); ok {
+		return r
+	}
+	return a.argValue()
+}
+
+// remote is what every typed function handle shares.
+type remote struct {
+	name string
+	opts []Option
+}
+
+func (f remote) with(opts []Option) remote {
+	return remote{name: f.name, opts: append(append([]Option{}, f.opts...), opts...)}
+}
+
+// Func0 is a registered remote function of no arguments and one result.
+type Func0[R any] struct{ remote }
+
+// Func1 is a registered remote function of one argument and one result.
+type Func1[A, R any] struct{ remote }
+
+// Func2 is a registered remote function of two arguments and one result.
+type Func2[A, B, R any] struct{ remote }
+
+// Func3 is a registered remote function of three arguments and one result.
+type Func3[A, B, C, R any] struct{ remote }
+
+// Func1x2 is a registered remote function of one argument and two results
+// (Ray's num_returns=2): Remote returns two refs.
+type Func1x2[A, R1, R2 any] struct{ remote }
+
+// Func2x2 is a registered remote function of two arguments and two results.
+type Func2x2[A, B, R1, R2 any] struct{ remote }
+
+// Register0 registers fn as a remote function. Call it at package level (a
+// var initialiser) so worker processes, which re-run the same binary, know
+// fn too.
+func Register0[R any](fn func(context.Context) (R, error)) Func0[R] {
+	return Func0[R]{remote{name: register(fn, 0, 1, func(ctx context.Context, _ [][]byte) ([][]byte, error) {
+		r, err := fn(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return encodeResults(r)
+	})}}
+}
+
+// Register1 registers fn as a remote function; see Register0.
+func Register1[A, R any](fn func(context.Context, A) (R, error)) Func1[A, R] {
+	return Func1[A, R]{remote{name: register(fn, 1, 1, func(ctx context.Context, args [][]byte) ([][]byte, error) {
+		a, err := decodeArg[A](args[0], 0)
+		if err != nil {
+			return nil, err
+		}
+		r, err := fn(ctx, a)
+		if err != nil {
+			return nil, err
+		}
+		return encodeResults(r)
+	})}}
+}
+
+// Register2 registers fn as a remote function; see Register0.
+func Register2[A, B, R any](fn func(context.Context, A, B) (R, error)) Func2[A, B, R] {
+	return Func2[A, B, R]{remote{name: register(fn, 2, 1, func(ctx context.Context, args [][]byte) ([][]byte, error) {
+		a, err := decodeArg[A](args[0], 0)
+		if err != nil {
+			return nil, err
+		}
+		b, err := decodeArg[B](args[1], 1)
+		if err != nil {
+			return nil, err
+		}
+		r, err := fn(ctx, a, b)
+		if err != nil {
+			return nil, err
+		}
+		return encodeResults(r)
+	})}}
+}
+
+// Register3 registers fn as a remote function; see Register0.
+func Register3[A, B, C, R any](fn func(context.Context, A, B, C) (R, error)) Func3[A, B, C, R] {
+	return Func3[A, B, C, R]{remote{name: register(fn, 3, 1, func(ctx context.Context, args [][]byte) ([][]byte, error) {
+		a, err := decodeArg[A](args[0], 0)
+		if err != nil {
+			return nil, err
+		}
+		b, err := decodeArg[B](args[1], 1)
+		if err != nil {
+			return nil, err
+		}
+		c, err := decodeArg[C](args[2], 2)
+		if err != nil {
+			return nil, err
+		}
+		r, err := fn(ctx, a, b, c)
+		if err != nil {
+			return nil, err
+		}
+		return encodeResults(r)
+	})}}
+}
+
+// Register1x2 registers fn, a function of two results; see Register0.
+func Register1x2[A, R1, R2 any](fn func(context.Context, A) (R1, R2, error)) Func1x2[A, R1, R2] {
+	return Func1x2[A, R1, R2]{remote{name: register(fn, 1, 2, func(ctx context.Context, args [][]byte) ([][]byte, error) {
+		a, err := decodeArg[A](args[0], 0)
+		if err != nil {
+			return nil, err
+		}
+		r1, r2, err := fn(ctx, a)
+		if err != nil {
+			return nil, err
+		}
+		return encodeResults(r1, r2)
+	})}}
+}
+
+// Register2x2 registers fn, a function of two results; see Register0.
+func Register2x2[A, B, R1, R2 any](fn func(context.Context, A, B) (R1, R2, error)) Func2x2[A, B, R1, R2] {
+	return Func2x2[A, B, R1, R2]{remote{name: register(fn, 2, 2, func(ctx context.Context, args [][]byte) ([][]byte, error) {
+		a, err := decodeArg[A](args[0], 0)
+		if err != nil {
+			return nil, err
+		}
+		b, err := decodeArg[B](args[1], 1)
+		if err != nil {
+			return nil, err
+		}
+		r1, r2, err := fn(ctx, a, b)
+		if err != nil {
+			return nil, err
+		}
+		return encodeResults(r1, r2)
+	})}}
+}
+
+// Options returns a copy of f whose calls use opts (as Ray's .options()).
+func (f Func0[R]) Options(opts ...Option) Func0[R] { return Func0[R]{f.with(opts)} }
+
+// Options returns a copy of f whose calls use opts.
+func (f Func1[A, R]) Options(opts ...Option) Func1[A, R] { return Func1[A, R]{f.with(opts)} }
+
+// Options returns a copy of f whose calls use opts.
+func (f Func2[A, B, R]) Options(opts ...Option) Func2[A, B, R] { return Func2[A, B, R]{f.with(opts)} }
+
+// Options returns a copy of f whose calls use opts.
+func (f Func3[A, B, C, R]) Options(opts ...Option) Func3[A, B, C, R] {
+	return Func3[A, B, C, R]{f.with(opts)}
+}
+
+// Options returns a copy of f whose calls use opts.
+func (f Func1x2[A, R1, R2]) Options(opts ...Option) Func1x2[A, R1, R2] {
+	return Func1x2[A, R1, R2]{f.with(opts)}
+}
+
+// Options returns a copy of f whose calls use opts.
+func (f Func2x2[A, B, R1, R2]) Options(opts ...Option) Func2x2[A, B, R1, R2] {
+	return Func2x2[A, B, R1, R2]{f.with(opts)}
+}
+
+// Remote submits a call and returns a ref to its result.
+func (f Func0[R]) Remote(ctx context.Context) Ref[R] {
+	ids, owner, err := submit(ctx, f.remote, 1)
+	return Ref[R]{id: ids[0], owner: owner, err: err}
+}
+
+// Remote submits a call with a plain argument.
+func (f Func1[A, R]) Remote(ctx context.Context, a A) Ref[R] { return f.RemoteArgs(ctx, Val(a)) }
+
+// RemoteArgs submits a call whose argument may be a Ref[A].
+func (f Func1[A, R]) RemoteArgs(ctx context.Context, a Arg[A]) Ref[R] {
+	ids, owner, err := submit(ctx, f.remote, 1, argOf(a))
+	return Ref[R]{id: ids[0], owner: owner, err: err}
+}
+
+// Remote submits a call with plain arguments.
+func (f Func2[A, B, R]) Remote(ctx context.Context, a A, b B) Ref[R] {
+	return f.RemoteArgs(ctx, Val(a), Val(b))
+}
+
+// RemoteArgs submits a call whose arguments may be refs.
+func (f Func2[A, B, R]) RemoteArgs(ctx context.Context, a Arg[A], b Arg[B]) Ref[R] {
+	ids, owner, err := submit(ctx, f.remote, 1, argOf(a), argOf(b))
+	return Ref[R]{id: ids[0], owner: owner, err: err}
+}
+
+// Remote submits a call with plain arguments.
+func (f Func3[A, B, C, R]) Remote(ctx context.Context, a A, b B, c C) Ref[R] {
+	return f.RemoteArgs(ctx, Val(a), Val(b), Val(c))
+}
+
+// RemoteArgs submits a call whose arguments may be refs.
+func (f Func3[A, B, C, R]) RemoteArgs(ctx context.Context, a Arg[A], b Arg[B], c Arg[C]) Ref[R] {
+	ids, owner, err := submit(ctx, f.remote, 1, argOf(a), argOf(b), argOf(c))
+	return Ref[R]{id: ids[0], owner: owner, err: err}
+}
+
+// Remote submits a call and returns a ref for each result.
+func (f Func1x2[A, R1, R2]) Remote(ctx context.Context, a A) (Ref[R1], Ref[R2]) {
+	return f.RemoteArgs(ctx, Val(a))
+}
+
+// RemoteArgs submits a call whose argument may be a ref.
+func (f Func1x2[A, R1, R2]) RemoteArgs(ctx context.Context, a Arg[A]) (Ref[R1], Ref[R2]) {
+	ids, owner, err := submit(ctx, f.remote, 2, argOf(a))
+	return Ref[R1]{id: ids[0], owner: owner, err: err}, Ref[R2]{id: ids[1], owner: owner, err: err}
+}
+
+// Remote submits a call and returns a ref for each result.
+func (f Func2x2[A, B, R1, R2]) Remote(ctx context.Context, a A, b B) (Ref[R1], Ref[R2]) {
+	return f.RemoteArgs(ctx, Val(a), Val(b))
+}
+
+// RemoteArgs submits a call whose arguments may be refs.
+func (f Func2x2[A, B, R1, R2]) RemoteArgs(ctx context.Context, a Arg[A], b Arg[B]) (Ref[R1], Ref[R2]) {
+	ids, owner, err := submit(ctx, f.remote, 2, argOf(a), argOf(b))
+	return Ref[R1]{id: ids[0], owner: owner, err: err}, Ref[R2]{id: ids[1], owner: owner, err: err}
+}

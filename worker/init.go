@@ -1,0 +1,238 @@
+package worker
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"runtime"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/nodeup/nodeup/cluster"
+	"github.com/nodeup/nodeup/rpc"
+	"github.com/nodeup/nodeup/sched"
+	"github.com/nodeup/nodeup/wire"
+)
+
+// InitOption configures Init.
+type InitOption func(*initConfig)
+
+type initConfig struct {
+	address   string
+	resources sched.ResourceSet
+	logger    *slog.Logger
+}
+
+// Address connects to the node at host:port instead of NODEUP_ADDRESS or the
+// node running on this machine.
+func Address(addr string) InitOption { return func(c *initConfig) { c.address = addr } }
+
+// EmbeddedResources sets the resources of the embedded single-node cluster
+// Init starts when no node is running (default: all CPUs, 70% of RAM), e.g.
+// {"CPU": 4, "TPU-v3": 2}.
+func EmbeddedResources(r map[string]float64) InitOption {
+	return func(c *initConfig) {
+		c.resources = sched.ResourceSet{}
+		for k, v := range r {
+			q, _ := sched.QuantityFromFloat(v)
+			c.resources[k] = q
+		}
+	}
+}
+
+// Logger sets where the SDK logs (default slog.Default()).
+func Logger(l *slog.Logger) InitOption { return func(c *initConfig) { c.logger = l } }
+
+// Init connects this program to nodeup, as ray.init: to the node at Address,
+// else NODEUP_ADDRESS, else the node running on this machine, else it starts
+// an embedded single-node cluster in this process. In a worker process
+// (started by a node) Init does not return: it serves tasks until the node
+// stops it. Errors name the node that could not be reached.
+func Init(ctx context.Context, opts ...InitOption) error {
+	cfg := initConfig{logger: slog.Default()}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	currentMu.Lock()
+	defer currentMu.Unlock()
+	if currentCW != nil {
+		return fmt.Errorf("nodeup: Init called twice (call Shutdown first)")
+	}
+	cw := &coreWorker{logger: cfg.logger, ownerID: randomHex(6), objects: newObjectTable(), pool: rpc.NewPool([]byte{0x01}, 5*time.Second)}
+	cw.ctx, cw.cancel = context.WithCancel(context.Background())
+	cw.sub = newSubmitter(cw)
+	if os.Getenv(cluster.EnvWorkerMode) == "1" {
+		currentCW = cw
+		currentMu.Unlock()
+		runWorker(cw) // never returns
+	}
+	if err := cw.connect(ctx, cfg); err != nil {
+		cw.close()
+		return err
+	}
+	currentCW = cw
+	return nil
+}
+
+func (cw *coreWorker) connect(ctx context.Context, cfg initConfig) error {
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("nodeup: find own executable: %w", err)
+	}
+	if cw.binHash, err = fileHash(exe); err != nil {
+		return fmt.Errorf("nodeup: hash own executable: %w", err)
+	}
+	cw.jobID = randomHex(4)
+	req := &wire.JobRegisterRequest{JobID: cw.jobID, BinaryHash: cw.binHash, BinaryPath: exe, DriverPID: os.Getpid()}
+	var rep wire.JobRegisterReply
+	register := func(addr string) error {
+		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		return cw.pool.Call(cctx, addr, wire.MethodJobRegister, req, &rep)
+	}
+	addr := cfg.address
+	if addr == "" {
+		addr = os.Getenv("NODEUP_ADDRESS")
+	}
+	switch {
+	case addr != "":
+		if err := register(addr); err != nil {
+			return fmt.Errorf("nodeup: connect to node at %s: %w", addr, err)
+		}
+	case cluster.CurrentAddress() != "" && register(cluster.CurrentAddress()) == nil:
+	default:
+		if err := cw.startEmbedded(ctx, cfg); err != nil {
+			return err
+		}
+		if err := register(cw.embedded.RPCAddr()); err != nil {
+			return fmt.Errorf("nodeup: connect to the embedded node: %w", err)
+		}
+	}
+	cw.nodeAddr, cw.nodeID, cw.nodeName = rep.NodeAddr, rep.NodeID, rep.NodeName
+	if err := cw.serve(rep.BindIP); err != nil {
+		return err
+	}
+	cw.logger.Debug("connected to nodeup", "node", rep.NodeName, "addr", rep.NodeAddr, "job", cw.jobID)
+	return nil
+}
+
+// startEmbedded runs a one-node cluster inside this process (as ray.init()
+// without an address), on 127.0.0.1 and a temporary data dir.
+func (cw *coreWorker) startEmbedded(ctx context.Context, cfg initConfig) error {
+	dir, err := os.MkdirTemp("", "nodeup-embedded-")
+	if err != nil {
+		return err
+	}
+	res := cfg.resources
+	if res == nil {
+		res = sched.ResourceSet{}
+	}
+	if _, ok := res[sched.CPU]; !ok {
+		res[sched.CPU] = sched.QuantityOf(int64(runtime.NumCPU()))
+	}
+	if _, ok := res[sched.Memory]; !ok {
+		var si unix.Sysinfo_t
+		if unix.Sysinfo(&si) == nil {
+			res[sched.Memory] = sched.QuantityOf(int64(float64(si.Totalram) * float64(si.Unit) * 0.7))
+		}
+	}
+	quiet := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	n, err := cluster.Start(ctx, cluster.Config{Head: true, DataDir: dir, BindAddr: "127.0.0.1", HTTPPort: -1,
+		NodeName: "embedded", Resources: res, RaftVoters: 1, Server: true, Logger: quiet, Version: "embedded"})
+	if err != nil {
+		os.RemoveAll(dir)
+		return fmt.Errorf("nodeup: start embedded node: %w", err)
+	}
+	cw.embedded = n
+	return nil
+}
+
+// runWorker serves tasks for the node that started this process and exits
+// when the node goes away.
+func runWorker(cw *coreWorker) {
+	fatal := func(err error) {
+		fmt.Fprintf(os.Stderr, "nodeup worker: %v\n", err)
+		os.Exit(1)
+	}
+	cw.isWorker = true
+	cw.jobID = os.Getenv(cluster.EnvJobID)
+	cw.nodeAddr = os.Getenv(cluster.EnvNodeAddr)
+	cw.nodeID, cw.nodeName = os.Getenv(cluster.EnvNodeID), os.Getenv(cluster.EnvNodeName)
+	if exe, err := os.Executable(); err == nil {
+		cw.binHash, _ = fileHash(exe)
+	}
+	if err := cw.serve(os.Getenv(cluster.EnvBindIP)); err != nil {
+		fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(cw.ctx, 30*time.Second)
+	err := cw.pool.Call(ctx, cw.nodeAddr, wire.MethodWorkerRegister, &wire.WorkerRegisterRequest{
+		WorkerID: os.Getenv(cluster.EnvWorkerID), Addr: cw.addr, PID: os.Getpid()}, nil)
+	cancel()
+	if err != nil {
+		fatal(fmt.Errorf("register with node %s: %w", cw.nodeAddr, err))
+	}
+	// Exit when the node is gone for good (it also kills us on job end).
+	for misses := 0; misses < 3; {
+		time.Sleep(2 * time.Second)
+		ctx, cancel := context.WithTimeout(cw.ctx, 2*time.Second)
+		if cw.pool.Call(ctx, cw.nodeAddr, cluster.MethodHello, &cluster.Empty{}, &cluster.HelloResponse{}) != nil {
+			misses++
+		} else {
+			misses = 0
+		}
+		cancel()
+	}
+	fatal(fmt.Errorf("node %s stopped answering", cw.nodeAddr))
+}
+
+// Shutdown ends the job: its workers stop, its objects are freed, and an
+// embedded node is stopped. Safe to call when not initialised.
+func Shutdown() {
+	currentMu.Lock()
+	cw := currentCW
+	currentCW = nil
+	currentMu.Unlock()
+	if cw == nil {
+		return
+	}
+	cw.sub.returnAll()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	_ = cw.pool.Call(ctx, cw.nodeAddr, wire.MethodJobFinish, &wire.JobFinishRequest{JobID: cw.jobID}, nil)
+	cancel()
+	cw.close()
+}
+
+func (cw *coreWorker) close() {
+	cw.cancel()
+	if cw.server != nil {
+		cw.server.Close()
+	}
+	if cw.ln != nil {
+		cw.ln.Close()
+	}
+	cw.pool.Close()
+	cw.objects.clear()
+	if cw.embedded != nil {
+		dir := cw.embedded.DataDir()
+		_ = cw.embedded.Shutdown()
+		os.RemoveAll(dir)
+	}
+}
+
+func fileHash(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}

@@ -1,0 +1,129 @@
+package worker
+
+import (
+	"fmt"
+
+	"github.com/nodeup/nodeup/sched"
+	"github.com/nodeup/nodeup/wire"
+)
+
+// Option sets one task option, as the keyword arguments of Ray's .options().
+type Option func(*taskOptions) error
+
+type taskOptions struct {
+	res              sched.ResourceSet
+	name             string
+	maxRetries       int
+	retryExceptions  bool
+	strategy         wire.Strategy
+	failIfInfeasible bool
+}
+
+func defaultOptions() taskOptions {
+	return taskOptions{res: sched.ResourceSet{sched.CPU: sched.Unit}, maxRetries: 3}
+}
+
+func setQuantity(o *taskOptions, name string, v float64) error {
+	q, err := sched.QuantityFromFloat(v)
+	if err != nil {
+		return fmt.Errorf("option %s: %w", name, err)
+	}
+	if q == 0 {
+		delete(o.res, name)
+		return nil
+	}
+	o.res[name] = q
+	return nil
+}
+
+// CPUs sets the CPU units a task holds while it runs (default 1; 0 is allowed).
+func CPUs(n float64) Option { return func(o *taskOptions) error { return setQuantity(o, sched.CPU, n) } }
+
+// GPUs sets the GPU units a task holds (fractions share a device; above 1,
+// whole numbers only, as Ray).
+func GPUs(n float64) Option {
+	return func(o *taskOptions) error {
+		if n > 1 && n != float64(int64(n)) {
+			return fmt.Errorf("option GPUs %v: above 1, GPUs must be a whole number", n)
+		}
+		return setQuantity(o, sched.GPU, n)
+	}
+}
+
+// Memory sets the memory a task reserves, in bytes.
+func Memory(bytes int64) Option {
+	return func(o *taskOptions) error {
+		if bytes < 0 {
+			return fmt.Errorf("option Memory %d: must not be negative", bytes)
+		}
+		return setQuantity(o, sched.Memory, float64(bytes))
+	}
+}
+
+// Resources adds custom resource demands ({"TPU-v3": 1, "node0": 0.5}),
+// as Ray's resources={...}. Amounts have at most 4 decimals.
+func Resources(r map[string]float64) Option {
+	return func(o *taskOptions) error {
+		for name, v := range r {
+			if err := sched.ValidateResourceName(name); err != nil {
+				return fmt.Errorf("option Resources: %w", err)
+			}
+			if err := setQuantity(o, name, v); err != nil {
+				return fmt.Errorf("option Resources: %w", err)
+			}
+		}
+		return nil
+	}
+}
+
+// Name names the task in logs, errors and listings (default: the function name).
+func Name(name string) Option { return func(o *taskOptions) error { o.name = name; return nil } }
+
+// MaxRetries sets how often a task is retried when its worker or node dies
+// (default 3, as Ray's max_retries; -1: forever).
+func MaxRetries(n int) Option {
+	return func(o *taskOptions) error {
+		if n < -1 {
+			return fmt.Errorf("option MaxRetries %d: use -1 (forever) or more", n)
+		}
+		o.maxRetries = n
+		return nil
+	}
+}
+
+// RetryExceptions makes a task's own errors and panics count as retryable
+// too (Ray's retry_exceptions; default false).
+func RetryExceptions(on bool) Option {
+	return func(o *taskOptions) error { o.retryExceptions = on; return nil }
+}
+
+// Spread places tasks on the least-loaded feasible node (Ray's "SPREAD").
+func Spread() Option {
+	return func(o *taskOptions) error { o.strategy = wire.Strategy{Kind: wire.StrategySpread}; return nil }
+}
+
+// NodeAffinity runs the task on the node with this ID; soft falls back to
+// other nodes when that node is gone or cannot run it (Ray's
+// NodeAffinitySchedulingStrategy).
+func NodeAffinity(nodeID string, soft bool) Option {
+	return func(o *taskOptions) error {
+		o.strategy = wire.Strategy{Kind: wire.StrategyNodeAffinity, NodeID: nodeID, Soft: soft}
+		return nil
+	}
+}
+
+// FailIfInfeasible makes a task that no node can ever run fail with
+// *InfeasibleError instead of waiting for the cluster to grow.
+func FailIfInfeasible() Option {
+	return func(o *taskOptions) error { o.failIfInfeasible = true; return nil }
+}
+
+func buildOptions(opts []Option) (taskOptions, error) {
+	o := defaultOptions()
+	for _, fn := range opts {
+		if err := fn(&o); err != nil {
+			return o, err
+		}
+	}
+	return o, nil
+}

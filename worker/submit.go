@@ -1,0 +1,394 @@
+package worker
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/nodeup/nodeup/rpc"
+	"github.com/nodeup/nodeup/sched"
+	"github.com/nodeup/nodeup/wire"
+)
+
+// Tuning of the submitter (Ray's direct task submitter): how many tasks one
+// lease may have in flight when there is a backlog, how many lease requests
+// one scheduling key keeps outstanding, and how long an idle lease is kept
+// for the next task of the same shape.
+const (
+	maxPipeline      = 8
+	maxLeaseRequests = 10
+	leaseLinger      = 50 * time.Millisecond
+	maxSpillHops     = 4
+)
+
+// submitter queues tasks per scheduling key (resources + strategy), leases
+// workers for them from the local node (following spillbacks), and pushes
+// tasks straight to the leased workers: no leader, no Raft on this path.
+type submitter struct {
+	cw     *coreWorker
+	mu     sync.Mutex
+	queues map[string]*keyQueue
+}
+
+type pendingTask struct {
+	spec       wire.TaskSpec
+	opts       taskOptions
+	crashes    int // worker or node deaths so far
+	appRetries int
+}
+
+type keyQueue struct {
+	key        string
+	res        sched.ResourceSet
+	strategy   wire.Strategy
+	tasks      []*pendingTask
+	leases     []*heldLease
+	requesting int
+	warned     bool
+}
+
+type heldLease struct {
+	rep      wire.LeaseReply
+	inflight int
+	dead     bool
+	gen      int
+}
+
+func newSubmitter(cw *coreWorker) *submitter {
+	return &submitter{cw: cw, queues: map[string]*keyQueue{}}
+}
+
+// submit builds a task from f's registration and options and queues it; it
+// returns the IDs of its return objects and the owner address.
+func submit(ctx context.Context, f remote, numReturns int, args ...any) ([]string, string, error) {
+	cw, err := current()
+	ids := make([]string, numReturns)
+	if err != nil {
+		return ids, "", err
+	}
+	taskID := cw.newTaskID()
+	for i := range ids {
+		ids[i] = returnID(taskID, i)
+	}
+	fail := func(err error) ([]string, string, error) {
+		for _, id := range ids {
+			cw.objects.complete(id, nil, err)
+		}
+		return ids, cw.addr, err
+	}
+	opts, err := buildOptions(f.opts)
+	if err != nil {
+		return fail(fmt.Errorf("submit %s: %w", shortName(f.name), err))
+	}
+	name := opts.name
+	if name == "" {
+		name = shortName(f.name)
+	}
+	t := &pendingTask{opts: opts, spec: wire.TaskSpec{TaskID: taskID, JobID: cw.jobID, Name: name, Function: f.name,
+		NumReturns: numReturns, Owner: cw.addr, Args: make([]wire.Arg, len(args))}}
+	var deps []int
+	for i, a := range args {
+		if r, ok := a.(ObjectRef); ok {
+			t.spec.Args[i] = wire.Arg{IsRef: true, RefID: r.ID(), Owner: r.Owner()}
+			if r.Owner() == cw.addr {
+				deps = append(deps, i)
+			}
+			continue
+		}
+		b, err := msgpack.Marshal(a)
+		if err != nil {
+			return fail(fmt.Errorf("submit %s: encode argument %d (%T): %w", name, i, a, err))
+		}
+		t.spec.Args[i] = wire.Arg{Inline: b}
+	}
+	for _, id := range ids {
+		cw.objects.pending(id)
+	}
+	if len(deps) == 0 {
+		cw.sub.enqueue(t)
+	} else {
+		go cw.sub.resolveThenEnqueue(t, deps)
+	}
+	return ids, cw.addr, nil
+}
+
+// resolveThenEnqueue waits for arguments this process owns and inlines their
+// values (Ray's LocalDependencyResolver); a failed argument fails the task.
+func (s *submitter) resolveThenEnqueue(t *pendingTask, deps []int) {
+	for _, i := range deps {
+		a := &t.spec.Args[i]
+		o := s.cw.objects.get(a.RefID)
+		if o == nil {
+			continue // unknown here: the executor asks the owner (and reports it lost)
+		}
+		if err := o.wait(s.cw.ctx); err != nil {
+			return
+		}
+		if o.err != nil {
+			s.finish(t, nil, fmt.Errorf("argument %d of task %s failed: %w", i, t.spec.Name, o.err))
+			return
+		}
+		*a = wire.Arg{Inline: o.value}
+	}
+	s.enqueue(t)
+}
+
+func schedKey(res sched.ResourceSet, st wire.Strategy) string {
+	return res.String() + "|" + st.Kind + "|" + st.NodeID + fmt.Sprint(st.Soft)
+}
+
+func (s *submitter) enqueue(t *pendingTask) {
+	key := schedKey(t.opts.res, t.opts.strategy)
+	s.mu.Lock()
+	q := s.queues[key]
+	if q == nil {
+		q = &keyQueue{key: key, res: t.opts.res, strategy: t.opts.strategy}
+		s.queues[key] = q
+	}
+	q.tasks = append(q.tasks, t)
+	s.pumpLocked(q)
+	s.mu.Unlock()
+}
+
+// pumpLocked pushes queued tasks onto leases with room and asks for more
+// leases while a backlog remains.
+func (s *submitter) pumpLocked(q *keyQueue) {
+	for len(q.tasks) > 0 {
+		limit := 1
+		if len(q.tasks) > len(q.leases) {
+			limit = maxPipeline
+		}
+		var best *heldLease
+		for _, l := range q.leases {
+			if !l.dead && l.inflight < limit && (best == nil || l.inflight < best.inflight) {
+				best = l
+			}
+		}
+		if best == nil {
+			break
+		}
+		t := q.tasks[0]
+		q.tasks[0] = nil
+		q.tasks = q.tasks[1:]
+		best.inflight++
+		best.gen++
+		go s.push(q, best, t)
+	}
+	for q.requesting < min(len(q.tasks), maxLeaseRequests) {
+		q.requesting++
+		go s.requestLease(q)
+	}
+}
+
+// requestLease asks the local node for a lease, following spillbacks.
+func (s *submitter) requestLease(q *keyQueue) {
+	cw := s.cw
+	addr, spilled := cw.nodeAddr, false
+	backoff := 100 * time.Millisecond
+	for hops := 0; ; {
+		s.mu.Lock()
+		if len(q.tasks) == 0 || cw.ctx.Err() != nil {
+			q.requesting--
+			s.mu.Unlock()
+			return
+		}
+		name := q.tasks[0].spec.Name
+		s.mu.Unlock()
+		req := &wire.LeaseRequest{JobID: cw.jobID, BinaryHash: cw.binHash, BinaryNode: cw.nodeAddr, Resources: q.res,
+			Strategy: q.strategy, Spilled: spilled || hops >= maxSpillHops, TaskName: name}
+		var rep wire.LeaseReply
+		err := cw.pool.Call(cw.ctx, addr, wire.MethodLease, req, &rep)
+		switch {
+		case err != nil:
+			if cw.ctx.Err() != nil {
+				s.mu.Lock()
+				q.requesting--
+				s.mu.Unlock()
+				return
+			}
+			cw.logger.Warn("lease request failed; retrying", "node", addr, "task", name, "err", err)
+			addr, spilled = cw.nodeAddr, false
+			sleepCtx(cw.ctx, backoff)
+			backoff = min(2*backoff, 2*time.Second)
+			continue
+		case rep.Spillback != "":
+			addr, spilled = rep.Spillback, true
+			hops++
+			continue
+		case rep.Infeasible != "":
+			s.infeasible(q, rep.Infeasible)
+			addr, spilled = cw.nodeAddr, false
+			sleepCtx(cw.ctx, time.Second)
+			continue
+		}
+		s.mu.Lock()
+		q.requesting--
+		l := &heldLease{rep: rep}
+		if len(q.tasks) == 0 {
+			s.mu.Unlock()
+			s.returnLease(l)
+			return
+		}
+		q.leases = append(q.leases, l)
+		s.pumpLocked(q)
+		s.mu.Unlock()
+		return
+	}
+}
+
+// infeasible logs a demand no node can satisfy (once per key, on the driver,
+// naming the missing resource) and fails the tasks that asked for that.
+func (s *submitter) infeasible(q *keyQueue, reason string) {
+	s.mu.Lock()
+	var failed []*pendingTask
+	kept := q.tasks[:0]
+	for _, t := range q.tasks {
+		if t.opts.failIfInfeasible {
+			failed = append(failed, t)
+		} else {
+			kept = append(kept, t)
+		}
+	}
+	q.tasks = kept
+	warn := !q.warned && len(kept) > 0
+	q.warned = true
+	s.mu.Unlock()
+	for _, t := range failed {
+		s.finish(t, nil, &InfeasibleError{TaskName: t.spec.Name, Reason: reason})
+	}
+	if warn {
+		s.cw.logger.Warn("task is infeasible: no node in the cluster can run it; it waits for a node that can (see nodeup status)",
+			"task", kept[0].spec.Name, "demand", q.res.String(), "reason", reason)
+	}
+}
+
+// push runs one task on a leased worker and records its outcome.
+func (s *submitter) push(q *keyQueue, l *heldLease, t *pendingTask) {
+	t.spec.Attempt = t.crashes + t.appRetries
+	var rep wire.PushTaskReply
+	err := s.cw.pool.Call(s.cw.ctx, l.rep.WorkerAddr, wire.MethodPushTask, &wire.PushTaskRequest{LeaseID: l.rep.LeaseID, Spec: t.spec}, &rep)
+	s.mu.Lock()
+	l.inflight--
+	var done func()
+	switch {
+	case err != nil && s.cw.ctx.Err() != nil:
+		s.mu.Unlock()
+		return
+	case err != nil:
+		if !l.dead {
+			l.dead = true
+			s.dropLeaseLocked(q, l)
+		}
+		t.crashes++
+		if t.opts.maxRetries < 0 || t.crashes <= t.opts.maxRetries {
+			s.cw.logger.Warn("worker running task died; retrying", "task", t.spec.Name, "node", l.rep.NodeName, "attempt", t.crashes, "err", err)
+			q.tasks = append([]*pendingTask{t}, q.tasks...)
+		} else {
+			done = func() {
+				s.finish(t, nil, &WorkerCrashedError{TaskName: t.spec.Name, Attempts: t.crashes, Cause: err.Error()})
+			}
+		}
+	case rep.Error != nil && t.opts.retryExceptions && (t.opts.maxRetries < 0 || t.appRetries < t.opts.maxRetries):
+		t.appRetries++
+		q.tasks = append(q.tasks, t)
+	case rep.Error != nil:
+		done = func() { s.finish(t, nil, taskErrorFrom(t.spec.Name, rep.Error)) }
+	default:
+		done = func() { s.finish(t, rep.Returns, nil) }
+	}
+	s.pumpLocked(q)
+	if !l.dead && l.inflight == 0 && len(q.tasks) == 0 {
+		gen := l.gen
+		time.AfterFunc(leaseLinger, func() { s.maybeReturn(q, l, gen) })
+	}
+	s.mu.Unlock()
+	if done != nil {
+		done()
+	}
+}
+
+// maybeReturn gives back a lease that stayed idle for leaseLinger.
+func (s *submitter) maybeReturn(q *keyQueue, l *heldLease, gen int) {
+	s.mu.Lock()
+	if l.dead || l.inflight > 0 || l.gen != gen {
+		s.mu.Unlock()
+		return
+	}
+	l.dead = true
+	s.dropLeaseLocked(q, l)
+	s.mu.Unlock()
+	s.returnLease(l)
+}
+
+func (s *submitter) dropLeaseLocked(q *keyQueue, l *heldLease) {
+	for i, x := range q.leases {
+		if x == l {
+			q.leases = append(q.leases[:i], q.leases[i+1:]...)
+			return
+		}
+	}
+}
+
+func (s *submitter) returnLease(l *heldLease) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(s.cw.ctx), 5*time.Second)
+	defer cancel()
+	if err := s.cw.pool.Call(ctx, l.rep.NodeAddr, wire.MethodLeaseReturn, &wire.LeaseReturnRequest{LeaseID: l.rep.LeaseID}, nil); err != nil && !rpc.IsTransport(err) {
+		s.cw.logger.Debug("return lease", "lease", l.rep.LeaseID, "err", err)
+	}
+}
+
+// finish completes a task's return objects.
+func (s *submitter) finish(t *pendingTask, returns [][]byte, err error) {
+	for i := 0; i < t.spec.NumReturns; i++ {
+		id := returnID(t.spec.TaskID, i)
+		if err != nil || i >= len(returns) {
+			if err == nil {
+				err = fmt.Errorf("task %s returned %d values, want %d", t.spec.Name, len(returns), t.spec.NumReturns)
+			}
+			s.cw.objects.complete(id, nil, err)
+			continue
+		}
+		s.cw.objects.complete(id, returns[i], nil)
+	}
+}
+
+// returnAll gives back every held lease (Shutdown).
+func (s *submitter) returnAll() {
+	s.mu.Lock()
+	var all []*heldLease
+	for _, q := range s.queues {
+		for _, l := range q.leases {
+			if !l.dead {
+				l.dead = true
+				all = append(all, l)
+			}
+		}
+		q.leases = nil
+		q.tasks = nil
+	}
+	s.mu.Unlock()
+	for _, l := range all {
+		s.returnLease(l)
+	}
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+// shortName drops the package path from a registered function name.
+func shortName(name string) string {
+	if i := strings.LastIndex(name, "/"); i >= 0 {
+		name = name[i+1:]
+	}
+	return name
+}

@@ -1,0 +1,254 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nodeup/nodeup/cluster"
+	"github.com/nodeup/nodeup/sched"
+)
+
+// The test binary doubles as the worker binary: nodes re-execute it with
+// NODEUP_WORKER=1, and then Init serves tasks instead of running tests.
+func TestMain(m *testing.M) {
+	if os.Getenv(cluster.EnvWorkerMode) == "1" {
+		_ = Init(context.Background())
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+var (
+	square = Register1(func(ctx context.Context, x int) (int, error) { return x * x, nil })
+	add    = Register2(func(ctx context.Context, a, b int) (int, error) { return a + b, nil })
+	divmod = Register2x2(func(ctx context.Context, a, b int) (int, int, error) { return a / b, a % b, nil })
+	where  = Register0(func(ctx context.Context) (string, error) { return NodeName(), nil })
+	fails  = Register1(func(ctx context.Context, msg string) (int, error) { return 0, errors.New(msg) })
+	panics = Register0(func(ctx context.Context) (int, error) { panic("boom") })
+	// nested sums 0..n-1 by a tree of nested tasks deeper than the CPU count.
+	nested Func1[int, int]
+	sumRef = Register1(func(ctx context.Context, refs []Ref[int]) (int, error) {
+		total := 0
+		for _, r := range refs {
+			v, err := r.Get(ctx)
+			if err != nil {
+				return 0, err
+			}
+			total += v
+		}
+		return total, nil
+	})
+	crashOnce = Register1(func(ctx context.Context, marker string) (string, error) {
+		if _, err := os.Stat(marker); err != nil {
+			_ = os.WriteFile(marker, []byte("x"), 0o644)
+			os.Exit(3) // the worker process dies mid-task
+		}
+		return "survived", nil
+	})
+)
+
+func init() {
+	nested = Register1(func(ctx context.Context, depth int) (int, error) {
+		if depth == 0 {
+			return 1, nil
+		}
+		v, err := nested.Remote(ctx, depth-1).Get(ctx)
+		return v + 1, err
+	})
+}
+
+func quietLogger() *slog.Logger {
+	if os.Getenv("NODEUP_TEST_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+var portBase atomic.Int32
+
+// startCluster starts n in-process nodes (2 CPUs each, node i also offers
+// "node<i>": 2) and connects this test's driver to node 0.
+func startCluster(t *testing.T, n int, extra func(i int) sched.ResourceSet) []*cluster.Node {
+	t.Helper()
+	dir := t.TempDir()
+	var nodes []*cluster.Node
+	for i := 0; i < n; i++ {
+		res := sched.ResourceSet{sched.CPU: sched.QuantityOf(2), sched.Memory: sched.QuantityOf(1 << 30),
+			fmt.Sprintf("node%d", i): sched.QuantityOf(2)}
+		if extra != nil {
+			res.Add(extra(i))
+		}
+		cfg := cluster.Config{NodeName: fmt.Sprintf("n%d", i), DataDir: filepath.Join(dir, fmt.Sprintf("n%d", i)), BindAddr: "127.0.0.1",
+			HTTPPort: -1, Server: true, RaftVoters: 3, Resources: res, Logger: quietLogger(), Version: "test",
+			HeartbeatInterval: 100 * time.Millisecond, ReconcileInterval: 200 * time.Millisecond}
+		if i == 0 {
+			cfg.Head = true
+		} else {
+			cfg.Join = []string{nodes[0].RPCAddr()}
+		}
+		nd, err := cluster.Start(context.Background(), cfg)
+		if err != nil {
+			t.Fatalf("start node %d: %v", i, err)
+		}
+		nodes = append(nodes, nd)
+		t.Cleanup(nd.Kill)
+	}
+	if err := Init(context.Background(), Address(nodes[0].RPCAddr()), Logger(quietLogger())); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(Shutdown)
+	// Wait until every node knows the others (spillback needs the view).
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		got, err := Nodes(context.Background())
+		alive := 0
+		for _, nd := range got {
+			if nd.Alive {
+				alive++
+			}
+		}
+		if err == nil && alive == n {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("cluster view: %d of %d nodes alive (%v)", alive, n, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return nodes
+}
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func TestTasksOnOneNode(t *testing.T) {
+	startCluster(t, 1, nil)
+	ctx := ctxT(t)
+	var refs []Ref[int]
+	for i := 0; i < 20; i++ {
+		refs = append(refs, square.Remote(ctx, i))
+	}
+	got, err := GetAll(ctx, refs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, v := range got {
+		if v != i*i {
+			t.Fatalf("square(%d) = %d", i, v)
+		}
+	}
+	q, r := divmod.Remote(ctx, 17, 5)
+	if qv, _ := q.Get(ctx); qv != 3 {
+		t.Fatalf("17/5 = %d", qv)
+	}
+	if rv, _ := r.Get(ctx); rv != 2 {
+		t.Fatalf("17%%5 = %d", rv)
+	}
+	// A ref as an argument is resolved before the task runs.
+	four := square.Remote(ctx, 2)
+	sum := add.RemoteArgs(ctx, four, Val(10))
+	if v, err := sum.Get(ctx); err != nil || v != 14 {
+		t.Fatalf("add(square(2), 10) = %d, %v", v, err)
+	}
+	// Put, and refs nested in a value are passed as refs.
+	p, err := Put(ctx, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, err := sumRef.Remote(ctx, []Ref[int]{p, four, square.Remote(ctx, 3)}).Get(ctx); err != nil || v != 18 {
+		t.Fatalf("sumRef = %d, %v", v, err)
+	}
+}
+
+func TestTaskErrorsAndPanics(t *testing.T) {
+	startCluster(t, 1, nil)
+	ctx := ctxT(t)
+	_, err := fails.Options(Name("bad-task")).Remote(ctx, "no good").Get(ctx)
+	var te *TaskError
+	if !errors.As(err, &te) || te.TaskName != "bad-task" || te.Message != "no good" || te.NodeName != "n0" || te.Panic {
+		t.Fatalf("want TaskError from bad-task on n0, got %#v", err)
+	}
+	_, err = panics.Remote(ctx).Get(ctx)
+	if !errors.As(err, &te) || !te.Panic || te.Message != "boom" || te.Stack == "" {
+		t.Fatalf("want a panic TaskError with a stack, got %#v", err)
+	}
+	// The worker survived both.
+	if v, err := square.Remote(ctx, 7).Get(ctx); err != nil || v != 49 {
+		t.Fatalf("after failures: %d, %v", v, err)
+	}
+}
+
+func TestNestedDeeperThanCPUs(t *testing.T) {
+	startCluster(t, 1, nil) // 2 CPUs
+	ctx := ctxT(t)
+	v, err := nested.Remote(ctx, 8).Get(ctx)
+	if err != nil || v != 9 {
+		t.Fatalf("nested(8) = %d, %v", v, err)
+	}
+}
+
+func TestRetryAfterWorkerDies(t *testing.T) {
+	startCluster(t, 1, nil)
+	ctx := ctxT(t)
+	marker := filepath.Join(t.TempDir(), "crashed")
+	v, err := crashOnce.Remote(ctx, marker).Get(ctx)
+	if err != nil || v != "survived" {
+		t.Fatalf("crashOnce = %q, %v", v, err)
+	}
+	marker2 := filepath.Join(t.TempDir(), "crashed")
+	_, err = crashOnce.Options(MaxRetries(0)).Remote(ctx, marker2).Get(ctx)
+	var wc *WorkerCrashedError
+	if !errors.As(err, &wc) {
+		t.Fatalf("with MaxRetries(0): want WorkerCrashedError, got %v", err)
+	}
+}
+
+func TestCustomResourcesRouteAcrossNodes(t *testing.T) {
+	startCluster(t, 3, nil)
+	ctx := ctxT(t)
+	for i := 0; i < 3; i++ {
+		name := fmt.Sprintf("node%d", i)
+		got, err := where.Options(Resources(map[string]float64{name: 1})).Remote(ctx).Get(ctx)
+		if err != nil || got != fmt.Sprintf("n%d", i) {
+			t.Fatalf("task needing %s ran on %q (%v)", name, got, err)
+		}
+	}
+}
+
+func TestInfeasibleFailsWhenAsked(t *testing.T) {
+	startCluster(t, 1, nil)
+	ctx := ctxT(t)
+	_, err := square.Options(Resources(map[string]float64{"TPU-v3": 3}), FailIfInfeasible()).Remote(ctx, 1).Get(ctx)
+	var ie *InfeasibleError
+	if !errors.As(err, &ie) || !contains(ie.Reason, "TPU-v3") {
+		t.Fatalf("want InfeasibleError naming TPU-v3, got %v", err)
+	}
+	// Without FailIfInfeasible the task waits: Get honours its deadline.
+	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	if _, err := square.Options(Resources(map[string]float64{"TPU-v3": 3})).Remote(ctx, 1).Get(short); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("infeasible task without FailIfInfeasible: want deadline exceeded, got %v", err)
+	}
+}
+
+func contains(s, sub string) bool { return len(sub) == 0 || len(s) >= len(sub) && (s == sub || indexOf(s, sub) >= 0) }
+
+func indexOf(s, sub string) int {
+	for i := 0; i+len(sub) <= len(s); i++ {
+		if s[i:i+len(sub)] == sub {
+			return i
+		}
+	}
+	return -1
+}
