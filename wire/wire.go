@@ -86,8 +86,8 @@ type BinaryFetchReply struct {
 
 // Strategy kinds, as Ray's scheduling strategies.
 const (
-	StrategyDefault      = ""             // hybrid: local first, spill when busy
-	StrategySpread       = "SPREAD"       // prefer the least-loaded feasible node
+	StrategyDefault      = ""              // hybrid: local first, spill when busy
+	StrategySpread       = "SPREAD"        // prefer the least-loaded feasible node
 	StrategyNodeAffinity = "NODE_AFFINITY" // NodeID, hard or soft
 )
 

@@ -37,7 +37,9 @@ func setQuantity(o *taskOptions, name string, v float64) error {
 }
 
 // CPUs sets the CPU units a task holds while it runs (default 1; 0 is allowed).
-func CPUs(n float64) Option { return func(o *taskOptions) error { return setQuantity(o, sched.CPU, n) } }
+func CPUs(n float64) Option {
+	return func(o *taskOptions) error { return setQuantity(o, sched.CPU, n) }
+}
 
 // GPUs sets the GPU units a task holds (fractions share a device; above 1,
 // whole numbers only, as Ray).
