@@ -37,8 +37,9 @@ fuzz:
 	$(GO) test ./store -run=NONE -fuzz=FuzzApply -fuzztime=$(FUZZTIME)
 	$(GO) test ./sched -run=NONE -fuzz=FuzzParseResources -fuzztime=$(FUZZTIME)
 
-## demo: a 3-node cluster on 127.0.0.1 (one node with TPU-v3=2), status, then stop
+## demo: a 3-node cluster on 127.0.0.1 (one node with TPU-v3=2), the wordcount job on it, status, then stop
 demo: build
+	CGO_ENABLED=0 $(GO) build -o bin/wordcount ./examples/wordcount
 	bash scripts/demo.sh
 
 clean:

@@ -82,7 +82,7 @@ func nodeConfig(c *ucli.Context, head bool, peers []string) (cluster.Config, err
 		BindAddr: c.String("bind"), AdvertiseAddr: c.String("advertise"),
 		Port: c.Int("port"), GossipPort: c.Int("gossip-port"), HTTPPort: c.Int("http-port"),
 		NodeName: c.String("node-name"), RaftVoters: c.Int("raft-voters"), Server: c.Bool("server"),
-		Version: Version, Logger: slog.Default(),
+		Version: Version, Logger: slog.Default(), RecordCurrent: true,
 	}
 	if v := c.Int("raft-voters"); v < 1 {
 		return cfg, fmt.Errorf("--raft-voters %d: must be 1..9 (odd numbers tolerate the most failures)", v)

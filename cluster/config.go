@@ -52,6 +52,10 @@ type Config struct {
 	// bootstrap_expect plus autopilot); Server=false never votes.
 	RaftVoters int
 	Server     bool
+	// RecordCurrent makes the node this machine's default for client verbs
+	// and drivers ($TMPDIR/nodeup-<uid>/current); nodeup start sets it,
+	// embedded and test nodes do not.
+	RecordCurrent bool
 	// Version is the nodeup version string gossiped to peers.
 	Version string
 	// Timing knobs; zero uses the production defaults (see docs/architecture.md).

@@ -154,7 +154,9 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	}
 	n.goRun(n.agentLoop)
 	_ = os.WriteFile(n.dir.file(addressFile), []byte(n.rpcAddr+"\n"), 0o640)
-	writeCurrentAddress(n.rpcAddr)
+	if cfg.RecordCurrent {
+		writeCurrentAddress(n.rpcAddr)
+	}
 	n.logger.Info("node started", "rpc", n.rpcAddr, "gossip", n.ml.LocalNode().Address(), "http", n.httpAddr,
 		"cluster", n.id.ClusterName, "incarnation", n.id.Incarnation, "server", cfg.Server, "resources", cfg.Resources.String())
 	return n, nil

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# The README's main job: start a 3-node nodeup cluster on 127.0.0.1, show it,
-# and stop every node it started, also when something fails.
+# The README's main job: start a 3-node nodeup cluster on 127.0.0.1 (node i
+# offers the custom resource node<i>=2, node 0 also TPU-v3=2), run the
+# wordcount job on it, show the cluster, and stop every node it started, also
+# when something fails. WORDCOUNT_ARGS passes flags to wordcount.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=$PWD/bin/nodeup
@@ -31,7 +33,7 @@ start_node() { # name index verb...
 	local p=$((BASE_PORT + 10 * i))
 	"$BIN" "$@" --bind 127.0.0.1 --port $p --gossip-port $((p + 1)) --http-port $((p + 2)) \
 		--data-dir "$WORK/$name" --node-name "$name" --num-cpus 2 --memory 2GiB \
-		--resources "node$i=1$EXTRA" >"$WORK/$name.log" 2>&1 &
+		--resources "node$i=2$EXTRA" >"$WORK/$name.log" 2>&1 &
 	pids+=($!)
 }
 
@@ -58,10 +60,10 @@ formed() { # 3 alive nodes and 3 Raft voters
 	[ "$(grep -c '"State": "alive"' <<<"$js")" = 3 ] && [ "$(grep -c '"Suffrage": "voter"' <<<"$js")" = 3 ]
 }
 wait_for "3 alive nodes with 3 Raft voters" formed
+echo "==> wordcount over the 3 nodes: ${WORDCOUNT_ARGS:-every .go file of the Go standard library}"
+NODEUP_ADDRESS=$HEAD "$PWD/bin/wordcount" ${WORDCOUNT_ARGS:-}
+echo
 echo "==> nodeup status"
 "$BIN" status --address "$HEAD"
-echo
-echo "==> nodeup nodes"
-"$BIN" nodes --address "$HEAD"
 echo
 echo "==> stopping the cluster"
