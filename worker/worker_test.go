@@ -76,7 +76,7 @@ var portBase atomic.Int32
 
 // startCluster starts n in-process nodes (2 CPUs each, node i also offers
 // "node<i>": 2) and connects this test's driver to node 0.
-func startCluster(t *testing.T, n int, extra func(i int) sched.ResourceSet) []*cluster.Node {
+func startCluster(t testing.TB, n int, extra func(i int) sched.ResourceSet) []*cluster.Node {
 	t.Helper()
 	dir := t.TempDir()
 	var nodes []*cluster.Node
