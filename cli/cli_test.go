@@ -9,6 +9,7 @@ import (
 	"github.com/nodeup/nodeup/cluster"
 	"github.com/nodeup/nodeup/sched"
 	"github.com/nodeup/nodeup/store"
+	"github.com/nodeup/nodeup/wire"
 )
 
 func TestReorderArgsMovesFlagsBeforePeers(t *testing.T) {
@@ -88,7 +89,14 @@ func TestStatusTableEndsWithClusterUsage(t *testing.T) {
 			t.Errorf("status output lacks %q:\n%s", want, out)
 		}
 	}
-	if !strings.HasSuffix(strings.TrimSpace(out), "memory") {
-		t.Errorf("status does not end with the resource usage:\n%s", out)
+	if !strings.HasSuffix(strings.TrimSpace(out), "(no resource demands)") {
+		t.Errorf("status does not end with the demands:\n%s", out)
+	}
+	st.Pending = []wire.PendingDemand{{Resources: sched.ResourceSet{"TPU-v3": sched.QuantityOf(3)}, Count: 1, TaskName: "train",
+		Reason: "no single node has TPU-v3 3: the most any alive node has is 2"}}
+	b.Reset()
+	printStatus(&b, st)
+	if want := "{TPU-v3=3}: 1+ pending e.g. train: no single node has TPU-v3 3"; !strings.Contains(b.String(), want) {
+		t.Errorf("status lacks %q:\n%s", want, b.String())
 	}
 }

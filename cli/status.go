@@ -108,6 +108,15 @@ type statusOut struct {
 	Nodes       []nodeJSON           `json:"nodes"`
 	Total       map[string]float64   `json:"total_resources"`
 	Available   map[string]float64   `json:"available_resources"`
+	Pending     []pendingOut         `json:"pending_demands"`
+}
+
+// pendingOut is work waiting for resources; Reason names what is missing.
+type pendingOut struct {
+	Resources map[string]float64 `json:"resources"`
+	Count     int                `json:"count"`
+	Reason    string             `json:"reason"`
+	TaskName  string             `json:"task_name,omitempty"`
 }
 
 type leaderOut struct {
@@ -122,6 +131,10 @@ func statusJSON(st *cluster.StatusResponse) statusOut {
 		Voters: st.Servers, Total: st.Total.Floats(), Available: st.Available.Floats(), Nodes: []nodeJSON{}}
 	for _, nv := range st.Nodes {
 		out.Nodes = append(out.Nodes, toNodeJSON(nv))
+	}
+	out.Pending = []pendingOut{}
+	for _, d := range st.Pending {
+		out.Pending = append(out.Pending, pendingOut{Resources: d.Resources.Floats(), Count: d.Count, Reason: d.Reason, TaskName: d.TaskName})
 	}
 	return out
 }
@@ -157,6 +170,17 @@ func printStatus(w io.Writer, st *cluster.StatusResponse) {
 		}
 		total, avail := st.Total[name], st.Available[name]
 		fmt.Fprintf(w, " %s/%s %s\n", formatQuantity(name, total-avail), formatQuantity(name, total), name)
+	}
+	fmt.Fprintln(w, "Demands:")
+	if len(st.Pending) == 0 {
+		fmt.Fprintln(w, " (no resource demands)")
+	}
+	for _, d := range st.Pending {
+		task := ""
+		if d.TaskName != "" {
+			task = " e.g. " + d.TaskName
+		}
+		fmt.Fprintf(w, " {%s}: %d+ pending%s: %s\n", d.Resources.String(), d.Count, task, d.Reason)
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/nodeup/nodeup/cluster"
+	"github.com/nodeup/nodeup/rpc"
 	"github.com/nodeup/nodeup/sched"
 )
 
@@ -253,4 +254,24 @@ func indexOf(s, sub string) int {
 		}
 	}
 	return -1
+}
+
+func TestInfeasibleListedAsPendingDemand(t *testing.T) {
+	nodes := startCluster(t, 1, nil)
+	ctx := ctxT(t)
+	_ = square.Options(Name("needs-tpus"), Resources(map[string]float64{"TPU-v3": 3})).Remote(ctx, 1)
+	pool := rpc.NewPool([]byte{0x01}, time.Second)
+	defer pool.Close()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		var st cluster.StatusResponse
+		err := pool.Call(ctx, nodes[0].RPCAddr(), cluster.MethodStatus, &cluster.Empty{}, &st)
+		if err == nil && len(st.Pending) == 1 && st.Pending[0].TaskName == "needs-tpus" && contains(st.Pending[0].Reason, "TPU-v3") {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("status pending demand: %+v (%v)", st.Pending, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
