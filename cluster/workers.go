@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nodeup/nodeup/wire"
@@ -48,9 +49,10 @@ type workerProc struct {
 	job   string
 	cmd   *exec.Cmd
 	addr  string
-	ready chan struct{} // closed once registered or dead
-	dead  chan struct{} // closed when the process exited
-	err   error
+	ready    chan struct{} // closed once registered or dead
+	dead     chan struct{} // closed when the process exited
+	err      error
+	stopping atomic.Bool // the node is ending it (job end): its exit is expected
 }
 
 func newWorkerPool(n *Node) *workerPool {
@@ -214,7 +216,10 @@ func (p *workerPool) start(req *wire.LeaseRequest) (*workerProc, error) {
 		}
 		delete(p.byID, w.id)
 		p.mu.Unlock()
-		if n := p.n.local.releaseWorker(w.id); n > 0 || p.n.ctx.Err() == nil {
+		n := p.n.local.releaseWorker(w.id)
+		if w.stopping.Load() || p.n.ctx.Err() != nil {
+			p.n.logger.Debug("worker stopped", "job", w.job, "worker", w.id, "leases_released", n)
+		} else {
 			p.n.logger.Warn("worker exited", "job", w.job, "worker", w.id, "pid", cmd.Process.Pid, "status", w.err, "leases_released", n)
 		}
 	}()
@@ -245,6 +250,7 @@ func (p *workerPool) stopJob(job string) {
 	delete(p.workers, job)
 	p.mu.Unlock()
 	if w != nil && w.cmd != nil {
+		w.stopping.Store(true)
 		_ = w.cmd.Process.Kill()
 		<-w.dead
 	}

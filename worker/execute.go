@@ -22,8 +22,28 @@ type leaseSlots struct {
 }
 
 type leaseSlot struct {
-	mu   sync.Mutex
-	refs int
+	mu      sync.Mutex // held by the task running under the lease
+	refs    int        // guarded by leaseSlots.mu
+	blocked int        // tasks of this lease waiting in Get; guarded by leaseSlots.mu
+}
+
+type slotKey struct{}
+
+// block marks one of the lease's tasks as waiting and reports whether it is
+// the first, so only the first tells the node.
+func (ls *leaseSlots) block(s *leaseSlot) bool {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	s.blocked++
+	return s.blocked == 1
+}
+
+// unblock reports whether no task of the lease waits any more.
+func (ls *leaseSlots) unblock(s *leaseSlot) bool {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	s.blocked--
+	return s.blocked == 0
 }
 
 func (ls *leaseSlots) acquire(id uint64) *leaseSlot {
@@ -54,7 +74,8 @@ var slots = &leaseSlots{slots: map[uint64]*leaseSlot{}}
 func (cw *coreWorker) handlePushTask(ctx context.Context, req *wire.PushTaskRequest) (*wire.PushTaskReply, error) {
 	s := slots.acquire(req.LeaseID)
 	defer slots.release(req.LeaseID, s)
-	return cw.execute(context.WithValue(ctx, leaseKey{}, req.LeaseID), &req.Spec), nil
+	ctx = context.WithValue(context.WithValue(ctx, leaseKey{}, req.LeaseID), slotKey{}, s)
+	return cw.execute(ctx, &req.Spec), nil
 }
 
 func (cw *coreWorker) execute(ctx context.Context, spec *wire.TaskSpec) (rep *wire.PushTaskReply) {
@@ -94,10 +115,13 @@ func (cw *coreWorker) execute(ctx context.Context, spec *wire.TaskSpec) (rep *wi
 }
 
 // blocked tells the node that the task on ctx's lease waits in Get, so its
-// CPU is lent to other work, and returns the call that takes it back.
+// CPU is lent to other work, and lets the next task pipelined on the same
+// lease run meanwhile (it may be the very task this one waits for). The
+// returned call undoes both.
 func (cw *coreWorker) blocked(ctx context.Context) func() {
 	id, _ := ctx.Value(leaseKey{}).(uint64)
-	if !cw.isWorker || id == 0 {
+	s, _ := ctx.Value(slotKey{}).(*leaseSlot)
+	if !cw.isWorker || id == 0 || s == nil {
 		return func() {}
 	}
 	call := func(method string) {
@@ -107,6 +131,14 @@ func (cw *coreWorker) blocked(ctx context.Context) func() {
 			cw.logger.Warn("tell node about blocked task", "method", method, "err", err)
 		}
 	}
-	call(wire.MethodBlocked)
-	return func() { call(wire.MethodUnblocked) }
+	if slots.block(s) {
+		call(wire.MethodBlocked)
+	}
+	s.mu.Unlock()
+	return func() {
+		if slots.unblock(s) {
+			call(wire.MethodUnblocked)
+		}
+		s.mu.Lock()
+	}
 }

@@ -141,7 +141,7 @@ func (cw *coreWorker) startEmbedded(ctx context.Context, cfg initConfig) error {
 			res[sched.Memory] = sched.QuantityOf(int64(float64(si.Totalram) * float64(si.Unit) * 0.7))
 		}
 	}
-	quiet := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	quiet := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 	n, err := cluster.Start(ctx, cluster.Config{Head: true, DataDir: dir, BindAddr: "127.0.0.1", HTTPPort: -1,
 		NodeName: "embedded", Resources: res, RaftVoters: 1, Server: true, Logger: quiet, Version: "embedded"})
 	if err != nil {

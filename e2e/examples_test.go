@@ -1,0 +1,51 @@
+package e2e
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+)
+
+// TestSeedExamplesOnThreeNodes runs every seed example against a 3-process
+// cluster (node<i>=2 on node i, TPU-v3=2 on n0); each checks its own output
+// and exits non-zero on a mismatch.
+func TestSeedExamplesOnThreeNodes(t *testing.T) {
+	procs := startThree(t)
+	_, file, _, _ := runtime.Caller(0)
+	root := filepath.Dir(filepath.Dir(file))
+	bin := t.TempDir()
+	examples := []string{"customresources", "roundrobin", "colocate", "options", "nested", "clusterstate"}
+	build := exec.Command("go", append([]string{"build", "-o", bin + "/"}, prefixed("./examples/", examples)...)...)
+	build.Dir = root
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build examples: %v\n%s", err, out)
+	}
+	for _, ex := range examples {
+		t.Run(ex, func(t *testing.T) {
+			cmd := exec.Command(filepath.Join(bin, ex))
+			cmd.Env = append(os.Environ(), "NODEUP_ADDRESS="+procs[0].addr())
+			out, err := cmd.CombinedOutput()
+			if err != nil || !strings.Contains(string(out), "check: ") {
+				t.Fatalf("%s: %v\n%s", ex, err, out)
+			}
+			t.Logf("%s: %s", ex, lastLine(string(out)))
+		})
+	}
+}
+
+func prefixed(p string, names []string) []string {
+	out := make([]string, len(names))
+	for i, n := range names {
+		out[i] = p + n
+	}
+	return out
+}
+
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return lines[len(lines)-1]
+}

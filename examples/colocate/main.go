@@ -1,0 +1,82 @@
+// Command colocate is seed 001's co-location example in Go: a writer task
+// writes a node-local file and a reader task reads it back; both ask for the
+// same node<i> custom resource, so they run on the same node. It checks the
+// reader saw what the writer wrote, on every node that offers node<i>.
+package main
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"os"
+	"path/filepath"
+
+	"github.com/nodeup/nodeup/worker"
+)
+
+var writer = worker.Register1(func(ctx context.Context, path string) (string, error) {
+	msg := "written on " + worker.NodeName()
+	return worker.NodeName(), os.WriteFile(path, []byte(msg), 0o644)
+})
+
+// reader returns what it read and the node it ran on (two results).
+var reader = worker.Register1x2(func(ctx context.Context, path string) (string, string, error) {
+	b, err := os.ReadFile(path)
+	return string(b), worker.NodeName(), err
+})
+
+func main() {
+	ctx := context.Background()
+	if err := worker.Init(ctx, worker.EmbeddedResources(map[string]float64{"node0": 2})); err != nil {
+		log.Fatal(err)
+	}
+	defer worker.Shutdown()
+	dir, err := os.MkdirTemp("", "colocate-")
+	if err != nil {
+		fail("%v", err)
+	}
+	defer os.RemoveAll(dir)
+	for i := 0; ; i++ {
+		res := worker.Resources(map[string]float64{fmt.Sprintf("node%d", i): 1})
+		if !offered(ctx, fmt.Sprintf("node%d", i)) {
+			if i == 0 {
+				fail("no node offers node0: start nodes with --resources node<i>=2")
+			}
+			break
+		}
+		path := filepath.Join(dir, fmt.Sprintf("myfile-%d.tmp", i))
+		node, err := writer.Options(res).Remote(ctx, path).Get(ctx)
+		if err != nil {
+			fail("writer: %v", err)
+		}
+		content, where := reader.Options(res).Remote(ctx, path)
+		got, err := content.Get(ctx)
+		if err != nil || got != "written on "+node {
+			fail("reader on node%d read %q (%v), want %q", i, got, err, "written on "+node)
+		}
+		if readOn, _ := where.Get(ctx); readOn != node {
+			fail("node%d: writer ran on %s but reader on %s", i, node, readOn)
+		}
+		fmt.Printf("node%d: writer and reader both on %s: %q\n", i, node, got)
+	}
+	fmt.Println("check: every reader read its writer's file")
+}
+
+func offered(ctx context.Context, name string) bool {
+	nodes, err := worker.Nodes(ctx)
+	if err != nil {
+		fail("%v", err)
+	}
+	for _, n := range nodes {
+		if n.Alive && n.Total[name] > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+func fail(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "colocate: "+format+"\n", args...)
+	worker.Shutdown()
+	os.Exit(1)
+}

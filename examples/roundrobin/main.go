@@ -1,0 +1,79 @@
+// Command roundrobin is seed 001's round-robin example in Go: 1,000 tasks
+// spread over however many nodes offer a "node<i>" custom resource, without
+// knowing the topology in advance. It checks every result and that each
+// node<i> task ran on the node that offers node<i>.
+//
+//	go run ./examples/roundrobin                          # embedded node with node0=2
+//	NODEUP_ADDRESS=host:7370 bin/roundrobin              # nodes started with --resources node<i>=2
+package main
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"os"
+
+	"github.com/nodeup/nodeup/worker"
+)
+
+// Result is a task's input and where it ran.
+type Result struct {
+	I    int
+	Node string
+}
+
+var f = worker.Register1(func(ctx context.Context, i int) (Result, error) {
+	return Result{I: i, Node: worker.NodeName()}, nil
+})
+
+func main() {
+	ctx := context.Background()
+	if err := worker.Init(ctx, worker.EmbeddedResources(map[string]float64{"node0": 2})); err != nil {
+		log.Fatal(err)
+	}
+	defer worker.Shutdown()
+	nodes, err := worker.Nodes(ctx)
+	if err != nil {
+		fail("%v", err)
+	}
+	owner := map[string]string{} // node<i> → node name
+	for i := 0; ; i++ {
+		name := fmt.Sprintf("node%d", i)
+		for _, n := range nodes {
+			if n.Alive && n.Total[name] > 0 {
+				owner[name] = n.NodeName
+			}
+		}
+		if owner[name] == "" {
+			break
+		}
+	}
+	numNodes := len(owner)
+	if numNodes == 0 {
+		fail("no node offers a node0 resource: start nodes with --resources node<i>=2")
+	}
+	refs := make([]worker.Ref[Result], 1000)
+	for i := range refs {
+		refs[i] = f.Options(worker.Resources(map[string]float64{fmt.Sprintf("node%d", i%numNodes): 1})).Remote(ctx, i)
+	}
+	out, err := worker.GetAll(ctx, refs)
+	if err != nil {
+		fail("%v", err)
+	}
+	perNode := map[string]int{}
+	for i, r := range out {
+		want := owner[fmt.Sprintf("node%d", i%numNodes)]
+		if r.I != i || r.Node != want {
+			fail("task %d returned %d from %s, want %d from %s", i, r.I, r.Node, i, want)
+		}
+		perNode[r.Node]++
+	}
+	fmt.Printf("1000 tasks round-robin over %d nodes: %v\n", numNodes, perNode)
+	fmt.Println("check: results are [0, 1, ..., 999] and each ran where its node<i> lives")
+}
+
+func fail(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "roundrobin: "+format+"\n", args...)
+	worker.Shutdown()
+	os.Exit(1)
+}
