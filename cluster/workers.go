@@ -45,10 +45,10 @@ type workerPool struct {
 }
 
 type workerProc struct {
-	id    string
-	job   string
-	cmd   *exec.Cmd
-	addr  string
+	id       string
+	job      string
+	cmd      *exec.Cmd
+	addr     string
 	ready    chan struct{} // closed once registered or dead
 	dead     chan struct{} // closed when the process exited
 	err      error
