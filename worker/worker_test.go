@@ -275,3 +275,35 @@ func TestInfeasibleListedAsPendingDemand(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// putOnNode puts a value in the worker process running it (which then owns
+// it) and returns the ref nested in a slice, so it travels as a ref.
+var putOnNode = Register1(func(ctx context.Context, v int) ([]Ref[int], error) {
+	r, err := Put(ctx, v)
+	return []Ref[int]{r}, err
+})
+
+var getNested = Register1(func(ctx context.Context, refs []Ref[int]) (string, error) {
+	v, err := refs[0].Get(ctx)
+	return fmt.Sprintf("%d@%s", v, NodeName()), err
+})
+
+func TestRefOwnedByWorkerReadOnAnotherNode(t *testing.T) {
+	startCluster(t, 3, nil)
+	ctx := ctxT(t)
+	refs, err := putOnNode.Options(Resources(map[string]float64{"node1": 1})).Remote(ctx, 42).Get(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if refs[0].Owner() == "" {
+		t.Fatal("nested ref lost its owner")
+	}
+	got, err := getNested.Options(Resources(map[string]float64{"node2": 1})).Remote(ctx, refs).Get(ctx)
+	if err != nil || got != "42@n2" {
+		t.Fatalf("borrower on n2 read %q, %v; want 42@n2", got, err)
+	}
+	// The driver can read it from the owner too.
+	if v, err := refs[0].Get(ctx); err != nil || v != 42 {
+		t.Fatalf("driver read %d, %v", v, err)
+	}
+}
