@@ -19,14 +19,13 @@ import (
 
 // Environment a worker process starts with; the SDK reads it in Init.
 const (
-	EnvWorkerMode = "NODEUP_WORKER"     // "1" in worker processes
-	EnvNodeAddr   = "NODEUP_NODE_ADDR"  // the node's RPC address
-	EnvJobID      = "NODEUP_JOB_ID"     // the job the worker serves
-	EnvWorkerID   = "NODEUP_WORKER_ID"  // this worker's ID
-	EnvBindIP     = "NODEUP_BIND_IP"    // IP the worker's RPC server listens on
-	EnvArenaPath  = "NODEUP_ARENA_PATH" // the node's object store file
-	EnvNodeID     = "NODEUP_NODE_ID"    // the node's ID
-	EnvNodeName   = "NODEUP_NODE_NAME"  // the node's name
+	EnvWorkerMode = "NODEUP_WORKER"    // "1" in worker processes
+	EnvNodeAddr   = "NODEUP_NODE_ADDR" // the node's RPC address
+	EnvJobID      = "NODEUP_JOB_ID"    // the job the worker serves
+	EnvWorkerID   = "NODEUP_WORKER_ID" // this worker's ID
+	EnvBindIP     = "NODEUP_BIND_IP"   // IP the worker's RPC server listens on
+	EnvNodeID     = "NODEUP_NODE_ID"   // the node's ID
+	EnvNodeName   = "NODEUP_NODE_NAME" // the node's name
 )
 
 // workerStartTimeout bounds how long a new worker process may take to register.

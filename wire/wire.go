@@ -49,7 +49,6 @@ type JobRegisterRequest struct {
 	BinaryHash string
 	BinaryPath string
 	DriverPID  int
-	Env        []string // extra KEY=VALUE for worker processes
 }
 
 // JobRegisterReply tells the driver where its node is.
@@ -58,7 +57,6 @@ type JobRegisterReply struct {
 	NodeName   string
 	NodeAddr   string // RPC address other nodes use for this node
 	BindIP     string // IP the driver's own RPC server should listen on
-	ArenaPath  string // the node's object store file, for zero-copy reads
 	InlineMax  int64  // values up to this many bytes travel inline
 	ClusterID  string
 	ClusterNam string
@@ -157,11 +155,9 @@ type NodeInfo struct {
 	Labels    map[string]string
 }
 
-// ClusterView is every node with total and available resources, plus the
-// demands no node can satisfy (pending, infeasible).
+// ClusterView is every node with total and available resources.
 type ClusterView struct {
-	Nodes      []NodeInfo
-	Infeasible []PendingDemand
+	Nodes []NodeInfo
 }
 
 // PendingDemand is work waiting for resources, for `nodeup status`.

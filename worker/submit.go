@@ -278,6 +278,12 @@ func (s *submitter) push(q *keyQueue, l *heldLease, t *pendingTask) {
 	case err != nil && s.cw.ctx.Err() != nil:
 		s.mu.Unlock()
 		return
+	case err != nil && !rpc.IsTransport(err):
+		// The worker answered, but not with a result (e.g. it could not
+		// decode the request): retrying elsewhere would fail the same way.
+		done = func() {
+			s.finish(t, nil, fmt.Errorf("task %s: worker %s refused it: %w", t.spec.Name, l.rep.WorkerAddr, err))
+		}
 	case err != nil:
 		if !l.dead {
 			l.dead = true
