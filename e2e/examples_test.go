@@ -4,7 +4,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 )
@@ -14,16 +13,8 @@ import (
 // and exits non-zero on a mismatch.
 func TestSeedExamplesOnThreeNodes(t *testing.T) {
 	procs := startThree(t)
-	_, file, _, _ := runtime.Caller(0)
-	root := filepath.Dir(filepath.Dir(file))
-	bin := t.TempDir()
 	examples := []string{"customresources", "roundrobin", "colocate", "options", "nested", "clusterstate"}
-	build := exec.Command("go", append([]string{"build", "-o", bin + "/"}, prefixed("./examples/", examples)...)...)
-	build.Dir = root
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build examples: %v\n%s", err, out)
-	}
+	bin := buildExamples(t, examples...)
 	for _, ex := range examples {
 		t.Run(ex, func(t *testing.T) {
 			cmd := exec.Command(filepath.Join(bin, ex))
@@ -35,14 +26,6 @@ func TestSeedExamplesOnThreeNodes(t *testing.T) {
 			t.Logf("%s: %s", ex, lastLine(string(out)))
 		})
 	}
-}
-
-func prefixed(p string, names []string) []string {
-	out := make([]string, len(names))
-	for i, n := range names {
-		out[i] = p + n
-	}
-	return out
 }
 
 func lastLine(s string) string {

@@ -239,4 +239,23 @@ func startThree(t *testing.T) []*proc {
 	return procs
 }
 
+// buildExamples builds ./examples/<name> for each name into a temporary
+// directory and returns it.
+func buildExamples(t *testing.T, names ...string) string {
+	t.Helper()
+	_, file, _, _ := runtime.Caller(0)
+	dir := t.TempDir()
+	args := []string{"build", "-o", dir + "/"}
+	for _, n := range names {
+		args = append(args, "./examples/"+n)
+	}
+	build := exec.Command("go", args...)
+	build.Dir = filepath.Dir(filepath.Dir(file))
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build %v: %v\n%s", names, err, out)
+	}
+	return dir
+}
+
 func signalTerm(p *proc) { _ = p.cmd.Process.Signal(syscall.SIGTERM) }

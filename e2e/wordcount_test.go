@@ -4,7 +4,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 )
@@ -14,14 +13,7 @@ import (
 // standard library, checked against its own single-process count.
 func TestWordcountOnThreeNodes(t *testing.T) {
 	procs := startThree(t)
-	_, file, _, _ := runtime.Caller(0)
-	bin := filepath.Join(t.TempDir(), "wordcount")
-	build := exec.Command("go", "build", "-o", bin, "./examples/wordcount")
-	build.Dir = filepath.Dir(filepath.Dir(file))
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build wordcount: %v\n%s", err, out)
-	}
+	bin := filepath.Join(buildExamples(t, "wordcount"), "wordcount")
 	goroot, err := exec.Command("go", "env", "GOROOT").Output()
 	if err != nil {
 		t.Fatal(err)
