@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"sort"
 
@@ -211,5 +210,3 @@ func (n *Node) clusterView() []wire.NodeInfo {
 
 // peerAddrs lists the RPC addresses of live members.
 func (n *Node) peerAddrs() []string { return n.members.rpcAddrs(false) }
-
-func splitHostPortErr(addr string) (string, string, error) { return net.SplitHostPort(addr) }

@@ -4,9 +4,9 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -269,8 +269,6 @@ func (p *workerPool) stopAll() {
 }
 
 func splitHost(addr string) (string, error) {
-	h, _, err := splitHostPortErr(addr)
+	h, _, err := net.SplitHostPort(addr)
 	return h, err
 }
-
-var errNoBinary = errors.New("no such binary")
