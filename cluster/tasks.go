@@ -105,7 +105,9 @@ func (n *Node) leaseWorker(ctx context.Context, req *wire.LeaseRequest) (*wire.L
 	}
 	view := n.clusterView()
 	self := n.id.NodeID
-	if st := req.Strategy; st.Kind == wire.StrategyNodeAffinity && st.NodeID != self {
+	// A soft-affinity request that already went to its target and came back
+	// (the target was unreachable) is scheduled like any other here.
+	if st := req.Strategy; st.Kind == wire.StrategyNodeAffinity && st.NodeID != self && !(st.Soft && req.Spilled) {
 		for _, nd := range view {
 			if nd.NodeID == st.NodeID && nd.Alive && nd.Total.Covers(req.Resources) {
 				return &wire.LeaseReply{Spillback: nd.Addr}, nil

@@ -211,7 +211,10 @@ func (s *submitter) requestLease(q *keyQueue) {
 				return
 			}
 			cw.logger.Warn("lease request failed; retrying", "node", addr, "task", name, "err", err)
-			addr, spilled = cw.nodeAddr, false
+			// A spillback target that cannot be reached: ask the local node
+			// again, marked spilled so it does not send us back there.
+			spilled = addr != cw.nodeAddr
+			addr = cw.nodeAddr
 			sleepCtx(cw.ctx, backoff)
 			backoff = min(2*backoff, 2*time.Second)
 			continue

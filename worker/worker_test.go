@@ -307,3 +307,32 @@ func TestRefOwnedByWorkerReadOnAnotherNode(t *testing.T) {
 		t.Fatalf("driver read %d, %v", v, err)
 	}
 }
+
+// slowWhere marks that it started, then reports its node after a while.
+var slowWhere = Register1(func(ctx context.Context, marker string) (string, error) {
+	_ = os.WriteFile(marker+"."+NodeName(), nil, 0o644)
+	time.Sleep(1500 * time.Millisecond)
+	return NodeName(), nil
+})
+
+func TestTaskRetriedWhenItsNodeDies(t *testing.T) {
+	nodes := startCluster(t, 2, nil)
+	ctx := ctxT(t)
+	marker := filepath.Join(t.TempDir(), "started")
+	ref := slowWhere.Options(NodeAffinity(nodes[1].ID(), true)).Remote(ctx, marker)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if _, err := os.Stat(marker + ".n1"); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("task never started on n1")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	nodes[1].Kill() // the node and its worker processes die mid-task
+	got, err := ref.Get(ctx)
+	if err != nil || got != "n0" {
+		t.Fatalf("after n1 died the task returned %q, %v; want a retry on n0", got, err)
+	}
+}
