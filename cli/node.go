@@ -35,6 +35,7 @@ func nodeFlags() []ucli.Flag {
 		&ucli.StringFlag{Name: "cluster-name", Value: "nodeup", Usage: "name of a new cluster (with --head)"},
 		&ucli.StringFlag{Name: "num-cpus", Usage: "CPU resource units (default: logical CPUs)"},
 		&ucli.StringFlag{Name: "memory", Usage: "memory resource in bytes, or with a unit: 8GiB, 500MB (default: 70% of RAM)"},
+		&ucli.StringFlag{Name: "object-store-memory", Usage: "shared-memory object store size in bytes or with a unit (default: 30% of --memory)"},
 		&ucli.StringFlag{Name: "resources", Usage: `custom resources: TPU-v3=2,FPGA=4 or '{"TPU-v3": 2}'`},
 		&ucli.StringFlag{Name: "labels", Usage: "node labels: key=value,key2=value2"},
 		&ucli.IntFlag{Name: "raft-voters", Value: cluster.DefaultRaftVoters, Usage: "target number of Raft voters (1..9)"},
@@ -96,7 +97,7 @@ func nodeConfig(c *ucli.Context, head bool, peers []string) (cluster.Config, err
 	if err != nil {
 		return cfg, fmt.Errorf("--resources: %w", err)
 	}
-	for _, reserved := range []string{sched.CPU, sched.Memory} {
+	for _, reserved := range []string{sched.CPU, sched.Memory, sched.ObjectStoreMemory} {
 		if _, ok := res[reserved]; ok {
 			return cfg, fmt.Errorf("--resources %q: set %s with --num-cpus or --memory instead", c.String("resources"), reserved)
 		}
@@ -122,6 +123,14 @@ func nodeConfig(c *ucli.Context, head bool, peers []string) (cluster.Config, err
 	}
 	res[sched.Memory] = sched.QuantityOf(mem)
 	cfg.Resources = res
+	if s := c.String("object-store-memory"); s != "" {
+		if cfg.ObjectStoreMemory, err = parseBytes(s); err != nil {
+			return cfg, fmt.Errorf("--object-store-memory: %w", err)
+		}
+		if cfg.ObjectStoreMemory < 1<<20 {
+			return cfg, fmt.Errorf("--object-store-memory %q: must be at least 1MiB", s)
+		}
+	}
 	if cfg.Labels, err = parseLabels(c.String("labels")); err != nil {
 		return cfg, fmt.Errorf("--labels: %w", err)
 	}

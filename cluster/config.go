@@ -46,6 +46,9 @@ type Config struct {
 	NodeName string
 	// Resources are the node's total resources, CPU and memory included.
 	Resources sched.ResourceSet
+	// ObjectStoreMemory is the shared-memory object store's capacity in
+	// bytes (default: 30% of the memory resource, as Ray's default).
+	ObjectStoreMemory int64
 	// Labels are free-form key=value node labels.
 	Labels map[string]string
 	// RaftVoters is the target number of Raft voters (as Consul's
@@ -85,6 +88,9 @@ func (c Config) Defaults() Config {
 	if c.Labels == nil {
 		c.Labels = map[string]string{}
 	}
+	if c.ObjectStoreMemory == 0 {
+		c.ObjectStoreMemory = max(int64(c.Resources[sched.Memory]/sched.Unit)*3/10, 64<<20)
+	}
 	if c.HeartbeatInterval == 0 {
 		c.HeartbeatInterval = time.Second
 	}
@@ -121,6 +127,9 @@ func (c Config) Validate() error {
 	}
 	if c.HTTPPort < -1 || c.HTTPPort > 65535 {
 		return fmt.Errorf("--http-port %d: must be -1 (off) or 0..65535", c.HTTPPort)
+	}
+	if c.ObjectStoreMemory < 1<<20 {
+		return fmt.Errorf("object store memory %d bytes: must be at least 1 MiB", c.ObjectStoreMemory)
 	}
 	if c.RaftVoters < 1 || c.RaftVoters > 9 {
 		return fmt.Errorf("--raft-voters %d: must be 1..9 (odd numbers tolerate the most failures)", c.RaftVoters)

@@ -30,6 +30,7 @@ func (n *Node) registerEndpoints() {
 	handleLeader(n, MethodKVSet, n.kvSet)
 	handleLeader(n, MethodKVDelete, n.kvDelete)
 	n.taskEndpoints()
+	n.objectEndpoints()
 }
 
 // apply commits one command to the Raft log and returns the FSM's result.

@@ -20,6 +20,7 @@ import (
 	autopilot "github.com/hashicorp/raft-autopilot"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 
+	"github.com/nodeup/nodeup/objstore"
 	"github.com/nodeup/nodeup/rpc"
 	"github.com/nodeup/nodeup/sched"
 	"github.com/nodeup/nodeup/store"
@@ -59,6 +60,8 @@ type Node struct {
 
 	local   *localSched
 	workers *workerPool
+	objects *objstore.Store
+	pulls   flight
 
 	ctx      context.Context
 	cancel   context.CancelFunc
@@ -131,6 +134,9 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	n.logger = n.logger.With("node_id", short(n.id.NodeID))
 
 	n.fsm = store.NewFSM(n.logger.With("component", "fsm"))
+	if err := n.openObjectStore(); err != nil {
+		return nil, err
+	}
 	n.local = newLocalSched(n.Resources())
 	n.workers = newWorkerPool(n)
 	n.rpcServer = rpc.NewServer(n.logger.With("component", "rpc"))
@@ -313,6 +319,9 @@ func (n *Node) State() *store.StateStore { return n.fsm.State() }
 func (n *Node) Resources() sched.ResourceSet {
 	r := n.cfg.Resources.Clone()
 	r[sched.NodeResource(n.id.NodeID)] = sched.Unit
+	if n.objects != nil {
+		r[sched.ObjectStoreMemory] = sched.QuantityOf(n.objects.Capacity())
+	}
 	return r
 }
 
@@ -368,6 +377,11 @@ func (n *Node) close() {
 	if n.workers != nil {
 		n.workers.stopAll()
 	}
+	defer func() {
+		if n.objects != nil {
+			_ = n.objects.Close()
+		}
+	}()
 	if n.pilot != nil {
 		<-n.pilot.Stop()
 	}

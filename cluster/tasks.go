@@ -53,7 +53,7 @@ func (n *Node) jobRegister(ctx context.Context, req *wire.JobRegisterRequest) (*
 	}
 	host, _ := splitHost(n.rpcAddr)
 	n.logger.Info("job started", "job", req.JobID, "driver_pid", req.DriverPID)
-	return &wire.JobRegisterReply{NodeID: n.id.NodeID, NodeName: n.cfg.NodeName, NodeAddr: n.rpcAddr, BindIP: host,
+	return &wire.JobRegisterReply{NodeID: n.id.NodeID, NodeName: n.cfg.NodeName, NodeAddr: n.rpcAddr, BindIP: host, ArenaPath: n.arenaPath(),
 		InlineMax: InlineMax, ClusterID: n.id.ClusterID, ClusterNam: n.id.ClusterName}, nil
 }
 
@@ -67,6 +67,9 @@ func (n *Node) jobFinish(ctx context.Context, req *wire.JobFinishRequest) (*wire
 		}
 	}
 	n.workers.stopJob(req.JobID)
+	if k := n.objects.DeletePrefix(req.JobID + "/"); k > 0 {
+		n.logger.Debug("freed job objects", "job", req.JobID, "objects", k)
+	}
 	return &wire.Empty{}, nil
 }
 

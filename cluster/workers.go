@@ -19,13 +19,14 @@ import (
 
 // Environment a worker process starts with; the SDK reads it in Init.
 const (
-	EnvWorkerMode = "NODEUP_WORKER"    // "1" in worker processes
-	EnvNodeAddr   = "NODEUP_NODE_ADDR" // the node's RPC address
-	EnvJobID      = "NODEUP_JOB_ID"    // the job the worker serves
-	EnvWorkerID   = "NODEUP_WORKER_ID" // this worker's ID
-	EnvBindIP     = "NODEUP_BIND_IP"   // IP the worker's RPC server listens on
-	EnvNodeID     = "NODEUP_NODE_ID"   // the node's ID
-	EnvNodeName   = "NODEUP_NODE_NAME" // the node's name
+	EnvWorkerMode = "NODEUP_WORKER"     // "1" in worker processes
+	EnvNodeAddr   = "NODEUP_NODE_ADDR"  // the node's RPC address
+	EnvJobID      = "NODEUP_JOB_ID"     // the job the worker serves
+	EnvWorkerID   = "NODEUP_WORKER_ID"  // this worker's ID
+	EnvBindIP     = "NODEUP_BIND_IP"    // IP the worker's RPC server listens on
+	EnvNodeID     = "NODEUP_NODE_ID"    // the node's ID
+	EnvNodeName   = "NODEUP_NODE_NAME"  // the node's name
+	EnvArenaPath  = "NODEUP_ARENA_PATH" // the node's object store file
 )
 
 // workerStartTimeout bounds how long a new worker process may take to register.
@@ -190,7 +191,7 @@ func (p *workerPool) start(req *wire.LeaseRequest) (*workerProc, error) {
 	cmd := exec.Command(p.binPath(req.BinaryHash))
 	cmd.Env = append(append(os.Environ(), req.Env...),
 		EnvWorkerMode+"=1", EnvNodeAddr+"="+p.n.rpcAddr, EnvJobID+"="+req.JobID, EnvWorkerID+"="+w.id,
-		EnvBindIP+"="+host, EnvNodeID+"="+p.n.id.NodeID, EnvNodeName+"="+p.n.cfg.NodeName)
+		EnvBindIP+"="+host, EnvNodeID+"="+p.n.id.NodeID, EnvNodeName+"="+p.n.cfg.NodeName, EnvArenaPath+"="+p.n.arenaPath())
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		logf.Close()

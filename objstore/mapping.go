@@ -23,8 +23,19 @@ type Mapping struct {
 // MAP_SHARED, so bytes the node writes are visible without copying. The
 // descriptor is closed once mapped. Errors: the file cannot be opened or is
 // empty, or mmap fails.
-func MapFile(path string) (*Mapping, error) {
-	f, err := os.Open(path)
+func MapFile(path string) (*Mapping, error) { return mapFile(path, false) }
+
+// MapFileWritable maps the arena read-write, for a client that fills objects
+// the node allocated for it (plasma's create, write, seal). Slices of it are
+// writable: use a MapFile mapping to hand out read-only views.
+func MapFileWritable(path string) (*Mapping, error) { return mapFile(path, true) }
+
+func mapFile(path string, writable bool) (*Mapping, error) {
+	flags, prot := os.O_RDONLY, unix.PROT_READ
+	if writable {
+		flags, prot = os.O_RDWR, unix.PROT_READ|unix.PROT_WRITE
+	}
+	f, err := os.OpenFile(path, flags, 0)
 	if err != nil {
 		return nil, fmt.Errorf("map object store: %w", err)
 	}
@@ -37,7 +48,7 @@ func MapFile(path string) (*Mapping, error) {
 	if size <= 0 || int64(int(size)) != size {
 		return nil, fmt.Errorf("map object store %s: %w: file size %d bytes", path, ErrInvalid, size)
 	}
-	data, err := unix.Mmap(int(f.Fd()), 0, int(size), unix.PROT_READ, unix.MAP_SHARED)
+	data, err := unix.Mmap(int(f.Fd()), 0, int(size), prot, unix.MAP_SHARED)
 	if err != nil {
 		return nil, fmt.Errorf("map object store %s (%d bytes): mmap: %w", path, size, err)
 	}

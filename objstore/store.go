@@ -175,7 +175,7 @@ func (s *Store) create(id string, size int64, secondary bool) ([]byte, error) {
 	case s.objects[id] != nil:
 		return nil, fmt.Errorf("create object %s (%d bytes): %w", id, size, ErrExists)
 	case size > s.capacity:
-		return nil, fmt.Errorf("create object %s (%d bytes): %w: capacity is %d bytes; start the node with a larger object store (object_store_memory)",
+		return nil, fmt.Errorf("create object %s (%d bytes): %w: capacity is %d bytes; start the node with a larger object store (nodeup start --object-store-memory)",
 			id, size, ErrTooLarge, s.capacity)
 	}
 	var off int64
@@ -185,7 +185,7 @@ func (s *Store) create(id string, size int64, secondary bool) ([]byte, error) {
 			off, ok = s.alloc.alloc(n)
 		}
 		if !ok {
-			return nil, fmt.Errorf("create object %s (%d bytes): %w: requested %d bytes, %d bytes free (largest contiguous %d bytes) of %d bytes capacity, %d objects; start the node with a larger object store (object_store_memory) or free objects sooner",
+			return nil, fmt.Errorf("create object %s (%d bytes): %w: requested %d bytes, %d bytes free (largest contiguous %d bytes) of %d bytes capacity, %d objects; start the node with a larger object store (nodeup start --object-store-memory) or free objects sooner",
 				id, size, ErrFull, size, s.capacity-s.alloc.used, s.alloc.largest(), s.capacity, len(s.objects))
 		}
 	}
@@ -320,6 +320,19 @@ func (s *Store) Get(id string) (loc Location, data []byte, ok bool) {
 	}
 	s.touch(o)
 	return Location{o.off, o.size}, s.data[o.off : o.off+o.size : o.off+o.size], true
+}
+
+// Locate returns where an object lives in the arena, sealed or not, so a
+// client can fill an object the node created for it through its own
+// MapFileWritable mapping before the node seals it. It does not touch LRU order.
+func (s *Store) Locate(id string) (Location, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	o := s.objects[id]
+	if s.data == nil || o == nil {
+		return Location{}, false
+	}
+	return Location{o.off, o.size}, true
 }
 
 // touch marks o most recently used. s.mu must be held.

@@ -535,3 +535,36 @@ func TestConcurrent(t *testing.T) {
 	wg.Wait()
 	checkInvariants(t, s)
 }
+
+func TestWritableMappingFillsAnAllocatedObject(t *testing.T) {
+	s, err := Open(t.TempDir(), "arena", 1<<20, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.Create("obj", 5); err != nil {
+		t.Fatal(err)
+	}
+	// A client writes through its own read-write mapping, then the node seals.
+	rw, err := MapFileWritable(s.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rw.Close()
+	loc, ok := s.Locate("obj")
+	if !ok {
+		t.Fatal("unsealed object not locatable")
+	}
+	view, err := rw.Slice(loc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	copy(view, "hello")
+	if err := s.Seal("obj"); err != nil {
+		t.Fatal(err)
+	}
+	_, got, ok := s.Get("obj")
+	if !ok || string(got) != "hello" {
+		t.Fatalf("node sees %q after the client wrote hello", got)
+	}
+}

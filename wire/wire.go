@@ -28,7 +28,56 @@ const (
 	MethodWorkerRegister = "Worker.Register"
 	// MethodClusterView: core worker → node: the node table with resources. Empty → ClusterView.
 	MethodClusterView = "Sched.ClusterView"
+	// MethodObjectCreate: core worker → its node: allocate a large object in
+	// the node's shared-memory store; the caller writes it through its own
+	// mapping of the arena, then seals it. ObjectCreateRequest → ObjectLocation.
+	MethodObjectCreate = "Obj.Create"
+	// MethodObjectSeal / MethodObjectAbort: finish or drop a created object. ObjectKey → Empty.
+	MethodObjectSeal  = "Obj.Seal"
+	MethodObjectAbort = "Obj.Abort"
+	// MethodObjectLocate: core worker → its node: make a large object local
+	// (pulling it from From in chunks if needed) and say where it is in the
+	// arena. ObjectLocateRequest → ObjectLocation.
+	MethodObjectLocate = "Obj.Locate"
+	// MethodObjectRead: node → node, a chunk of a sealed object. ObjectReadRequest → ObjectReadReply.
+	MethodObjectRead = "Obj.Read"
 )
+
+// ObjectLoc names a large object's primary copy: its store key (job ID /
+// object ID), the node holding it, and its size in bytes.
+type ObjectLoc struct {
+	Key      string
+	NodeAddr string
+	Size     int64
+}
+
+// ObjectCreateRequest allocates Size bytes under Key.
+type ObjectCreateRequest struct {
+	Key  string
+	Size int64
+}
+
+// ObjectKey names an object in a node's store.
+type ObjectKey struct{ Key string }
+
+// ObjectLocation is where an object lies in the node's arena file (bytes).
+type ObjectLocation struct {
+	Offset int64
+	Size   int64
+}
+
+// ObjectLocateRequest asks a node to hold Loc's object locally.
+type ObjectLocateRequest struct{ Loc ObjectLoc }
+
+// ObjectReadRequest asks for Length bytes of a sealed object from Offset.
+type ObjectReadRequest struct {
+	Key    string
+	Offset int64
+	Length int64
+}
+
+// ObjectReadReply carries one chunk.
+type ObjectReadReply struct{ Data []byte }
 
 // Methods served by every core worker (drivers and worker processes).
 const (
@@ -57,6 +106,7 @@ type JobRegisterReply struct {
 	NodeName   string
 	NodeAddr   string // RPC address other nodes use for this node
 	BindIP     string // IP the driver's own RPC server should listen on
+	ArenaPath  string // the node's object store file, mapped for zero-copy reads
 	InlineMax  int64  // values up to this many bytes travel inline
 	ClusterID  string
 	ClusterNam string
@@ -196,8 +246,11 @@ type PushTaskRequest struct {
 }
 
 // PushTaskReply returns the task's results (msgpack values) or its error.
+// A result over the inline limit is in the worker node's object store
+// instead: Stored[i] is set and Returns[i] is empty.
 type PushTaskReply struct {
 	Returns [][]byte
+	Stored  []*ObjectLoc
 	Error   *TaskFailure
 }
 
@@ -221,6 +274,7 @@ type ObjectGetRequest struct {
 // ObjectGetReply is the object's value, its failure, or NotReady.
 type ObjectGetReply struct {
 	Value    []byte
+	Loc      *ObjectLoc // set instead of Value for a large object
 	Error    *TaskFailure
 	TaskName string
 	NotReady bool

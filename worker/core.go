@@ -40,6 +40,7 @@ type coreWorker struct {
 	sub      *submitter
 	counter  atomic.Uint64
 	embedded *cluster.Node
+	arena    arena
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -126,6 +127,9 @@ func (cw *coreWorker) getValue(ctx context.Context, id, owner string) ([]byte, e
 				return nil, fmt.Errorf("get %s: %w", id, err)
 			}
 		}
+		if o.loc != nil && o.err == nil {
+			return cw.readLarge(ctx, o.loc)
+		}
 		return o.value, o.err
 	}
 	if owner == cw.addr || owner == "" {
@@ -157,6 +161,10 @@ func (cw *coreWorker) getValue(ctx context.Context, id, owner string) ([]byte, e
 				return nil, fmt.Errorf("get %s: %w", id, ctx.Err())
 			}
 			continue
+		}
+		if rep.Loc != nil {
+			cw.objects.completeLoc(id, rep.Loc)
+			return cw.readLarge(ctx, rep.Loc)
 		}
 		var ferr error
 		if rep.Error != nil {
@@ -197,7 +205,7 @@ func (cw *coreWorker) handleObjectGet(ctx context.Context, req *wire.ObjectGetRe
 	if !o.ready() {
 		return &wire.ObjectGetReply{NotReady: true}, nil
 	}
-	rep := &wire.ObjectGetReply{Value: o.value}
+	rep := &wire.ObjectGetReply{Value: o.value, Loc: o.loc}
 	if o.err != nil {
 		rep.Error, rep.TaskName = failureOf(o.err)
 	}

@@ -111,7 +111,21 @@ func (cw *coreWorker) execute(ctx context.Context, spec *wire.TaskSpec) (rep *wi
 	if err != nil {
 		return fail(err.Error(), string(debug.Stack()), false)
 	}
-	return &wire.PushTaskReply{Returns: out}
+	rep = &wire.PushTaskReply{Returns: out}
+	for i, b := range out {
+		if len(b) <= inlineMax {
+			continue
+		}
+		loc, err := cw.storeLarge(ctx, returnID(spec.TaskID, i), b)
+		if err != nil {
+			return fail(fmt.Sprintf("result %d: %v", i, err), "", false)
+		}
+		if rep.Stored == nil {
+			rep.Stored = make([]*wire.ObjectLoc, len(out))
+		}
+		rep.Stored[i], rep.Returns[i] = loc, nil
+	}
+	return rep
 }
 
 // blocked tells the node that the task on ctx's lease waits in Get, so its

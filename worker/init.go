@@ -114,6 +114,7 @@ func (cw *coreWorker) connect(ctx context.Context, cfg initConfig) error {
 		}
 	}
 	cw.nodeAddr, cw.nodeID, cw.nodeName = rep.NodeAddr, rep.NodeID, rep.NodeName
+	cw.arena.path = rep.ArenaPath
 	if err := cw.serve(rep.BindIP); err != nil {
 		return err
 	}
@@ -163,6 +164,7 @@ func runWorker(cw *coreWorker) {
 	cw.jobID = os.Getenv(cluster.EnvJobID)
 	cw.nodeAddr = os.Getenv(cluster.EnvNodeAddr)
 	cw.nodeID, cw.nodeName = os.Getenv(cluster.EnvNodeID), os.Getenv(cluster.EnvNodeName)
+	cw.arena.path = os.Getenv(cluster.EnvArenaPath)
 	if exe, err := os.Executable(); err == nil {
 		cw.binHash, _ = fileHash(exe)
 	}
@@ -217,6 +219,7 @@ func (cw *coreWorker) close() {
 	}
 	cw.pool.Close()
 	cw.objects.clear()
+	cw.arena.close()
 	if cw.embedded != nil {
 		dir := cw.embedded.DataDir()
 		_ = cw.embedded.Shutdown()

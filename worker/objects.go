@@ -3,13 +3,16 @@ package worker
 import (
 	"context"
 	"sync"
+
+	"github.com/nodeup/nodeup/wire"
 )
 
 // object is one value this process owns or has fetched: ready once done is
 // closed, then either value (msgpack) or err is set.
 type object struct {
 	done  chan struct{}
-	value []byte
+	value []byte          // msgpack value of a small object
+	loc   *wire.ObjectLoc // where a large object's primary copy lives
 	err   error
 }
 
@@ -43,7 +46,12 @@ func (t *objectTable) get(id string) *object {
 }
 
 // complete sets an object's value or error once.
-func (t *objectTable) complete(id string, value []byte, err error) {
+func (t *objectTable) complete(id string, value []byte, err error) { t.set(id, value, nil, err) }
+
+// completeLoc records where a large object was stored.
+func (t *objectTable) completeLoc(id string, loc *wire.ObjectLoc) { t.set(id, nil, loc, nil) }
+
+func (t *objectTable) set(id string, value []byte, loc *wire.ObjectLoc, err error) {
 	o := t.pending(id)
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -52,7 +60,7 @@ func (t *objectTable) complete(id string, value []byte, err error) {
 		return
 	default:
 	}
-	o.value, o.err = value, err
+	o.value, o.loc, o.err = value, loc, err
 	close(o.done)
 }
 

@@ -78,6 +78,12 @@ func (r Ref[T]) Get(ctx context.Context) (T, error) {
 		return zero, err
 	}
 	var v T
+	if p, ok := any(&v).(*[]byte); ok {
+		if view, ok := binView(b); ok {
+			*p = view // no copy: a view of the object (read-only for large ones)
+			return v, nil
+		}
+	}
 	if err := msgpack.Unmarshal(b, &v); err != nil {
 		return zero, fmt.Errorf("decode object %s as %T: %w", r.id, v, err)
 	}
@@ -113,7 +119,15 @@ func Put[T any](ctx context.Context, v T) (Ref[T], error) {
 		return Ref[T]{}, fmt.Errorf("put %T: %w", v, err)
 	}
 	id := cw.newObjectID("p")
-	cw.objects.complete(id, b, nil)
+	if len(b) > inlineMax {
+		loc, err := cw.storeLarge(ctx, id, b)
+		if err != nil {
+			return Ref[T]{}, fmt.Errorf("put %T: %w", v, err)
+		}
+		cw.objects.completeLoc(id, loc)
+	} else {
+		cw.objects.complete(id, b, nil)
+	}
 	return Ref[T]{id: id, owner: cw.addr}, nil
 }
 

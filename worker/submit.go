@@ -103,6 +103,16 @@ func submit(ctx context.Context, f remote, numReturns int, args ...any) ([]strin
 		if err != nil {
 			return fail(fmt.Errorf("submit %s: encode argument %d (%T): %w", name, i, a, err))
 		}
+		if len(b) > inlineMax { // too big for the message: store it, pass a ref (as Ray does)
+			id := cw.newObjectID("a")
+			loc, err := cw.storeLarge(ctx, id, b)
+			if err != nil {
+				return fail(fmt.Errorf("submit %s: argument %d: %w", name, i, err))
+			}
+			cw.objects.completeLoc(id, loc)
+			t.spec.Args[i] = wire.Arg{IsRef: true, RefID: id, Owner: cw.addr}
+			continue
+		}
 		t.spec.Args[i] = wire.Arg{Inline: b}
 	}
 	for _, id := range ids {
@@ -129,10 +139,12 @@ func (s *submitter) resolveThenEnqueue(t *pendingTask, deps []int) {
 			return
 		}
 		if o.err != nil {
-			s.finish(t, nil, fmt.Errorf("argument %d of task %s failed: %w", i, t.spec.Name, o.err))
+			s.finish(t, nil, nil, fmt.Errorf("argument %d of task %s failed: %w", i, t.spec.Name, o.err))
 			return
 		}
-		*a = wire.Arg{Inline: o.value}
+		if o.loc == nil { // large objects stay refs: the executor reads them from the store
+			*a = wire.Arg{Inline: o.value}
+		}
 	}
 	s.enqueue(t)
 }
@@ -261,7 +273,7 @@ func (s *submitter) infeasible(q *keyQueue, reason string) {
 	q.warned = true
 	s.mu.Unlock()
 	for _, t := range failed {
-		s.finish(t, nil, &InfeasibleError{TaskName: t.spec.Name, Reason: reason})
+		s.finish(t, nil, nil, &InfeasibleError{TaskName: t.spec.Name, Reason: reason})
 	}
 	if warn {
 		s.cw.logger.Warn("task is infeasible: no node in the cluster can run it; it waits for a node that can (see nodeup status)",
@@ -285,7 +297,7 @@ func (s *submitter) push(q *keyQueue, l *heldLease, t *pendingTask) {
 		// The worker answered, but not with a result (e.g. it could not
 		// decode the request): retrying elsewhere would fail the same way.
 		done = func() {
-			s.finish(t, nil, fmt.Errorf("task %s: worker %s refused it: %w", t.spec.Name, l.rep.WorkerAddr, err))
+			s.finish(t, nil, nil, fmt.Errorf("task %s: worker %s refused it: %w", t.spec.Name, l.rep.WorkerAddr, err))
 		}
 	case err != nil:
 		if !l.dead {
@@ -298,16 +310,16 @@ func (s *submitter) push(q *keyQueue, l *heldLease, t *pendingTask) {
 			q.tasks = append([]*pendingTask{t}, q.tasks...)
 		} else {
 			done = func() {
-				s.finish(t, nil, &WorkerCrashedError{TaskName: t.spec.Name, Attempts: t.crashes, Cause: err.Error()})
+				s.finish(t, nil, nil, &WorkerCrashedError{TaskName: t.spec.Name, Attempts: t.crashes, Cause: err.Error()})
 			}
 		}
 	case rep.Error != nil && t.opts.retryExceptions && (t.opts.maxRetries < 0 || t.appRetries < t.opts.maxRetries):
 		t.appRetries++
 		q.tasks = append(q.tasks, t)
 	case rep.Error != nil:
-		done = func() { s.finish(t, nil, taskErrorFrom(t.spec.Name, rep.Error)) }
+		done = func() { s.finish(t, nil, nil, taskErrorFrom(t.spec.Name, rep.Error)) }
 	default:
-		done = func() { s.finish(t, rep.Returns, nil) }
+		done = func() { s.finish(t, rep.Returns, rep.Stored, nil) }
 	}
 	s.pumpLocked(q)
 	if !l.dead && l.inflight == 0 && len(q.tasks) == 0 {
@@ -350,10 +362,15 @@ func (s *submitter) returnLease(l *heldLease) {
 	}
 }
 
-// finish completes a task's return objects.
-func (s *submitter) finish(t *pendingTask, returns [][]byte, err error) {
+// finish completes a task's return objects: inline values, or where the
+// worker stored a large one.
+func (s *submitter) finish(t *pendingTask, returns [][]byte, stored []*wire.ObjectLoc, err error) {
 	for i := 0; i < t.spec.NumReturns; i++ {
 		id := returnID(t.spec.TaskID, i)
+		if err == nil && i < len(stored) && stored[i] != nil {
+			s.cw.objects.completeLoc(id, stored[i])
+			continue
+		}
 		if err != nil || i >= len(returns) {
 			if err == nil {
 				err = fmt.Errorf("task %s returned %d values, want %d", t.spec.Name, len(returns), t.spec.NumReturns)

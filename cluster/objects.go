@@ -1,0 +1,185 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/nodeup/nodeup/objstore"
+	"github.com/nodeup/nodeup/rpc"
+	"github.com/nodeup/nodeup/wire"
+)
+
+// Object transfer tuning: another node's object is pulled in chunks of
+// pullChunk bytes, pullInFlight at a time, straight into the local arena.
+const (
+	pullChunk    = 4 << 20
+	pullInFlight = 4
+)
+
+// CodeObjectStoreFull is the rpc error code of a create that does not fit.
+const CodeObjectStoreFull = "object_store_full"
+
+// openObjectStore creates the node's shared-memory arena: in /dev/shm when it
+// is a writable tmpfs, else in the data dir.
+func (n *Node) openObjectStore() error {
+	dir := "/dev/shm"
+	if unix.Access(dir, unix.W_OK) != nil {
+		dir = n.dir.path
+	}
+	capacity := n.cfg.ObjectStoreMemory
+	var st unix.Statfs_t
+	if unix.Statfs(dir, &st) == nil {
+		if free := int64(st.Bavail) * int64(st.Bsize); capacity > free {
+			n.logger.Warn("object store capacity exceeds the free space of its directory; writing past it would crash the node, so it is reduced",
+				"dir", dir, "asked", capacity, "free", free)
+			capacity = free * 9 / 10
+		}
+	}
+	s, err := objstore.Open(dir, "nodeup-"+n.id.NodeID+".arena", capacity, n.logger.With("component", "objstore"))
+	if err != nil {
+		return err
+	}
+	n.objects = s
+	return nil
+}
+
+func (n *Node) objectEndpoints() {
+	rpc.Handle(n.rpcServer, wire.MethodObjectCreate, func(ctx context.Context, r *wire.ObjectCreateRequest) (*wire.ObjectLocation, error) {
+		if _, err := n.objects.Create(r.Key, r.Size); err != nil {
+			if errors.Is(err, objstore.ErrFull) || errors.Is(err, objstore.ErrTooLarge) {
+				return nil, &rpc.Error{Code: CodeObjectStoreFull, Message: fmt.Sprintf("node %s: %v", n.cfg.NodeName, err)}
+			}
+			return nil, &rpc.Error{Code: CodeBadInput, Message: err.Error()}
+		}
+		loc, _ := n.objects.Locate(r.Key)
+		return &wire.ObjectLocation{Offset: loc.Offset, Size: loc.Size}, nil
+	})
+	rpc.Handle(n.rpcServer, wire.MethodObjectSeal, func(ctx context.Context, r *wire.ObjectKey) (*wire.Empty, error) {
+		return &wire.Empty{}, n.objects.Seal(r.Key)
+	})
+	rpc.Handle(n.rpcServer, wire.MethodObjectAbort, func(ctx context.Context, r *wire.ObjectKey) (*wire.Empty, error) {
+		_ = n.objects.Abort(r.Key)
+		return &wire.Empty{}, nil
+	})
+	rpc.Handle(n.rpcServer, wire.MethodObjectLocate, n.objectLocate)
+	rpc.Handle(n.rpcServer, wire.MethodObjectRead, func(ctx context.Context, r *wire.ObjectReadRequest) (*wire.ObjectReadReply, error) {
+		buf := make([]byte, min(max(r.Length, 0), pullChunk))
+		k, err := n.objects.ReadAt(r.Key, buf, r.Offset)
+		if err != nil && !errors.Is(err, io.EOF) {
+			return nil, &rpc.Error{Code: CodeNotFound, Message: fmt.Sprintf("node %s: %v", n.cfg.NodeName, err)}
+		}
+		return &wire.ObjectReadReply{Data: buf[:k]}, nil
+	})
+}
+
+// objectLocate makes the object local (pulling it if needed) and returns
+// where it lies in this node's arena.
+func (n *Node) objectLocate(ctx context.Context, r *wire.ObjectLocateRequest) (*wire.ObjectLocation, error) {
+	key := r.Loc.Key
+	if loc, _, ok := n.objects.Get(key); ok {
+		return &wire.ObjectLocation{Offset: loc.Offset, Size: loc.Size}, nil
+	}
+	if r.Loc.NodeAddr == n.rpcAddr {
+		return nil, &rpc.Error{Code: CodeNotFound, Message: fmt.Sprintf("object %s is not in the store of node %s (freed, or lost with a restart)", key, n.cfg.NodeName)}
+	}
+	if err := n.pulls.do(key, func() error { return n.pull(ctx, r.Loc) }); err != nil {
+		return nil, err
+	}
+	loc, _, ok := n.objects.Get(key)
+	if !ok {
+		return nil, &rpc.Error{Code: CodeNotFound, Message: fmt.Sprintf("object %s was pulled but is gone (evicted)", key)}
+	}
+	return &wire.ObjectLocation{Offset: loc.Offset, Size: loc.Size}, nil
+}
+
+// pull copies another node's object into this node's arena as a secondary
+// (evictable) copy, several chunks in flight.
+func (n *Node) pull(ctx context.Context, from wire.ObjectLoc) error {
+	if n.objects.Contains(from.Key) {
+		return nil
+	}
+	dst, err := n.objects.CreateSecondary(from.Key, from.Size)
+	if err != nil {
+		if errors.Is(err, objstore.ErrFull) || errors.Is(err, objstore.ErrTooLarge) {
+			return &rpc.Error{Code: CodeObjectStoreFull, Message: fmt.Sprintf("node %s: %v", n.cfg.NodeName, err)}
+		}
+		return err
+	}
+	sem := make(chan struct{}, pullInFlight)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var first error
+	for off := int64(0); off < from.Size; off += pullChunk {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func(off int64) {
+			defer func() { <-sem; wg.Done() }()
+			length := min(int64(pullChunk), from.Size-off)
+			var rep wire.ObjectReadReply
+			err := n.pool.Call(ctx, from.NodeAddr, wire.MethodObjectRead, &wire.ObjectReadRequest{Key: from.Key, Offset: off, Length: length}, &rep)
+			if err == nil && int64(len(rep.Data)) != length {
+				err = fmt.Errorf("short chunk: %d of %d bytes at %d", len(rep.Data), length, off)
+			}
+			if err != nil {
+				mu.Lock()
+				if first == nil {
+					first = err
+				}
+				mu.Unlock()
+				return
+			}
+			copy(dst[off:], rep.Data)
+		}(off)
+	}
+	wg.Wait()
+	if first != nil {
+		_ = n.objects.Abort(from.Key)
+		return fmt.Errorf("pull object %s from %s: %w", from.Key, from.NodeAddr, first)
+	}
+	return n.objects.Seal(from.Key)
+}
+
+// flight runs one pull per key at a time; concurrent callers wait for it.
+type flight struct {
+	mu    sync.Mutex
+	calls map[string]*flightCall
+}
+
+type flightCall struct {
+	done chan struct{}
+	err  error
+}
+
+func (f *flight) do(key string, fn func() error) error {
+	f.mu.Lock()
+	if f.calls == nil {
+		f.calls = map[string]*flightCall{}
+	}
+	if c, ok := f.calls[key]; ok {
+		f.mu.Unlock()
+		<-c.done
+		return c.err
+	}
+	c := &flightCall{done: make(chan struct{})}
+	f.calls[key] = c
+	f.mu.Unlock()
+	c.err = fn()
+	f.mu.Lock()
+	delete(f.calls, key)
+	f.mu.Unlock()
+	close(c.done)
+	return c.err
+}
+
+// arenaPath is the node's object store file, for clients to map.
+func (n *Node) arenaPath() string {
+	if n.objects == nil {
+		return ""
+	}
+	return n.objects.Path()
+}

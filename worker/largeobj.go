@@ -1,0 +1,122 @@
+package worker
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"sync"
+
+	"github.com/nodeup/nodeup/cluster"
+	"github.com/nodeup/nodeup/objstore"
+	"github.com/nodeup/nodeup/wire"
+)
+
+// inlineMax is the largest value, in bytes, kept in messages; larger ones go
+// to the node's shared-memory object store (DESIGN: ≤ 100 KiB inline).
+const inlineMax = cluster.InlineMax
+
+// arena maps the local node's object store file: read-only for the views Get
+// hands out (a write to one faults instead of corrupting the object), and
+// read-write to fill objects this process creates.
+type arena struct {
+	once   sync.Once
+	path   string
+	ro, rw *objstore.Mapping
+	err    error
+}
+
+func (a *arena) open() error {
+	a.once.Do(func() {
+		if a.path == "" {
+			a.err = fmt.Errorf("the node did not say where its object store is")
+			return
+		}
+		if a.ro, a.err = objstore.MapFile(a.path); a.err != nil {
+			return
+		}
+		a.rw, a.err = objstore.MapFileWritable(a.path)
+	})
+	return a.err
+}
+
+func (a *arena) close() {
+	if a.ro != nil {
+		_ = a.ro.Close()
+	}
+	if a.rw != nil {
+		_ = a.rw.Close()
+	}
+}
+
+// storeLarge writes data to the local node's object store as object id of
+// this job (create, write through the mapping, seal: plasma's protocol).
+// Errors name the object and say when the store is full.
+func (cw *coreWorker) storeLarge(ctx context.Context, id string, data []byte) (*wire.ObjectLoc, error) {
+	if err := cw.arena.open(); err != nil {
+		return nil, fmt.Errorf("store object %s: %w", id, err)
+	}
+	key := cw.jobID + "/" + id
+	var loc wire.ObjectLocation
+	if err := cw.pool.Call(ctx, cw.nodeAddr, wire.MethodObjectCreate, &wire.ObjectCreateRequest{Key: key, Size: int64(len(data))}, &loc); err != nil {
+		return nil, fmt.Errorf("store object %s (%d bytes): %w", id, len(data), err)
+	}
+	view, err := cw.arena.rw.Slice(objstore.Location{Offset: loc.Offset, Size: loc.Size})
+	if err == nil {
+		copy(view, data)
+		err = cw.pool.Call(ctx, cw.nodeAddr, wire.MethodObjectSeal, &wire.ObjectKey{Key: key}, nil)
+	}
+	if err != nil {
+		_ = cw.pool.Call(context.WithoutCancel(ctx), cw.nodeAddr, wire.MethodObjectAbort, &wire.ObjectKey{Key: key}, nil)
+		return nil, fmt.Errorf("store object %s: %w", id, err)
+	}
+	return &wire.ObjectLoc{Key: key, NodeAddr: cw.nodeAddr, Size: int64(len(data))}, nil
+}
+
+// readLarge returns a read-only view of a large object in the local node's
+// arena, which pulls it from the node holding it first if needed. No copy is
+// made on this node.
+func (cw *coreWorker) readLarge(ctx context.Context, loc *wire.ObjectLoc) ([]byte, error) {
+	if err := cw.arena.open(); err != nil {
+		return nil, err
+	}
+	var where wire.ObjectLocation
+	if err := cw.pool.Call(ctx, cw.nodeAddr, wire.MethodObjectLocate, &wire.ObjectLocateRequest{Loc: *loc}, &where); err != nil {
+		return nil, &ObjectLostError{ObjectID: loc.Key, Reason: err.Error()}
+	}
+	return cw.arena.ro.Slice(objstore.Location{Offset: where.Offset, Size: where.Size})
+}
+
+// binView returns the payload of a msgpack bin value without copying it, so
+// a Get of a large []byte is a view of the object store (ok=false: b is not
+// a msgpack bin).
+func binView(b []byte) ([]byte, bool) {
+	if len(b) == 0 {
+		return nil, false
+	}
+	var n, h int
+	switch b[0] {
+	case 0xc0: // nil
+		return nil, len(b) == 1
+	case 0xc4:
+		if len(b) < 2 {
+			return nil, false
+		}
+		n, h = int(b[1]), 2
+	case 0xc5:
+		if len(b) < 3 {
+			return nil, false
+		}
+		n, h = int(binary.BigEndian.Uint16(b[1:])), 3
+	case 0xc6:
+		if len(b) < 5 {
+			return nil, false
+		}
+		n, h = int(binary.BigEndian.Uint32(b[1:])), 5
+	default:
+		return nil, false
+	}
+	if len(b) != h+n {
+		return nil, false
+	}
+	return b[h : h+n : h+n], true
+}

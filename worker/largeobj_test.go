@@ -1,0 +1,116 @@
+package worker
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+	"unsafe"
+
+	"github.com/nodeup/nodeup/sched"
+)
+
+// blob makes n bytes of a recognisable pattern.
+func blob(n int, seed byte) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = seed + byte(i%251)
+	}
+	return b
+}
+
+var makeBlob = Register2(func(ctx context.Context, n int, seed byte) ([]byte, error) { return blob(n, seed), nil })
+
+var blobSum = Register1(func(ctx context.Context, b []byte) (string, error) {
+	var s uint64
+	for _, c := range b {
+		s += uint64(c)
+	}
+	return NodeName() + ":" + itoa(int(s)), nil
+})
+
+func itoa(n int) string {
+	if n == 0 {
+		return "0"
+	}
+	var d []byte
+	for ; n > 0; n /= 10 {
+		d = append([]byte{byte('0' + n%10)}, d...)
+	}
+	return string(d)
+}
+
+func sum(b []byte) string {
+	var s uint64
+	for _, c := range b {
+		s += uint64(c)
+	}
+	return itoa(int(s))
+}
+
+func TestLargePutGetIsZeroCopyOnOneNode(t *testing.T) {
+	startCluster(t, 1, nil)
+	ctx := ctxT(t)
+	want := blob(4<<20, 7)
+	ref, err := Put(ctx, want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := ref.Get(ctx)
+	if err != nil || !bytes.Equal(a, want) {
+		t.Fatalf("get of a 4 MiB put: %d bytes, equal=%v, %v", len(a), bytes.Equal(a, want), err)
+	}
+	b, _ := ref.Get(ctx)
+	// Both Gets are views of the same bytes in the shared-memory arena.
+	if unsafe.SliceData(a) != unsafe.SliceData(b) {
+		t.Fatal("two Gets of a large []byte returned different memory: a copy was made")
+	}
+	// A task on the node reads it as an argument, through the store.
+	got, err := blobSum.RemoteArgs(ctx, ref).Get(ctx)
+	if err != nil || got != "n0:"+sum(want) {
+		t.Fatalf("task over the stored blob: %q, %v", got, err)
+	}
+}
+
+func TestLargeResultsCrossNodes(t *testing.T) {
+	startCluster(t, 3, nil)
+	ctx := ctxT(t)
+	const n = 3<<20 + 123 // a few chunks, not a multiple of the chunk size
+	on := func(i string) Option { return Resources(map[string]float64{i: 1}) }
+	ref := makeBlob.Options(on("node1")).Remote(ctx, n, 3)
+	// The driver (on n0) pulls it from n1.
+	b, err := ref.Get(ctx)
+	if err != nil || !bytes.Equal(b, blob(n, 3)) {
+		t.Fatalf("driver read %d bytes (%v)", len(b), err)
+	}
+	// A task on n2 gets it as an argument: n2 pulls it from n1.
+	got, err := blobSum.Options(on("node2")).RemoteArgs(ctx, ref).Get(ctx)
+	if err != nil || got != "n2:"+sum(blob(n, 3)) {
+		t.Fatalf("task on n2 over n1's blob: %q, %v", got, err)
+	}
+	// A large plain argument is stored and passed by ref, too.
+	big := blob(1<<20, 9)
+	got, err = blobSum.Options(on("node1")).Remote(ctx, big).Get(ctx)
+	if err != nil || got != "n1:"+sum(big) {
+		t.Fatalf("large plain argument: %q, %v", got, err)
+	}
+}
+
+func TestFullObjectStoreIsAClearError(t *testing.T) {
+	startCluster(t, 1, func(i int) sched.ResourceSet { return nil })
+	ctx := ctxT(t)
+	avail, err := ClusterResources(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	capacity := int(avail[sched.ObjectStoreMemory])
+	_, err = Put(ctx, make([]byte, capacity+1))
+	if err == nil || !strings.Contains(err.Error(), "object store") || !strings.Contains(err.Error(), itoa(capacity)) {
+		t.Fatalf("put over capacity (%d bytes): %v", capacity, err)
+	}
+	t.Logf("over capacity: %v", err)
+	// The store still works.
+	if _, err := Put(ctx, blob(200<<10, 1)); err != nil {
+		t.Fatalf("put after a refused one: %v", err)
+	}
+}
