@@ -50,7 +50,14 @@ func (n *Node) openObjectStore() error {
 
 func (n *Node) objectEndpoints() {
 	rpc.Handle(n.rpcServer, wire.MethodObjectCreate, func(ctx context.Context, r *wire.ObjectCreateRequest) (*wire.ObjectLocation, error) {
-		if _, err := n.objects.Create(r.Key, r.Size); err != nil {
+		_, err := n.objects.Create(r.Key, r.Size)
+		if errors.Is(err, objstore.ErrExists) {
+			// A retried task storing its result again (its first worker died
+			// before replying): nobody holds the old copy, replace it.
+			_ = n.objects.Delete(r.Key)
+			_, err = n.objects.Create(r.Key, r.Size)
+		}
+		if err != nil {
 			if errors.Is(err, objstore.ErrFull) || errors.Is(err, objstore.ErrTooLarge) {
 				return nil, &rpc.Error{Code: CodeObjectStoreFull, Message: fmt.Sprintf("node %s: %v", n.cfg.NodeName, err)}
 			}
@@ -140,6 +147,11 @@ func (n *Node) pull(ctx context.Context, from wire.ObjectLoc) error {
 	if first != nil {
 		_ = n.objects.Abort(from.Key)
 		return fmt.Errorf("pull object %s from %s: %w", from.Key, from.NodeAddr, first)
+	}
+	// Pinned: processes read pulled copies in place, so eviction must not
+	// reuse their bytes; the copy is freed with its job.
+	if err := n.objects.Pin(from.Key); err != nil {
+		return err
 	}
 	return n.objects.Seal(from.Key)
 }

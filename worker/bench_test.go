@@ -43,3 +43,4 @@ func BenchmarkTasksPipelined(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "tasks/s")
 }
+

@@ -1,0 +1,116 @@
+package worker
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/nodeup/nodeup/sched"
+)
+
+func TestOptionsValidateAndConvert(t *testing.T) {
+	o, err := buildOptions([]Option{CPUs(0.5), Resources(map[string]float64{"TPU-v3": 2}), Memory(1 << 20), Name("x"), MaxRetries(-1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := sched.ResourceSet{sched.CPU: 5000, "TPU-v3": sched.QuantityOf(2), sched.Memory: sched.QuantityOf(1 << 20)}
+	if !o.res.Equal(want) || o.name != "x" || o.maxRetries != -1 {
+		t.Fatalf("options: %v %q %d", o.res, o.name, o.maxRetries)
+	}
+	if o, _ := buildOptions([]Option{CPUs(0)}); o.res[sched.CPU] != 0 {
+		t.Fatalf("CPUs(0) kept a CPU demand: %v", o.res)
+	}
+	for _, tc := range []struct {
+		opt  Option
+		want string
+	}{
+		{CPUs(-1), "negative"},
+		{CPUs(0.00001), "CPU"},
+		{GPUs(1.5), "whole number"},
+		{Memory(-5), "-5"},
+		{Resources(map[string]float64{"bad name": 1}), "bad name"},
+		{MaxRetries(-2), "-2"},
+	} {
+		if _, err := buildOptions([]Option{tc.opt}); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("option error %v should mention %q", err, tc.want)
+		}
+	}
+}
+
+func TestBadOptionSurfacesAtGet(t *testing.T) {
+	startCluster(t, 1, nil)
+	ctx := ctxT(t)
+	if _, err := square.Options(CPUs(-1)).Remote(ctx, 2).Get(ctx); err == nil || !strings.Contains(err.Error(), "negative") {
+		t.Fatalf("a bad option should fail the call at Get, got %v", err)
+	}
+}
+
+func TestBinViewReadsEveryBinForm(t *testing.T) {
+	for _, n := range []int{0, 1, 255, 256, 65535, 65536, 200 << 10} {
+		want := blob(n, 5)
+		enc, err := msgpack.Marshal(want)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, ok := binView(enc)
+		if !ok || !bytes.Equal(got, want) {
+			t.Fatalf("binView of %d bytes: ok=%v, %d bytes back", n, ok, len(got))
+		}
+	}
+	for _, bad := range [][]byte{nil, {0xc4}, {0xc4, 5, 1}, {0x01}, {0xc5, 0}} {
+		if _, ok := binView(bad); ok {
+			t.Errorf("binView(%x) accepted a malformed value", bad)
+		}
+	}
+}
+
+func TestRefTravelsAsIDAndOwner(t *testing.T) {
+	in := []Ref[int]{{id: "a.0", owner: "127.0.0.1:1"}, {id: "b.1", owner: "127.0.0.1:2"}}
+	b, err := msgpack.Marshal(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []Ref[int]
+	if err := msgpack.Unmarshal(b, &out); err != nil || len(out) != 2 || out[1].ID() != "b.1" || out[1].Owner() != "127.0.0.1:2" {
+		t.Fatalf("refs round trip: %v, %v", out, err)
+	}
+	var bad Ref[int]
+	if err := msgpack.Unmarshal([]byte{0x91, 0xa1, 'x'}, &bad); err == nil {
+		t.Fatal("a one-element array decoded as a ref")
+	}
+}
+
+var sleepy = Register1(func(ctx context.Context, d time.Duration) (time.Duration, error) {
+	time.Sleep(d)
+	return d, nil
+})
+
+func TestWaitReturnsReadyInSubmissionOrder(t *testing.T) {
+	startCluster(t, 1, nil)
+	ctx := ctxT(t)
+	refs := []Ref[time.Duration]{
+		sleepy.Remote(ctx, 5*time.Second),
+		sleepy.Remote(ctx, 0),
+		sleepy.Options(CPUs(0)).Remote(ctx, 0),
+	}
+	ready, notReady, err := Wait(ctx, refs, 2, 3*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ready) != 2 || ready[0] != refs[1] || ready[1] != refs[2] || len(notReady) != 1 || notReady[0] != refs[0] {
+		t.Fatalf("ready %v, not ready %v", ready, notReady)
+	}
+	// A timeout with too few ready returns what is ready, without error.
+	start := time.Now()
+	ready, notReady, err = Wait(ctx, refs, 3, 200*time.Millisecond)
+	if err != nil || len(ready) != 2 || len(notReady) != 1 || time.Since(start) > 2*time.Second {
+		t.Fatalf("timed-out wait: %d ready, %d not, %v after %s", len(ready), len(notReady), err, time.Since(start))
+	}
+	if _, _, err := Wait(ctx, refs, 4, 0); err == nil {
+		t.Fatal("numReturns above the number of refs accepted")
+	}
+}
