@@ -43,4 +43,3 @@ func BenchmarkTasksPipelined(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "tasks/s")
 }
-
