@@ -128,8 +128,14 @@ func (p *proc) run(t *testing.T) {
 		close(done)
 	}()
 	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-done
+		// Gracefully first, so the node removes its shared-memory arena.
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-done:
+		case <-time.After(15 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
 		if t.Failed() {
 			t.Logf("--- log of %s ---\n%s", p.name, p.log.String())
 		}
