@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -358,7 +359,7 @@ func TestDataDirOfAnotherCluster(t *testing.T) {
 	if err == nil {
 		t.Fatal("joining another cluster with this data dir succeeded")
 	}
-	if want := "belongs to cluster"; !contains(err.Error(), want) {
+	if want := "belongs to cluster"; !strings.Contains(err.Error(), want) {
 		t.Fatalf("error %q does not say %q", err, want)
 	}
 	after, _ := os.ReadFile(filepath.Join(dir, identityFile))
@@ -373,12 +374,12 @@ func TestPortInUseAndUnreachablePeer(t *testing.T) {
 	cfg.Head = true
 	_, port := splitHostPortInt(nodes[0].RPCAddr())
 	cfg.Port = port
-	if _, err := Start(context.Background(), cfg); err == nil || !contains(err.Error(), fmt.Sprintf("port %d", port)) {
+	if _, err := Start(context.Background(), cfg); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("port %d", port)) {
 		t.Fatalf("port in use: got %v", err)
 	}
 	cfg = testConfig(t, t.TempDir(), "y")
 	cfg.Join = []string{"127.0.0.1:1"}
-	if _, err := Start(context.Background(), cfg); err == nil || !contains(err.Error(), "cannot reach any peer") {
+	if _, err := Start(context.Background(), cfg); err == nil || !strings.Contains(err.Error(), "cannot reach any peer") {
 		t.Fatalf("unreachable peer: got %v", err)
 	}
 	if _, err := os.Stat(filepath.Join(cfg.DataDir, identityFile)); err == nil {
@@ -390,7 +391,7 @@ func TestSecondDaemonOnDataDir(t *testing.T) {
 	nodes := testCluster(t, 1, nil)
 	cfg := nodes[0].cfg
 	cfg.Port, cfg.GossipPort = 0, 0
-	if _, err := Start(context.Background(), cfg); err == nil || !contains(err.Error(), "in use by another nodeup process") {
+	if _, err := Start(context.Background(), cfg); err == nil || !strings.Contains(err.Error(), "in use by another nodeup process") {
 		t.Fatalf("second daemon on one data dir: got %v", err)
 	}
 }

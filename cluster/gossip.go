@@ -173,15 +173,6 @@ func (m *membership) snapshot() []member {
 	return out
 }
 
-func (m *membership) get(id string) (member, bool) {
-	for _, mem := range m.snapshot() {
-		if mem.ID == id {
-			return mem, true
-		}
-	}
-	return member{}, false
-}
-
 // gossipAddrs lists the gossip addresses of live members, for joiners.
 func (m *membership) gossipAddrs() []string {
 	var out []string

@@ -3,10 +3,7 @@ package cluster
 import (
 	"net"
 	"strconv"
-	"strings"
 )
-
-func contains(s, sub string) bool { return strings.Contains(s, sub) }
 
 func splitHostPortInt(addr string) (string, int) {
 	h, p, _ := net.SplitHostPort(addr)

@@ -44,7 +44,6 @@ type coreWorker struct {
 
 	ctx    context.Context
 	cancel context.CancelFunc
-	wg     sync.WaitGroup
 }
 
 var (
@@ -180,15 +179,9 @@ func (cw *coreWorker) waitReady(ctx context.Context, id, owner string) error {
 	if o := cw.objects.get(id); o != nil {
 		return o.wait(ctx)
 	}
-	_, err := cw.getValue(ctx, id, owner)
-	if ctx.Err() != nil {
-		return ctx.Err()
-	}
-	var lost *ObjectLostError
-	if errors.As(err, &lost) {
-		return nil // ready, as a failure
-	}
-	return nil
+	// Any answer, a value or a failure, means the object is ready.
+	_, _ = cw.getValue(ctx, id, owner)
+	return ctx.Err()
 }
 
 // handleObjectGet serves a borrower's Get of an object this process owns.

@@ -3,6 +3,7 @@ package worker
 import (
 	"bytes"
 	"context"
+	"strconv"
 	"strings"
 	"testing"
 	"unsafe"
@@ -21,31 +22,15 @@ func blob(n int, seed byte) []byte {
 
 var makeBlob = Register2(func(ctx context.Context, n int, seed byte) ([]byte, error) { return blob(n, seed), nil })
 
-var blobSum = Register1(func(ctx context.Context, b []byte) (string, error) {
-	var s uint64
-	for _, c := range b {
-		s += uint64(c)
-	}
-	return NodeName() + ":" + itoa(int(s)), nil
-})
+var blobSum = Register1(func(ctx context.Context, b []byte) (string, error) { return NodeName() + ":" + sum(b), nil })
 
-func itoa(n int) string {
-	if n == 0 {
-		return "0"
-	}
-	var d []byte
-	for ; n > 0; n /= 10 {
-		d = append([]byte{byte('0' + n%10)}, d...)
-	}
-	return string(d)
-}
-
+// sum is a checksum of b's bytes, in decimal.
 func sum(b []byte) string {
 	var s uint64
 	for _, c := range b {
 		s += uint64(c)
 	}
-	return itoa(int(s))
+	return strconv.FormatUint(s, 10)
 }
 
 func TestLargePutGetIsZeroCopyOnOneNode(t *testing.T) {
@@ -105,7 +90,7 @@ func TestFullObjectStoreIsAClearError(t *testing.T) {
 	}
 	capacity := int(avail[sched.ObjectStoreMemory])
 	_, err = Put(ctx, make([]byte, capacity+1))
-	if err == nil || !strings.Contains(err.Error(), "object store") || !strings.Contains(err.Error(), itoa(capacity)) {
+	if err == nil || !strings.Contains(err.Error(), "object store") || !strings.Contains(err.Error(), strconv.Itoa(capacity)) {
 		t.Fatalf("put over capacity (%d bytes): %v", capacity, err)
 	}
 	t.Logf("over capacity: %v", err)

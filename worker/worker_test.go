@@ -8,7 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"sync/atomic"
+	"strings"
 	"testing"
 	"time"
 
@@ -72,8 +72,6 @@ func quietLogger() *slog.Logger {
 	}
 	return slog.New(slog.NewTextHandler(io.Discard, nil))
 }
-
-var portBase atomic.Int32
 
 // startCluster starts n in-process nodes (2 CPUs each, node i also offers
 // "node<i>": 2) and connects this test's driver to node 0.
@@ -232,7 +230,7 @@ func TestInfeasibleFailsWhenAsked(t *testing.T) {
 	ctx := ctxT(t)
 	_, err := square.Options(Resources(map[string]float64{"TPU-v3": 3}), FailIfInfeasible()).Remote(ctx, 1).Get(ctx)
 	var ie *InfeasibleError
-	if !errors.As(err, &ie) || !contains(ie.Reason, "TPU-v3") {
+	if !errors.As(err, &ie) || !strings.Contains(ie.Reason, "TPU-v3") {
 		t.Fatalf("want InfeasibleError naming TPU-v3, got %v", err)
 	}
 	// Without FailIfInfeasible the task waits: Get honours its deadline.
@@ -241,19 +239,6 @@ func TestInfeasibleFailsWhenAsked(t *testing.T) {
 	if _, err := square.Options(Resources(map[string]float64{"TPU-v3": 3})).Remote(ctx, 1).Get(short); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("infeasible task without FailIfInfeasible: want deadline exceeded, got %v", err)
 	}
-}
-
-func contains(s, sub string) bool {
-	return len(sub) == 0 || len(s) >= len(sub) && (s == sub || indexOf(s, sub) >= 0)
-}
-
-func indexOf(s, sub string) int {
-	for i := 0; i+len(sub) <= len(s); i++ {
-		if s[i:i+len(sub)] == sub {
-			return i
-		}
-	}
-	return -1
 }
 
 func TestInfeasibleListedAsPendingDemand(t *testing.T) {
@@ -266,7 +251,7 @@ func TestInfeasibleListedAsPendingDemand(t *testing.T) {
 	for {
 		var st cluster.StatusResponse
 		err := pool.Call(ctx, nodes[0].RPCAddr(), cluster.MethodStatus, &cluster.Empty{}, &st)
-		if err == nil && len(st.Pending) == 1 && st.Pending[0].TaskName == "needs-tpus" && contains(st.Pending[0].Reason, "TPU-v3") {
+		if err == nil && len(st.Pending) == 1 && st.Pending[0].TaskName == "needs-tpus" && strings.Contains(st.Pending[0].Reason, "TPU-v3") {
 			return
 		}
 		if time.Now().After(deadline) {

@@ -21,7 +21,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"sort"
 	"strings"
 	"time"
@@ -80,17 +79,22 @@ func addWords(c Counts, text string) {
 	}
 }
 
+// goroot is `go env GOROOT`, or "" when no go command is installed (then
+// -dir must be given).
 func goroot() string {
-	if out, err := exec.Command("go", "env", "GOROOT").Output(); err == nil {
-		if s := strings.TrimSpace(string(out)); s != "" {
-			return s
-		}
+	out, err := exec.Command("go", "env", "GOROOT").Output()
+	if err != nil {
+		return ""
 	}
-	return runtime.GOROOT()
+	return strings.TrimSpace(string(out))
 }
 
 func main() {
-	dir := flag.String("dir", filepath.Join(goroot(), "src"), "directory to count words in")
+	defaultDir := ""
+	if root := goroot(); root != "" {
+		defaultDir = filepath.Join(root, "src")
+	}
+	dir := flag.String("dir", defaultDir, "directory to count words in (default: the Go standard library's sources)")
 	pattern := flag.String("pattern", "*.go", "file name pattern (filepath.Match)")
 	batch := flag.Int("batch", 64, "files per map task")
 	top := flag.Int("top", 20, "how many of the most frequent words to print")
@@ -105,6 +109,10 @@ func main() {
 }
 
 func run(ctx context.Context, dir, pattern string, batch, top int) int {
+	if dir == "" {
+		fmt.Fprintln(os.Stderr, "wordcount: no go command to find the standard library: pass -dir")
+		return 1
+	}
 	files, err := listFiles(dir, pattern)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "wordcount:", err)
