@@ -98,11 +98,18 @@ func argOf[T any](a Arg[T]) any {
 // remote is what every typed function handle shares.
 type remote struct {
 	name string
-	opts []Option
+	opts taskOptions // read-only once built: calls share its resource set
+	err  error       // a bad option, reported by every call's Get
 }
 
+func newRemote(name string) remote { return remote{name: name, opts: defaultOptions()} }
+
 func (f remote) with(opts []Option) remote {
-	return remote{name: f.name, opts: append(append([]Option{}, f.opts...), opts...)}
+	if f.err != nil {
+		return f
+	}
+	o, err := applyOptions(f.opts, opts)
+	return remote{name: f.name, opts: o, err: err}
 }
 
 // Func0 is a registered remote function of no arguments and one result.
@@ -128,18 +135,18 @@ type Func2x2[A, B, R1, R2 any] struct{ remote }
 // var initialiser) so worker processes, which re-run the same binary, know
 // fn too.
 func Register0[R any](fn func(context.Context) (R, error)) Func0[R] {
-	return Func0[R]{remote{name: register(fn, 0, 1, func(ctx context.Context, _ [][]byte) ([][]byte, error) {
+	return Func0[R]{newRemote(register(fn, 0, 1, func(ctx context.Context, _ [][]byte) ([][]byte, error) {
 		r, err := fn(ctx)
 		if err != nil {
 			return nil, err
 		}
 		return encodeResults(r)
-	})}}
+	}))}
 }
 
 // Register1 registers fn as a remote function; see Register0.
 func Register1[A, R any](fn func(context.Context, A) (R, error)) Func1[A, R] {
-	return Func1[A, R]{remote{name: register(fn, 1, 1, func(ctx context.Context, args [][]byte) ([][]byte, error) {
+	return Func1[A, R]{newRemote(register(fn, 1, 1, func(ctx context.Context, args [][]byte) ([][]byte, error) {
 		a, err := decodeArg[A](args[0], 0)
 		if err != nil {
 			return nil, err
@@ -149,12 +156,12 @@ func Register1[A, R any](fn func(context.Context, A) (R, error)) Func1[A, R] {
 			return nil, err
 		}
 		return encodeResults(r)
-	})}}
+	}))}
 }
 
 // Register2 registers fn as a remote function; see Register0.
 func Register2[A, B, R any](fn func(context.Context, A, B) (R, error)) Func2[A, B, R] {
-	return Func2[A, B, R]{remote{name: register(fn, 2, 1, func(ctx context.Context, args [][]byte) ([][]byte, error) {
+	return Func2[A, B, R]{newRemote(register(fn, 2, 1, func(ctx context.Context, args [][]byte) ([][]byte, error) {
 		a, err := decodeArg[A](args[0], 0)
 		if err != nil {
 			return nil, err
@@ -168,12 +175,12 @@ func Register2[A, B, R any](fn func(context.Context, A, B) (R, error)) Func2[A, 
 			return nil, err
 		}
 		return encodeResults(r)
-	})}}
+	}))}
 }
 
 // Register3 registers fn as a remote function; see Register0.
 func Register3[A, B, C, R any](fn func(context.Context, A, B, C) (R, error)) Func3[A, B, C, R] {
-	return Func3[A, B, C, R]{remote{name: register(fn, 3, 1, func(ctx context.Context, args [][]byte) ([][]byte, error) {
+	return Func3[A, B, C, R]{newRemote(register(fn, 3, 1, func(ctx context.Context, args [][]byte) ([][]byte, error) {
 		a, err := decodeArg[A](args[0], 0)
 		if err != nil {
 			return nil, err
@@ -191,12 +198,12 @@ func Register3[A, B, C, R any](fn func(context.Context, A, B, C) (R, error)) Fun
 			return nil, err
 		}
 		return encodeResults(r)
-	})}}
+	}))}
 }
 
 // Register1x2 registers fn, a function of two results; see Register0.
 func Register1x2[A, R1, R2 any](fn func(context.Context, A) (R1, R2, error)) Func1x2[A, R1, R2] {
-	return Func1x2[A, R1, R2]{remote{name: register(fn, 1, 2, func(ctx context.Context, args [][]byte) ([][]byte, error) {
+	return Func1x2[A, R1, R2]{newRemote(register(fn, 1, 2, func(ctx context.Context, args [][]byte) ([][]byte, error) {
 		a, err := decodeArg[A](args[0], 0)
 		if err != nil {
 			return nil, err
@@ -206,12 +213,12 @@ func Register1x2[A, R1, R2 any](fn func(context.Context, A) (R1, R2, error)) Fun
 			return nil, err
 		}
 		return encodeResults(r1, r2)
-	})}}
+	}))}
 }
 
 // Register2x2 registers fn, a function of two results; see Register0.
 func Register2x2[A, B, R1, R2 any](fn func(context.Context, A, B) (R1, R2, error)) Func2x2[A, B, R1, R2] {
-	return Func2x2[A, B, R1, R2]{remote{name: register(fn, 2, 2, func(ctx context.Context, args [][]byte) ([][]byte, error) {
+	return Func2x2[A, B, R1, R2]{newRemote(register(fn, 2, 2, func(ctx context.Context, args [][]byte) ([][]byte, error) {
 		a, err := decodeArg[A](args[0], 0)
 		if err != nil {
 			return nil, err
@@ -225,7 +232,7 @@ func Register2x2[A, B, R1, R2 any](fn func(context.Context, A, B) (R1, R2, error
 			return nil, err
 		}
 		return encodeResults(r1, r2)
-	})}}
+	}))}
 }
 
 // Options returns a copy of f whose calls use opts (as Ray's .options()).

@@ -17,10 +17,18 @@ type taskOptions struct {
 	retryExceptions  bool
 	strategy         wire.Strategy
 	failIfInfeasible bool
+	key              string // scheduling key: resources + strategy, derived once per handle
 }
 
 func defaultOptions() taskOptions {
-	return taskOptions{res: sched.ResourceSet{sched.CPU: sched.Unit}, maxRetries: 3}
+	o := taskOptions{res: sched.ResourceSet{sched.CPU: sched.Unit}, maxRetries: 3}
+	o.key = schedKey(o.res, o.strategy)
+	return o
+}
+
+// schedKey groups tasks that can share a worker lease.
+func schedKey(res sched.ResourceSet, st wire.Strategy) string {
+	return res.String() + "|" + st.Kind + "|" + st.NodeID + fmt.Sprint(st.Soft)
 }
 
 func setQuantity(o *taskOptions, name string, v float64) error {
@@ -120,12 +128,16 @@ func FailIfInfeasible() Option {
 	return func(o *taskOptions) error { o.failIfInfeasible = true; return nil }
 }
 
-func buildOptions(opts []Option) (taskOptions, error) {
-	o := defaultOptions()
+// applyOptions returns base with opts applied, evaluated once per handle
+// (Options), not per call, so Remote does no option work.
+func applyOptions(base taskOptions, opts []Option) (taskOptions, error) {
+	o := base
+	o.res = base.res.Clone()
 	for _, fn := range opts {
 		if err := fn(&o); err != nil {
 			return o, err
 		}
 	}
+	o.key = schedKey(o.res, o.strategy)
 	return o, nil
 }

@@ -80,10 +80,10 @@ func submit(ctx context.Context, f remote, numReturns int, args ...any) ([]strin
 		}
 		return ids, cw.addr, err
 	}
-	opts, err := buildOptions(f.opts)
-	if err != nil {
-		return fail(fmt.Errorf("submit %s: %w", shortName(f.name), err))
+	if f.err != nil {
+		return fail(fmt.Errorf("submit %s: %w", shortName(f.name), f.err))
 	}
+	opts := f.opts
 	name := opts.name
 	if name == "" {
 		name = shortName(f.name)
@@ -149,12 +149,8 @@ func (s *submitter) resolveThenEnqueue(t *pendingTask, deps []int) {
 	s.enqueue(t)
 }
 
-func schedKey(res sched.ResourceSet, st wire.Strategy) string {
-	return res.String() + "|" + st.Kind + "|" + st.NodeID + fmt.Sprint(st.Soft)
-}
-
 func (s *submitter) enqueue(t *pendingTask) {
-	key := schedKey(t.opts.res, t.opts.strategy)
+	key := t.opts.key
 	s.mu.Lock()
 	q := s.queues[key]
 	if q == nil {

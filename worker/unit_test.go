@@ -13,7 +13,7 @@ import (
 )
 
 func TestOptionsValidateAndConvert(t *testing.T) {
-	o, err := buildOptions([]Option{CPUs(0.5), Resources(map[string]float64{"TPU-v3": 2}), Memory(1 << 20), Name("x"), MaxRetries(-1)})
+	o, err := applyOptions(defaultOptions(), []Option{CPUs(0.5), Resources(map[string]float64{"TPU-v3": 2}), Memory(1 << 20), Name("x"), MaxRetries(-1)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -21,7 +21,7 @@ func TestOptionsValidateAndConvert(t *testing.T) {
 	if !o.res.Equal(want) || o.name != "x" || o.maxRetries != -1 {
 		t.Fatalf("options: %v %q %d", o.res, o.name, o.maxRetries)
 	}
-	if o, _ := buildOptions([]Option{CPUs(0)}); o.res[sched.CPU] != 0 {
+	if o, _ := applyOptions(defaultOptions(), []Option{CPUs(0)}); o.res[sched.CPU] != 0 {
 		t.Fatalf("CPUs(0) kept a CPU demand: %v", o.res)
 	}
 	for _, tc := range []struct {
@@ -35,7 +35,7 @@ func TestOptionsValidateAndConvert(t *testing.T) {
 		{Resources(map[string]float64{"bad name": 1}), "bad name"},
 		{MaxRetries(-2), "-2"},
 	} {
-		if _, err := buildOptions([]Option{tc.opt}); err == nil || !strings.Contains(err.Error(), tc.want) {
+		if _, err := applyOptions(defaultOptions(), []Option{tc.opt}); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("option error %v should mention %q", err, tc.want)
 		}
 	}
