@@ -131,16 +131,42 @@ type Func1x2[A, R1, R2 any] struct{ remote }
 // Func2x2 is a registered remote function of two arguments and two results.
 type Func2x2[A, B, R1, R2 any] struct{ remote }
 
+// one and two encode a function's results, or pass its error on.
+func one[R any](r R, err error) ([][]byte, error) {
+	if err != nil {
+		return nil, err
+	}
+	return encodeResults(r)
+}
+
+func two[R1, R2 any](r1 R1, r2 R2, err error) ([][]byte, error) {
+	if err != nil {
+		return nil, err
+	}
+	return encodeResults(r1, r2)
+}
+
+// decode2 and decode3 decode a call's leading arguments.
+func decode2[A, B any](args [][]byte) (a A, b B, err error) {
+	if a, err = decodeArg[A](args[0], 0); err == nil {
+		b, err = decodeArg[B](args[1], 1)
+	}
+	return a, b, err
+}
+
+func decode3[A, B, C any](args [][]byte) (a A, b B, c C, err error) {
+	if a, b, err = decode2[A, B](args); err == nil {
+		c, err = decodeArg[C](args[2], 2)
+	}
+	return a, b, c, err
+}
+
 // Register0 registers fn as a remote function. Call it at package level (a
 // var initialiser) so worker processes, which re-run the same binary, know
 // fn too.
 func Register0[R any](fn func(context.Context) (R, error)) Func0[R] {
 	return Func0[R]{newRemote(register(fn, 0, 1, func(ctx context.Context, _ [][]byte) ([][]byte, error) {
-		r, err := fn(ctx)
-		if err != nil {
-			return nil, err
-		}
-		return encodeResults(r)
+		return one(fn(ctx))
 	}))}
 }
 
@@ -151,53 +177,29 @@ func Register1[A, R any](fn func(context.Context, A) (R, error)) Func1[A, R] {
 		if err != nil {
 			return nil, err
 		}
-		r, err := fn(ctx, a)
-		if err != nil {
-			return nil, err
-		}
-		return encodeResults(r)
+		return one(fn(ctx, a))
 	}))}
 }
 
 // Register2 registers fn as a remote function; see Register0.
 func Register2[A, B, R any](fn func(context.Context, A, B) (R, error)) Func2[A, B, R] {
 	return Func2[A, B, R]{newRemote(register(fn, 2, 1, func(ctx context.Context, args [][]byte) ([][]byte, error) {
-		a, err := decodeArg[A](args[0], 0)
+		a, b, err := decode2[A, B](args)
 		if err != nil {
 			return nil, err
 		}
-		b, err := decodeArg[B](args[1], 1)
-		if err != nil {
-			return nil, err
-		}
-		r, err := fn(ctx, a, b)
-		if err != nil {
-			return nil, err
-		}
-		return encodeResults(r)
+		return one(fn(ctx, a, b))
 	}))}
 }
 
 // Register3 registers fn as a remote function; see Register0.
 func Register3[A, B, C, R any](fn func(context.Context, A, B, C) (R, error)) Func3[A, B, C, R] {
 	return Func3[A, B, C, R]{newRemote(register(fn, 3, 1, func(ctx context.Context, args [][]byte) ([][]byte, error) {
-		a, err := decodeArg[A](args[0], 0)
+		a, b, c, err := decode3[A, B, C](args)
 		if err != nil {
 			return nil, err
 		}
-		b, err := decodeArg[B](args[1], 1)
-		if err != nil {
-			return nil, err
-		}
-		c, err := decodeArg[C](args[2], 2)
-		if err != nil {
-			return nil, err
-		}
-		r, err := fn(ctx, a, b, c)
-		if err != nil {
-			return nil, err
-		}
-		return encodeResults(r)
+		return one(fn(ctx, a, b, c))
 	}))}
 }
 
@@ -208,30 +210,18 @@ func Register1x2[A, R1, R2 any](fn func(context.Context, A) (R1, R2, error)) Fun
 		if err != nil {
 			return nil, err
 		}
-		r1, r2, err := fn(ctx, a)
-		if err != nil {
-			return nil, err
-		}
-		return encodeResults(r1, r2)
+		return two(fn(ctx, a))
 	}))}
 }
 
 // Register2x2 registers fn, a function of two results; see Register0.
 func Register2x2[A, B, R1, R2 any](fn func(context.Context, A, B) (R1, R2, error)) Func2x2[A, B, R1, R2] {
 	return Func2x2[A, B, R1, R2]{newRemote(register(fn, 2, 2, func(ctx context.Context, args [][]byte) ([][]byte, error) {
-		a, err := decodeArg[A](args[0], 0)
+		a, b, err := decode2[A, B](args)
 		if err != nil {
 			return nil, err
 		}
-		b, err := decodeArg[B](args[1], 1)
-		if err != nil {
-			return nil, err
-		}
-		r1, r2, err := fn(ctx, a, b)
-		if err != nil {
-			return nil, err
-		}
-		return encodeResults(r1, r2)
+		return two(fn(ctx, a, b))
 	}))}
 }
 
