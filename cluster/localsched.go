@@ -28,16 +28,13 @@ type localSched struct {
 
 type lease struct {
 	id       uint64
-	jobID    string
 	workerID string
 	res      sched.ResourceSet
 	lentCPU  sched.Quantity // CPU given back while the task is blocked in Get
-	granted  time.Time
 }
 
 type leaseWaiter struct {
 	res   sched.ResourceSet
-	job   string
 	grant chan *lease // receives the lease once granted
 }
 
@@ -51,31 +48,31 @@ func newLocalSched(total sched.ResourceSet) *localSched {
 }
 
 // tryGrant reserves res now if it fits.
-func (s *localSched) tryGrant(job string, res sched.ResourceSet) *lease {
+func (s *localSched) tryGrant(res sched.ResourceSet) *lease {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.grantLocked(job, res)
+	return s.grantLocked(res)
 }
 
-func (s *localSched) grantLocked(job string, res sched.ResourceSet) *lease {
+func (s *localSched) grantLocked(res sched.ResourceSet) *lease {
 	if !s.avail.Covers(res) {
 		return nil
 	}
 	s.avail.Sub(res)
 	s.nextID++
-	l := &lease{id: s.nextID, jobID: job, res: res.Clone(), granted: time.Now()}
+	l := &lease{id: s.nextID, res: res.Clone()}
 	s.leases[l.id] = l
 	return l
 }
 
 // wait queues a request until it can be granted or ctx ends.
-func (s *localSched) wait(ctx context.Context, job string, res sched.ResourceSet) (*lease, error) {
+func (s *localSched) wait(ctx context.Context, res sched.ResourceSet) (*lease, error) {
 	s.mu.Lock()
-	if l := s.grantLocked(job, res); l != nil {
+	if l := s.grantLocked(res); l != nil {
 		s.mu.Unlock()
 		return l, nil
 	}
-	w := &leaseWaiter{res: res, job: job, grant: make(chan *lease, 1)}
+	w := &leaseWaiter{res: res, grant: make(chan *lease, 1)}
 	s.queue = append(s.queue, w)
 	s.mu.Unlock()
 	select {
@@ -105,7 +102,7 @@ func (s *localSched) wait(ctx context.Context, job string, res sched.ResourceSet
 func (s *localSched) dispatchLocked() {
 	kept := s.queue[:0]
 	for _, w := range s.queue {
-		if l := s.grantLocked(w.job, w.res); l != nil {
+		if l := s.grantLocked(w.res); l != nil {
 			w.grant <- l
 			continue
 		}

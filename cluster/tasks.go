@@ -138,7 +138,7 @@ func (n *Node) leaseWorker(ctx context.Context, req *wire.LeaseRequest) (*wire.L
 			return &wire.LeaseReply{Spillback: t.Addr}, nil
 		}
 	}
-	l := n.local.tryGrant(req.JobID, req.Resources)
+	l := n.local.tryGrant(req.Resources)
 	if l == nil && !req.Spilled {
 		// Hybrid policy: this node is full; spill to a node with room now.
 		if t := pickNode(view, req.Resources, self, true); t != nil {
@@ -150,7 +150,7 @@ func (n *Node) leaseWorker(ctx context.Context, req *wire.LeaseRequest) (*wire.L
 	}
 	if l == nil {
 		var err error
-		if l, err = n.local.wait(ctx, req.JobID, req.Resources); err != nil {
+		if l, err = n.local.wait(ctx, req.Resources); err != nil {
 			return nil, err
 		}
 	}

@@ -50,6 +50,7 @@ type workerProc struct {
 	cmd      *exec.Cmd
 	addr     string
 	ready    chan struct{} // closed once registered or dead
+	readyOne sync.Once
 	dead     chan struct{} // closed when the process exited
 	err      error
 	stopping atomic.Bool // the node is ending it (job end): its exit is expected
@@ -206,11 +207,7 @@ func (p *workerPool) start(req *wire.LeaseRequest) (*workerProc, error) {
 		logf.Close()
 		close(w.dead)
 		p.mu.Lock()
-		select {
-		case <-w.ready:
-		default:
-			close(w.ready)
-		}
+		w.markReady()
 		if p.workers[w.job] == w {
 			delete(p.workers, w.job)
 		}
@@ -235,13 +232,12 @@ func (p *workerPool) registered(req *wire.WorkerRegisterRequest) error {
 		return fmt.Errorf("unknown worker %q", req.WorkerID)
 	}
 	w.addr = req.Addr
-	select {
-	case <-w.ready:
-	default:
-		close(w.ready)
-	}
+	w.markReady()
 	return nil
 }
+
+// markReady wakes lease requests waiting for the worker (registered or dead).
+func (w *workerProc) markReady() { w.readyOne.Do(func() { close(w.ready) }) }
 
 // stopJob ends a job's worker process.
 func (p *workerPool) stopJob(job string) {

@@ -42,7 +42,6 @@ type pendingTask struct {
 }
 
 type keyQueue struct {
-	key        string
 	res        sched.ResourceSet
 	strategy   wire.Strategy
 	tasks      []*pendingTask
@@ -154,7 +153,7 @@ func (s *submitter) enqueue(t *pendingTask) {
 	s.mu.Lock()
 	q := s.queues[key]
 	if q == nil {
-		q = &keyQueue{key: key, res: t.opts.res, strategy: t.opts.strategy}
+		q = &keyQueue{res: t.opts.res, strategy: t.opts.strategy}
 		s.queues[key] = q
 	}
 	q.tasks = append(q.tasks, t)
