@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"sort"
+	"sync"
 
 	"github.com/nodeup/nodeup/rpc"
 	"github.com/nodeup/nodeup/sched"
@@ -106,12 +107,14 @@ func (n *Node) leaseWorker(ctx context.Context, req *wire.LeaseRequest) (*wire.L
 			return nil, &rpc.Error{Code: CodeBadInput, Message: fmt.Sprintf("resource %q: negative amount %s", name, q)}
 		}
 	}
-	view := n.clusterView()
+	// The view is copied only when a decision needs other nodes: a lease
+	// granted here straight away never builds it.
+	view := sync.OnceValue(n.clusterView)
 	self := n.id.NodeID
 	// A soft-affinity request that already went to its target and came back
 	// (the target was unreachable) is scheduled like any other here.
 	if st := req.Strategy; st.Kind == wire.StrategyNodeAffinity && st.NodeID != self && !(st.Soft && req.Spilled) {
-		for _, nd := range view {
+		for _, nd := range view() {
 			if nd.NodeID == st.NodeID && nd.Alive && nd.Total.Covers(req.Resources) {
 				return &wire.LeaseReply{Spillback: nd.Addr}, nil
 			}
@@ -123,10 +126,10 @@ func (n *Node) leaseWorker(ctx context.Context, req *wire.LeaseRequest) (*wire.L
 		}
 	}
 	if !n.local.total.Covers(req.Resources) {
-		if t := pickNode(view, req.Resources, self, false); t != nil {
+		if t := pickNode(view(), req.Resources, self, false); t != nil {
 			return &wire.LeaseReply{Spillback: t.Addr}, nil
 		}
-		reason := infeasibleReason(view, req.Resources)
+		reason := infeasibleReason(view(), req.Resources)
 		if reason == "" {
 			reason = fmt.Sprintf("no alive node can satisfy %s", req.Resources)
 		}
@@ -134,14 +137,14 @@ func (n *Node) leaseWorker(ctx context.Context, req *wire.LeaseRequest) (*wire.L
 		return &wire.LeaseReply{Infeasible: reason}, nil
 	}
 	if req.Strategy.Kind == wire.StrategySpread && !req.Spilled {
-		if t := pickNode(view, req.Resources, "", true); t != nil && t.NodeID != self {
+		if t := pickNode(view(), req.Resources, "", true); t != nil && t.NodeID != self {
 			return &wire.LeaseReply{Spillback: t.Addr}, nil
 		}
 	}
 	l := n.local.tryGrant(req.Resources)
 	if l == nil && !req.Spilled {
 		// Hybrid policy: this node is full; spill to a node with room now.
-		if t := pickNode(view, req.Resources, self, true); t != nil {
+		if t := pickNode(view(), req.Resources, self, true); t != nil {
 			return &wire.LeaseReply{Spillback: t.Addr}, nil
 		}
 	}
