@@ -28,6 +28,10 @@ const (
 	KVSetType MessageType = 4
 	// KVDeleteType carries a KVDeleteRequest.
 	KVDeleteType MessageType = 5
+	// ActorRegisterType carries an ActorRegisterRequest.
+	ActorRegisterType MessageType = 6
+	// ActorUpdateType carries an ActorUpdateRequest.
+	ActorUpdateType MessageType = 7
 )
 
 // String returns the name of the message type, or "MessageType(n)" for an
@@ -46,6 +50,10 @@ func (t MessageType) String() string {
 		return "KVSet"
 	case KVDeleteType:
 		return "KVDelete"
+	case ActorRegisterType:
+		return "ActorRegister"
+	case ActorUpdateType:
+		return "ActorUpdate"
 	}
 	return fmt.Sprintf("MessageType(%d)", uint8(t))
 }
@@ -69,6 +77,12 @@ var (
 	// ErrStaleIncarnation means a NodeRegister carried an incarnation lower than
 	// the recorded one (a delayed registration from a previous run).
 	ErrStaleIncarnation = errors.New("stale node incarnation")
+	// ErrActorNotFound means the command refers to an actor that is not registered.
+	ErrActorNotFound = errors.New("actor not found")
+	// ErrActorDead means the command would change an actor that is DEAD (final).
+	ErrActorDead = errors.New("actor is dead")
+	// ErrActorNameTaken means a live actor of the namespace already has the name.
+	ErrActorNameTaken = errors.New("actor name taken")
 )
 
 // ClusterInitRequest records the cluster identity. It applies only once: a
@@ -209,6 +223,20 @@ func requestMatches(t MessageType, req any) bool {
 		case *KVDeleteRequest:
 			return r != nil
 		}
+	case ActorRegisterType:
+		switch r := req.(type) {
+		case ActorRegisterRequest:
+			return true
+		case *ActorRegisterRequest:
+			return r != nil
+		}
+	case ActorUpdateType:
+		switch r := req.(type) {
+		case ActorUpdateRequest:
+			return true
+		case *ActorUpdateRequest:
+			return r != nil
+		}
 	}
 	return false
 }
@@ -229,6 +257,10 @@ func newRequest(t MessageType) any {
 		return new(KVSetRequest)
 	case KVDeleteType:
 		return new(KVDeleteRequest)
+	case ActorRegisterType:
+		return new(ActorRegisterRequest)
+	case ActorUpdateType:
+		return new(ActorUpdateRequest)
 	}
 	return nil
 }

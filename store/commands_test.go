@@ -15,6 +15,8 @@ func TestMessageTypeNumbersAreStable(t *testing.T) {
 		NodeDeregisterType: 3,
 		KVSetType:          4,
 		KVDeleteType:       5,
+		ActorRegisterType:  6,
+		ActorUpdateType:    7,
 	}
 	for mt, n := range want {
 		if uint8(mt) != n {
@@ -37,6 +39,8 @@ func TestEncodeDecodeRoundTrip(t *testing.T) {
 		{NodeDeregisterType, &NodeDeregisterRequest{NodeID: "n1"}},
 		{KVSetType, &KVSetRequest{Key: "k", Value: []byte("v"), CAS: true, Index: 3}},
 		{KVDeleteType, &KVDeleteRequest{Key: "k"}},
+		{ActorRegisterType, &ActorRegisterRequest{Actor: testActor("a1", "ns", "c"), GetIfExists: true}},
+		{ActorUpdateType, &ActorUpdateRequest{Actor: testActor("a1", "ns", "c")}},
 	}
 	for _, c := range cases {
 		for _, req := range []any{c.req, reflect.ValueOf(c.req).Elem().Interface()} {

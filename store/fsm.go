@@ -47,10 +47,11 @@ func (f *FSM) State() *StateStore {
 // raft.LogCommand entries are applied; other types yield nil. The result is:
 //
 //   - an error value (wrapping ErrMalformed, ErrUnknownMessageType,
-//     ErrInvalidRequest, ErrClusterIDMismatch, ErrNodeNotFound or
-//     ErrStaleIncarnation) when the entry is rejected, in which case the
+//     ErrInvalidRequest, ErrClusterIDMismatch, ErrNodeNotFound,
+//     ErrStaleIncarnation, ErrActorNotFound, ErrActorDead or ErrActorNameTaken) when the entry is rejected, in which case the
 //     state is unchanged;
 //   - *KVSetResult for a KVSet command;
+//   - *ActorRegisterResult for an ActorRegister command;
 //   - nil for every other successful command.
 //
 // Apply never panics on bad input: an empty, truncated or unknown entry is
@@ -109,6 +110,16 @@ func (f *FSM) apply(index uint64, t MessageType, req any) (any, error) {
 	case *KVDeleteRequest:
 		if err := f.state.kvDelete(index, r.Key); err != nil {
 			return nil, fmt.Errorf("apply kv delete for %q: %w", r.Key, err)
+		}
+	case *ActorRegisterRequest:
+		res, err := f.state.registerActor(index, r)
+		if err != nil {
+			return nil, fmt.Errorf("apply actor register for %s: %w", r.Actor.ID, err)
+		}
+		return res, nil
+	case *ActorUpdateRequest:
+		if err := f.state.updateActor(index, r); err != nil {
+			return nil, fmt.Errorf("apply actor update for %s: %w", r.Actor.ID, err)
 		}
 	default:
 		return nil, fmt.Errorf("apply %v: %w", t, ErrUnknownMessageType)

@@ -21,6 +21,9 @@ const (
 	// row with key indexLatest is the Raft index of the last state change, as
 	// Nomad's "index" table.
 	tableIndex = "index"
+	// tableActors holds *Actor, indexed by "id" (Actor.ID, unique) and
+	// "name" (Actor.NameKey, unique among live named actors).
+	tableActors = "actors"
 )
 
 // indexLatest is the tableIndex key of the latest-change index.
@@ -70,6 +73,22 @@ func stateSchema() *memdb.DBSchema {
 						Indexer: &memdb.ConditionalIndex{
 							Conditional: func(any) (bool, error) { return true, nil },
 						},
+					},
+				},
+			},
+			tableActors: {
+				Name: tableActors,
+				Indexes: map[string]*memdb.IndexSchema{
+					"id": {
+						Name:    "id",
+						Unique:  true,
+						Indexer: &memdb.StringFieldIndex{Field: "ID"},
+					},
+					"name": {
+						Name:         "name",
+						Unique:       true,
+						AllowMissing: true,
+						Indexer:      &memdb.StringFieldIndex{Field: "NameKey"},
 					},
 				},
 			},

@@ -16,7 +16,8 @@ import (
 //
 //	header  msgpack snapshotHeader{Magic: "nodeup-snapshot", Version: 1, Index}
 //	records zero or more of: record type (msgpack uint8) + msgpack body
-//	          recordMeta -> ClusterMeta, recordNode -> Node, recordKV -> KVEntry
+//	          recordMeta -> ClusterMeta, recordNode -> Node, recordKV -> KVEntry,
+//	          recordActor -> Actor
 //	end     recordEnd (msgpack uint8), no body
 //
 // The end marker makes a truncated stream detectable. Record type numbers are
@@ -30,10 +31,11 @@ const (
 type snapshotRecordType uint8
 
 const (
-	recordMeta snapshotRecordType = 1
-	recordNode snapshotRecordType = 2
-	recordKV   snapshotRecordType = 3
-	recordEnd  snapshotRecordType = 0xff
+	recordMeta  snapshotRecordType = 1
+	recordNode  snapshotRecordType = 2
+	recordKV    snapshotRecordType = 3
+	recordActor snapshotRecordType = 4
+	recordEnd   snapshotRecordType = 0xff
 )
 
 // snapshotHeader opens a snapshot stream.
@@ -115,6 +117,16 @@ func (s *fsmSnapshot) write(w io.Writer) error {
 		e := raw.(*KVEntry)
 		if err := record(recordKV, e); err != nil {
 			return fmt.Errorf("write key %q: %w", e.Key, err)
+		}
+	}
+	it, err = txn.Get(tableActors, "id")
+	if err != nil {
+		return fmt.Errorf("read actors: %w", err)
+	}
+	for raw := it.Next(); raw != nil; raw = it.Next() {
+		a := raw.(*Actor)
+		if err := record(recordActor, a); err != nil {
+			return fmt.Errorf("write actor %s: %w", a.ID, err)
 		}
 	}
 	if err := enc.EncodeUint8(uint8(recordEnd)); err != nil {
@@ -216,6 +228,18 @@ func readSnapshot(r io.Reader) (*memdb.MemDB, error) {
 			}
 			if err := txn.Insert(tableKV, e); err != nil {
 				return nil, fmt.Errorf("restore key %q: %w", e.Key, err)
+			}
+		case recordActor:
+			a := new(Actor)
+			if err := dec.Decode(a); err != nil {
+				return nil, fmt.Errorf("read record %d (actor): %w", n, err)
+			}
+			if err := validActor(a); err != nil {
+				return nil, fmt.Errorf("record %d: %w", n, err)
+			}
+			a.NameKey = a.nameKey()
+			if err := txn.Insert(tableActors, a); err != nil {
+				return nil, fmt.Errorf("restore actor %s: %w", a.ID, err)
 			}
 		default:
 			return nil, fmt.Errorf("record %d: unknown record type %d", n, t)

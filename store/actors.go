@@ -1,0 +1,272 @@
+package store
+
+import (
+	"cmp"
+	"fmt"
+	"maps"
+	"slices"
+
+	memdb "github.com/hashicorp/go-memdb"
+
+	"github.com/nodeup/nodeup/sched"
+)
+
+// ActorState is an actor's lifecycle state, as Ray's GCS actor table
+// (PENDING_CREATION, ALIVE, RESTARTING, DEAD).
+type ActorState string
+
+const (
+	// ActorPending means the actor is registered and waits for a node to
+	// start it (none has room yet, or its start is under way).
+	ActorPending ActorState = "PENDING"
+	// ActorAlive means its worker process runs the actor and takes calls.
+	ActorAlive ActorState = "ALIVE"
+	// ActorRestarting means its worker died and it is being re-created
+	// (its constructor runs again); calls wait.
+	ActorRestarting ActorState = "RESTARTING"
+	// ActorDead is final: calls fail with the recorded DeathCause.
+	ActorDead ActorState = "DEAD"
+)
+
+// Valid reports whether s is one of the four actor states.
+func (s ActorState) Valid() bool {
+	switch s {
+	case ActorPending, ActorAlive, ActorRestarting, ActorDead:
+		return true
+	}
+	return false
+}
+
+// Actor is one actor as the leader placed and remembers it. The leader is its
+// only writer; the record survives leader changes because it is Raft state.
+type Actor struct {
+	// ID is the actor ID (non-empty, unique, no NUL byte).
+	ID string
+	// JobID is the job (driver) that created it.
+	JobID string
+	// Class is the Go type name of the actor's value, for listings.
+	Class string
+	// Name and Namespace make the actor reachable by name (GetActor); Name
+	// may be empty.
+	Name      string
+	Namespace string
+	// NameKey is Namespace+"/"+Name while the actor is named and not dead,
+	// else empty; set by the FSM, unique across actors.
+	NameKey string
+	// State is the lifecycle state; DeathCause says why it is DEAD.
+	State      ActorState
+	DeathCause string
+	// PendingReason says why a PENDING actor has no node yet (for listings).
+	PendingReason string
+	// Detached actors outlive the job that created them (Ray's lifetime="detached").
+	Detached bool
+	// MaxRestarts is how often it is re-created after its worker dies (-1:
+	// forever), as Ray's max_restarts; Restarts counts the restarts so far
+	// and is also the incarnation number of the running instance.
+	MaxRestarts int
+	Restarts    int
+	// MaxTaskRetries is how often a call interrupted by the actor's death is
+	// retried on the restarted actor (-1: forever), as Ray's max_task_retries.
+	MaxTaskRetries int
+	// MaxConcurrency is how many calls run at once (1: one at a time, in
+	// call order per caller), as Ray's max_concurrency.
+	MaxConcurrency int
+	// Resources are held on its node for its whole life (sched units).
+	Resources sched.ResourceSet
+	// StrategyKind, StrategyNode and StrategySoft are its scheduling
+	// strategy (wire.Strategy's fields).
+	StrategyKind string
+	StrategyNode string
+	StrategySoft bool
+	// Constructor is the registered constructor's name; Args its msgpack
+	// encoded arguments (opaque here).
+	Constructor string
+	Args        []byte
+	// BinaryHash is the sha256 of the job binary that runs it; BinaryNode the
+	// RPC address of a node that has that binary.
+	BinaryHash string
+	BinaryNode string
+	// OwnerAddr is the RPC address of the process that created it.
+	OwnerAddr string
+	// Where the running instance lives: node, worker RPC address, worker ID
+	// and process ID (zero values while not ALIVE).
+	NodeID     string
+	NodeName   string
+	NodeAddr   string
+	WorkerAddr string
+	WorkerID   string
+	PID        int
+	// CreatedAt and StateChangedAt are unix nanoseconds stamped by the leader.
+	CreatedAt      int64
+	StateChangedAt int64
+	// CreateIndex and ModifyIndex are Raft indexes set by the FSM.
+	CreateIndex uint64
+	ModifyIndex uint64
+}
+
+// Copy returns a deep copy of a; a nil a yields nil.
+func (a *Actor) Copy() *Actor {
+	if a == nil {
+		return nil
+	}
+	c := *a
+	c.Resources = maps.Clone(a.Resources)
+	c.Args = slices.Clone(a.Args)
+	return &c
+}
+
+// nameKey is the unique name index value of a, "" when it has none.
+func (a *Actor) nameKey() string {
+	if a.Name == "" || a.State == ActorDead {
+		return ""
+	}
+	return a.Namespace + "/" + a.Name
+}
+
+// ActorRegisterRequest records a new actor in state PENDING. When Actor.Name
+// is set and a live actor of that namespace already has it, nothing is
+// written: with GetIfExists the result names the existing actor, otherwise
+// the result is an ErrActorNameTaken error. Errors: ErrInvalidRequest (empty
+// or NUL-containing ID, an ID already used), ErrActorNameTaken.
+type ActorRegisterRequest struct {
+	Actor       Actor
+	GetIfExists bool
+}
+
+// ActorRegisterResult is the Apply result of ActorRegister: the ID of the
+// actor the caller gets, and whether it already existed.
+type ActorRegisterResult struct {
+	ID       string
+	Existing bool
+}
+
+// ActorUpdateRequest replaces a registered actor's record (the leader's
+// state transitions). DEAD is final: an update of a dead actor is an
+// ErrActorDead error and changes nothing. Errors: ErrInvalidRequest,
+// ErrActorNotFound, ErrActorDead, ErrActorNameTaken.
+type ActorUpdateRequest struct {
+	Actor Actor
+}
+
+// Actors returns every actor sorted by creation (an empty, non-nil slice if none).
+func (s *StateStore) Actors() ([]*Actor, error) {
+	it, err := s.readTxn().Get(tableActors, "id")
+	if err != nil {
+		return nil, fmt.Errorf("list actors: %w", err)
+	}
+	out := []*Actor{}
+	for raw := it.Next(); raw != nil; raw = it.Next() {
+		out = append(out, raw.(*Actor).Copy())
+	}
+	slices.SortFunc(out, func(a, b *Actor) int {
+		return cmp.Or(cmp.Compare(a.CreateIndex, b.CreateIndex), cmp.Compare(a.ID, b.ID))
+	})
+	return out, nil
+}
+
+// ActorByID returns the actor with that ID, or (nil, nil).
+func (s *StateStore) ActorByID(id string) (*Actor, error) {
+	raw, err := s.readTxn().First(tableActors, "id", id)
+	if err != nil {
+		return nil, fmt.Errorf("get actor %s: %w", id, err)
+	}
+	if raw == nil {
+		return nil, nil
+	}
+	return raw.(*Actor).Copy(), nil
+}
+
+// ActorByName returns the live (not DEAD) actor named name in namespace, or
+// (nil, nil).
+func (s *StateStore) ActorByName(namespace, name string) (*Actor, error) {
+	raw, err := s.readTxn().First(tableActors, "name", namespace+"/"+name)
+	if err != nil {
+		return nil, fmt.Errorf("get actor %s/%s: %w", namespace, name, err)
+	}
+	if raw == nil {
+		return nil, nil
+	}
+	return raw.(*Actor).Copy(), nil
+}
+
+func validActor(a *Actor) error {
+	if err := validID("actor ID", a.ID); err != nil {
+		return err
+	}
+	if !a.State.Valid() {
+		return fmt.Errorf("actor %s: invalid state %q: %w", a.ID, a.State, ErrInvalidRequest)
+	}
+	return nil
+}
+
+// registerActor applies an ActorRegisterRequest at index.
+func (s *StateStore) registerActor(index uint64, req *ActorRegisterRequest) (*ActorRegisterResult, error) {
+	a := req.Actor.Copy()
+	if a.State == "" {
+		a.State = ActorPending
+	}
+	if err := validActor(a); err != nil {
+		return nil, err
+	}
+	res := &ActorRegisterResult{ID: a.ID}
+	err := s.write(index, func(txn *memdb.Txn) (bool, error) {
+		if raw, err := txn.First(tableActors, "id", a.ID); err != nil || raw != nil {
+			if err == nil {
+				err = fmt.Errorf("actor ID %s is already used: %w", a.ID, ErrInvalidRequest)
+			}
+			return false, err
+		}
+		a.NameKey = a.nameKey()
+		if a.NameKey != "" {
+			raw, err := txn.First(tableActors, "name", a.NameKey)
+			if err != nil {
+				return false, err
+			}
+			if raw != nil {
+				if req.GetIfExists {
+					res.ID, res.Existing = raw.(*Actor).ID, true
+					return false, nil
+				}
+				return false, fmt.Errorf("actor name %q in namespace %q belongs to actor %s: %w", a.Name, a.Namespace, raw.(*Actor).ID, ErrActorNameTaken)
+			}
+		}
+		a.CreateIndex, a.ModifyIndex = index, index
+		return true, txn.Insert(tableActors, a)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// updateActor applies an ActorUpdateRequest at index.
+func (s *StateStore) updateActor(index uint64, req *ActorUpdateRequest) error {
+	a := req.Actor.Copy()
+	if err := validActor(a); err != nil {
+		return err
+	}
+	return s.write(index, func(txn *memdb.Txn) (bool, error) {
+		raw, err := txn.First(tableActors, "id", a.ID)
+		if err != nil {
+			return false, err
+		}
+		if raw == nil {
+			return false, fmt.Errorf("actor %s: %w", a.ID, ErrActorNotFound)
+		}
+		cur := raw.(*Actor)
+		if cur.State == ActorDead {
+			return false, fmt.Errorf("actor %s died (%s): %w", a.ID, cur.DeathCause, ErrActorDead)
+		}
+		a.NameKey = a.nameKey()
+		if a.NameKey != "" && a.NameKey != cur.NameKey {
+			if raw, err := txn.First(tableActors, "name", a.NameKey); err != nil || raw != nil {
+				if err == nil {
+					err = fmt.Errorf("actor name %q: %w", a.NameKey, ErrActorNameTaken)
+				}
+				return false, err
+			}
+		}
+		a.CreateIndex, a.ModifyIndex = cur.CreateIndex, index
+		return true, txn.Insert(tableActors, a)
+	})
+}

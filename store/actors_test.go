@@ -1,0 +1,110 @@
+package store
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"testing"
+
+	"github.com/nodeup/nodeup/sched"
+)
+
+func testActor(id, ns, name string) Actor {
+	return Actor{ID: id, JobID: "j1", Class: "Counter", Name: name, Namespace: ns, State: ActorPending,
+		MaxRestarts: 2, MaxConcurrency: 1, Resources: sched.ResourceSet{"TPU-v3": 2 * sched.Unit},
+		Constructor: "main.NewCounter", Args: []byte{0x91, 0x01}, BinaryHash: "h", OwnerAddr: "127.0.0.1:1"}
+}
+
+func TestActorRegisterNamesAndGetIfExists(t *testing.T) {
+	f := NewFSM(nil)
+	res := mustApply(t, f, 1, ActorRegisterType, ActorRegisterRequest{Actor: testActor("a1", "ns", "counter")}).(*ActorRegisterResult)
+	if res.ID != "a1" || res.Existing {
+		t.Fatalf("register a1 = %+v", res)
+	}
+	// Same name, same namespace: taken, unless GetIfExists.
+	err := applyErr(t, f, 2, ActorRegisterType, ActorRegisterRequest{Actor: testActor("a2", "ns", "counter")})
+	if !errors.Is(err, ErrActorNameTaken) {
+		t.Fatalf("duplicate name: %v, want ErrActorNameTaken", err)
+	}
+	res = mustApply(t, f, 3, ActorRegisterType, ActorRegisterRequest{Actor: testActor("a2", "ns", "counter"), GetIfExists: true}).(*ActorRegisterResult)
+	if res.ID != "a1" || !res.Existing {
+		t.Fatalf("get-if-exists = %+v, want a1 existing", res)
+	}
+	if a, _ := f.State().ActorByID("a2"); a != nil {
+		t.Fatalf("get-if-exists wrote a second actor: %+v", a)
+	}
+	// Another namespace may reuse the name; unnamed actors never clash.
+	mustApply(t, f, 4, ActorRegisterType, ActorRegisterRequest{Actor: testActor("a3", "other", "counter")})
+	mustApply(t, f, 5, ActorRegisterType, ActorRegisterRequest{Actor: testActor("a4", "ns", "")})
+	mustApply(t, f, 6, ActorRegisterType, ActorRegisterRequest{Actor: testActor("a5", "ns", "")})
+	if err := applyErr(t, f, 7, ActorRegisterType, ActorRegisterRequest{Actor: testActor("a5", "ns", "")}); !errors.Is(err, ErrInvalidRequest) {
+		t.Fatalf("reused ID: %v", err)
+	}
+	got, _ := f.State().ActorByName("ns", "counter")
+	if got == nil || got.ID != "a1" || got.State != ActorPending || got.CreateIndex != 1 {
+		t.Fatalf("by name = %+v", got)
+	}
+	all, _ := f.State().Actors()
+	if len(all) != 4 || all[0].ID != "a1" || all[3].ID != "a5" {
+		t.Fatalf("Actors() = %d actors", len(all))
+	}
+}
+
+func TestActorUpdateDeadIsFinalAndFreesName(t *testing.T) {
+	f := NewFSM(nil)
+	mustApply(t, f, 1, ActorRegisterType, ActorRegisterRequest{Actor: testActor("a1", "ns", "c")})
+	a := testActor("a1", "ns", "c")
+	a.State, a.NodeID, a.WorkerAddr, a.PID = ActorAlive, "n1", "127.0.0.1:5", 42
+	mustApply(t, f, 2, ActorUpdateType, ActorUpdateRequest{Actor: a})
+	got, _ := f.State().ActorByID("a1")
+	if got.State != ActorAlive || got.PID != 42 || got.CreateIndex != 1 || got.ModifyIndex != 2 {
+		t.Fatalf("after update: %+v", got)
+	}
+	a.State, a.DeathCause = ActorDead, "killed"
+	mustApply(t, f, 3, ActorUpdateType, ActorUpdateRequest{Actor: a})
+	if got, _ := f.State().ActorByName("ns", "c"); got != nil {
+		t.Fatalf("a dead actor still holds its name: %+v", got)
+	}
+	a.State = ActorAlive
+	if err := applyErr(t, f, 4, ActorUpdateType, ActorUpdateRequest{Actor: a}); !errors.Is(err, ErrActorDead) {
+		t.Fatalf("update of a dead actor: %v, want ErrActorDead", err)
+	}
+	if got, _ := f.State().ActorByID("a1"); got.State != ActorDead || got.DeathCause != "killed" {
+		t.Fatalf("dead actor changed: %+v", got)
+	}
+	// The name is free again.
+	mustApply(t, f, 5, ActorRegisterType, ActorRegisterRequest{Actor: testActor("a2", "ns", "c")})
+	if err := applyErr(t, f, 6, ActorUpdateType, ActorUpdateRequest{Actor: testActor("zz", "ns", "")}); !errors.Is(err, ErrActorNotFound) {
+		t.Fatalf("update of unknown actor: %v", err)
+	}
+	bad := testActor("a2", "ns", "c")
+	bad.State = "ZOMBIE"
+	if err := applyErr(t, f, 7, ActorUpdateType, ActorUpdateRequest{Actor: bad}); !errors.Is(err, ErrInvalidRequest) {
+		t.Fatalf("bad state: %v", err)
+	}
+}
+
+func TestActorsSurviveSnapshotRestore(t *testing.T) {
+	f := NewFSM(nil)
+	mustApply(t, f, 1, ActorRegisterType, ActorRegisterRequest{Actor: testActor("a1", "ns", "c")})
+	mustApply(t, f, 2, ActorRegisterType, ActorRegisterRequest{Actor: testActor("a2", "ns", "")})
+	snap, err := f.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := snap.(*fsmSnapshot).write(&buf); err != nil {
+		t.Fatal(err)
+	}
+	g := NewFSM(nil)
+	if err := g.Restore(io.NopCloser(&buf)); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := g.State().ActorByName("ns", "c")
+	if got == nil || got.ID != "a1" || got.Resources["TPU-v3"] != 2*sched.Unit || !bytes.Equal(got.Args, []byte{0x91, 0x01}) {
+		t.Fatalf("restored actor = %+v", got)
+	}
+	if all, _ := g.State().Actors(); len(all) != 2 {
+		t.Fatalf("restored %d actors", len(all))
+	}
+}
