@@ -31,6 +31,7 @@ func (n *Node) registerEndpoints() {
 	handleLeader(n, MethodKVDelete, n.kvDelete)
 	n.taskEndpoints()
 	n.objectEndpoints()
+	n.actorEndpoints()
 }
 
 // apply commits one command to the Raft log and returns the FSM's result.

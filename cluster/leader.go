@@ -116,6 +116,7 @@ func (n *Node) leaderLoop(ctx context.Context) {
 		return
 	}
 	n.establishCluster()
+	n.actors.resume()
 	n.pilot.Start(ctx)
 	defer func() { <-n.pilot.Stop() }()
 	tick := time.NewTicker(n.cfg.ReconcileInterval)
@@ -176,6 +177,7 @@ func (n *Node) reconcile() {
 		}
 	}
 	n.growRaft(members)
+	n.actors.checkNodes()
 }
 
 // growRaft adds live server-eligible members to Raft (as non-voters that

@@ -60,6 +60,7 @@ type Node struct {
 
 	local   *localSched
 	workers *workerPool
+	actors  *actorManager
 	objects *objstore.Store
 	pulls   flight
 
@@ -139,6 +140,7 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	}
 	n.local = newLocalSched(n.Resources())
 	n.workers = newWorkerPool(n)
+	n.actors = newActorManager(n)
 	n.rpcServer = rpc.NewServer(n.logger.With("component", "rpc"))
 	n.registerEndpoints()
 	if cfg.Server {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"sort"
 	"sync"
+	"time"
 
 	"github.com/nodeup/nodeup/rpc"
 	"github.com/nodeup/nodeup/sched"
@@ -61,6 +62,13 @@ func (n *Node) jobRegister(ctx context.Context, req *wire.JobRegisterRequest) (*
 func (n *Node) jobFinish(ctx context.Context, req *wire.JobFinishRequest) (*wire.Empty, error) {
 	if !req.FromNode {
 		n.logger.Info("job finished", "job", req.JobID)
+		go func() {
+			ctx, cancel := context.WithTimeout(n.ctx, 30*time.Second)
+			defer cancel()
+			if err := n.forward(ctx, wire.MethodActorJobDone, &wire.JobFinishRequest{JobID: req.JobID}, nil); err != nil {
+				n.logger.Warn("end the finished job's actors", "job", req.JobID, "err", err)
+			}
+		}()
 		for _, addr := range n.peerAddrs() {
 			if addr != n.rpcAddr {
 				go n.pool.Call(context.WithoutCancel(ctx), addr, wire.MethodJobFinish, &wire.JobFinishRequest{JobID: req.JobID, FromNode: true}, nil)

@@ -27,6 +27,7 @@ const (
 	EnvNodeID     = "NODEUP_NODE_ID"    // the node's ID
 	EnvNodeName   = "NODEUP_NODE_NAME"  // the node's name
 	EnvArenaPath  = "NODEUP_ARENA_PATH" // the node's object store file
+	EnvActorID    = "NODEUP_ACTOR_ID"   // set in an actor's dedicated worker process
 )
 
 // workerStartTimeout bounds how long a new worker process may take to register.
@@ -39,14 +40,16 @@ const workerStartTimeout = 30 * time.Second
 type workerPool struct {
 	n       *Node
 	mu      sync.Mutex
-	workers map[string]*workerProc // by job ID
+	workers map[string]*workerProc // task workers by job ID
 	byID    map[string]*workerProc
+	actors  map[string]*actorProc // dedicated actor workers by actor ID
 	binMu   sync.Mutex
 }
 
 type workerProc struct {
 	id       string
 	job      string
+	actor    string // actor ID for an actor's dedicated worker, else empty
 	cmd      *exec.Cmd
 	addr     string
 	ready    chan struct{} // closed once registered or dead
@@ -57,7 +60,7 @@ type workerProc struct {
 }
 
 func newWorkerPool(n *Node) *workerPool {
-	return &workerPool{n: n, workers: map[string]*workerProc{}, byID: map[string]*workerProc{}}
+	return &workerPool{n: n, workers: map[string]*workerProc{}, byID: map[string]*workerProc{}, actors: map[string]*actorProc{}}
 }
 
 func (p *workerPool) binDir() string { return p.n.dir.file("bin") }
@@ -140,13 +143,8 @@ func (p *workerPool) fetch(ctx context.Context, from, hash string) error {
 
 // worker returns the job's registered worker process, starting one if needed.
 func (p *workerPool) worker(ctx context.Context, req *wire.LeaseRequest) (*workerProc, error) {
-	if _, err := os.Stat(p.binPath(req.BinaryHash)); err != nil {
-		if req.BinaryNode == "" || req.BinaryNode == p.n.rpcAddr {
-			return nil, fmt.Errorf("job %s binary %s is not on this node", req.JobID, req.BinaryHash)
-		}
-		if err := p.fetch(ctx, req.BinaryNode, req.BinaryHash); err != nil {
-			return nil, err
-		}
+	if err := p.ensureBinary(ctx, req.JobID, req.BinaryHash, req.BinaryNode); err != nil {
+		return nil, err
 	}
 	p.mu.Lock()
 	w := p.workers[req.JobID]
@@ -159,7 +157,7 @@ func (p *workerPool) worker(ctx context.Context, req *wire.LeaseRequest) (*worke
 	}
 	if w == nil {
 		var err error
-		if w, err = p.start(req); err != nil {
+		if w, err = p.start(procSpec{job: req.JobID, binHash: req.BinaryHash, env: req.Env}); err != nil {
 			p.mu.Unlock()
 			return nil, err
 		}
@@ -180,28 +178,58 @@ func (p *workerPool) worker(ctx context.Context, req *wire.LeaseRequest) (*worke
 	return w, nil
 }
 
-func (p *workerPool) start(req *wire.LeaseRequest) (*workerProc, error) {
-	w := &workerProc{id: newID()[:16], job: req.JobID, ready: make(chan struct{}), dead: make(chan struct{})}
+// ensureBinary makes sure the job's binary is in the cache, fetching it from
+// the node that has it.
+func (p *workerPool) ensureBinary(ctx context.Context, job, hash, from string) error {
+	if _, err := os.Stat(p.binPath(hash)); err == nil {
+		return nil
+	}
+	if from == "" || from == p.n.rpcAddr {
+		return fmt.Errorf("job %s binary %s is not on this node", job, hash)
+	}
+	return p.fetch(ctx, from, hash)
+}
+
+// procSpec says what worker process to start: a job's task worker, or an
+// actor's dedicated one (actor set; then job is the actor's own job ID, so
+// its objects and nested task workers are freed with the actor).
+type procSpec struct {
+	job     string
+	actor   string
+	binHash string
+	env     []string
+}
+
+// start launches a worker process; p.mu must be held.
+func (p *workerPool) start(spec procSpec) (*workerProc, error) {
+	w := &workerProc{id: newID()[:16], job: spec.job, actor: spec.actor, ready: make(chan struct{}), dead: make(chan struct{})}
 	logDir := p.n.dir.file("logs")
 	_ = os.MkdirAll(logDir, 0o750)
-	logf, err := os.OpenFile(filepath.Join(logDir, fmt.Sprintf("worker-%s-%s.log", req.JobID, w.id)), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o640)
+	logName := fmt.Sprintf("worker-%s-%s.log", spec.job, w.id)
+	if spec.actor != "" {
+		logName = fmt.Sprintf("actor-%s-%s.log", spec.actor, w.id)
+	}
+	logf, err := os.OpenFile(filepath.Join(logDir, logName), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o640)
 	if err != nil {
 		return nil, err
 	}
 	host, _ := splitHost(p.n.rpcAddr)
-	cmd := exec.Command(p.binPath(req.BinaryHash))
-	cmd.Env = append(append(os.Environ(), req.Env...),
-		EnvWorkerMode+"=1", EnvNodeAddr+"="+p.n.rpcAddr, EnvJobID+"="+req.JobID, EnvWorkerID+"="+w.id,
-		EnvBindIP+"="+host, EnvNodeID+"="+p.n.id.NodeID, EnvNodeName+"="+p.n.cfg.NodeName, EnvArenaPath+"="+p.n.arenaPath())
+	cmd := exec.Command(p.binPath(spec.binHash))
+	cmd.Env = append(append(os.Environ(), spec.env...),
+		EnvWorkerMode+"=1", EnvNodeAddr+"="+p.n.rpcAddr, EnvJobID+"="+spec.job, EnvWorkerID+"="+w.id,
+		EnvBindIP+"="+host, EnvNodeID+"="+p.n.id.NodeID, EnvNodeName+"="+p.n.cfg.NodeName, EnvArenaPath+"="+p.n.arenaPath(),
+		EnvActorID+"="+spec.actor)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		logf.Close()
-		return nil, fmt.Errorf("start worker for job %s: %w", req.JobID, err)
+		return nil, fmt.Errorf("start worker for job %s: %w", spec.job, err)
 	}
 	w.cmd = cmd
-	p.workers[req.JobID] = w
+	if spec.actor == "" {
+		p.workers[spec.job] = w
+	}
 	p.byID[w.id] = w
-	p.n.logger.Debug("started worker", "job", req.JobID, "worker", w.id, "pid", cmd.Process.Pid)
+	p.n.logger.Debug("started worker", "job", spec.job, "actor", spec.actor, "worker", w.id, "pid", cmd.Process.Pid)
 	go func() {
 		w.err = cmd.Wait()
 		logf.Close()
@@ -214,6 +242,10 @@ func (p *workerPool) start(req *wire.LeaseRequest) (*workerProc, error) {
 		delete(p.byID, w.id)
 		p.mu.Unlock()
 		n := p.n.local.releaseWorker(w.id)
+		if w.actor != "" {
+			p.actorExited(w)
+			return
+		}
 		if w.stopping.Load() || p.n.ctx.Err() != nil {
 			p.n.logger.Debug("worker stopped", "job", w.job, "worker", w.id, "leases_released", n)
 		} else {
@@ -255,13 +287,19 @@ func (p *workerPool) stopJob(job string) {
 // stopAll ends every worker process (node shutdown).
 func (p *workerPool) stopAll() {
 	p.mu.Lock()
-	var jobs []string
+	var jobs, actors []string
 	for j := range p.workers {
 		jobs = append(jobs, j)
+	}
+	for a := range p.actors {
+		actors = append(actors, a)
 	}
 	p.mu.Unlock()
 	for _, j := range jobs {
 		p.stopJob(j)
+	}
+	for _, a := range actors {
+		p.stopActor(a)
 	}
 }
 

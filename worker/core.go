@@ -22,11 +22,12 @@ import (
 // objects this process creates, submits tasks through worker leases, and in
 // a worker process runs the tasks pushed to it.
 type coreWorker struct {
-	logger   *slog.Logger
-	isWorker bool
-	jobID    string
-	ownerID  string // unique per process: prefixes task and object IDs
-	binHash  string
+	logger    *slog.Logger
+	isWorker  bool
+	jobID     string
+	namespace string // for named actors: JobNamespace, default "default"
+	ownerID   string // unique per process: prefixes task and object IDs
+	binHash   string
 
 	nodeAddr string // the local node's RPC address
 	nodeID   string
@@ -38,6 +39,8 @@ type coreWorker struct {
 	ln       net.Listener
 	objects  *objectTable
 	sub      *submitter
+	actors   *actorCaller   // method calls this process makes
+	actor    *actorInstance // in an actor's worker: the actor it runs
 	counter  atomic.Uint64
 	embedded *cluster.Node
 	arena    arena
@@ -88,6 +91,8 @@ func (cw *coreWorker) serve(ip string) error {
 	rpc.Handle(cw.server, wire.MethodObjectGet, cw.handleObjectGet)
 	if cw.isWorker {
 		rpc.Handle(cw.server, wire.MethodPushTask, cw.handlePushTask)
+		rpc.Handle(cw.server, wire.MethodActorConstruct, cw.handleActorConstruct)
+		rpc.Handle(cw.server, wire.MethodActorCall, cw.handleActorCall)
 	}
 	go func() { _ = cw.server.Serve(&preambleListener{ln}) }()
 	return nil

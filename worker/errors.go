@@ -3,6 +3,7 @@ package worker
 import (
 	"errors"
 	"fmt"
+	"strconv"
 )
 
 // ErrNotInitialized is returned by SDK calls made before Init or after Shutdown.
@@ -66,4 +67,23 @@ type ObjectLostError struct {
 // Error implements error.
 func (e *ObjectLostError) Error() string {
 	return fmt.Sprintf("object %s is lost: %s", e.ObjectID, e.Reason)
+}
+
+// ActorDiedError is the error of a call to an actor that died: killed, its
+// constructor failed, its owner finished, or its worker process or node died
+// with no restarts left (or while the call ran, without MaxTaskRetries).
+// Cause says which, as Ray's ActorDiedError.
+type ActorDiedError struct {
+	ActorID string
+	Class   string
+	Name    string
+	Cause   string
+}
+
+func (e *ActorDiedError) Error() string {
+	who := e.Class
+	if e.Name != "" {
+		who += " " + strconv.Quote(e.Name)
+	}
+	return fmt.Sprintf("actor %s (%s) died: %s", who, e.ActorID, e.Cause)
 }

@@ -79,35 +79,56 @@ func (cw *coreWorker) handlePushTask(ctx context.Context, req *wire.PushTaskRequ
 }
 
 func (cw *coreWorker) execute(ctx context.Context, spec *wire.TaskSpec) (rep *wire.PushTaskReply) {
-	fail := func(msg, stack string, panicked bool) *wire.PushTaskReply {
-		return &wire.PushTaskReply{Error: &wire.TaskFailure{Message: msg, Stack: stack, Panic: panicked,
-			NodeID: cw.nodeID, NodeName: cw.nodeName, PID: os.Getpid()}}
-	}
 	fn := lookup(spec.Function)
 	if fn == nil {
-		return fail(fmt.Sprintf("function %s is not registered in this binary: register remote functions at package level (var f = worker.Register1(...))", spec.Function), "", false)
+		return cw.failure(fmt.Sprintf("function %s is not registered in this binary: register remote functions at package level (var f = worker.Register1(...))", spec.Function), "", false)
 	}
-	if len(spec.Args) != fn.numArgs {
-		return fail(fmt.Sprintf("function %s takes %d arguments, got %d", spec.Function, fn.numArgs, len(spec.Args)), "", false)
-	}
-	args := make([][]byte, len(spec.Args))
-	for i, a := range spec.Args {
+	return cw.run(ctx, spec, fn.numArgs, fn.invoke)
+}
+
+// failure builds a task failure reply stamped with this process.
+func (cw *coreWorker) failure(msg, stack string, panicked bool) *wire.PushTaskReply {
+	return &wire.PushTaskReply{Error: cw.taskFailure(msg, stack, panicked)}
+}
+
+func (cw *coreWorker) taskFailure(msg, stack string, panicked bool) *wire.TaskFailure {
+	return &wire.TaskFailure{Message: msg, Stack: stack, Panic: panicked, NodeID: cw.nodeID, NodeName: cw.nodeName, PID: os.Getpid()}
+}
+
+// resolveArgs returns each argument's msgpack value, fetching refs.
+func (cw *coreWorker) resolveArgs(ctx context.Context, in []wire.Arg) ([][]byte, error) {
+	args := make([][]byte, len(in))
+	for i, a := range in {
 		if !a.IsRef {
 			args[i] = a.Inline
 			continue
 		}
 		b, err := cw.getValue(ctx, a.RefID, a.Owner)
 		if err != nil {
-			return fail(fmt.Sprintf("argument %d (%s): %v", i, a.RefID, err), "", false)
+			return nil, fmt.Errorf("argument %d (%s): %v", i, a.RefID, err)
 		}
 		args[i] = b
+	}
+	return args, nil
+}
+
+// run resolves spec's arguments, invokes inv (recovering a panic) and
+// stores results over the inline limit in the node's object store.
+func (cw *coreWorker) run(ctx context.Context, spec *wire.TaskSpec, numArgs int, inv invoker) (rep *wire.PushTaskReply) {
+	fail := cw.failure
+	if len(spec.Args) != numArgs {
+		return fail(fmt.Sprintf("%s takes %d arguments, got %d", spec.Function, numArgs, len(spec.Args)), "", false)
+	}
+	args, err := cw.resolveArgs(ctx, spec.Args)
+	if err != nil {
+		return fail(err.Error(), "", false)
 	}
 	defer func() {
 		if p := recover(); p != nil {
 			rep = fail(fmt.Sprint(p), string(debug.Stack()), true)
 		}
 	}()
-	out, err := fn.invoke(ctx, args)
+	out, err := inv(ctx, args)
 	if err != nil {
 		return fail(err.Error(), string(debug.Stack()), false)
 	}

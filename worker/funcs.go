@@ -109,6 +109,9 @@ func (f remote) with(opts []Option) remote {
 		return f
 	}
 	o, err := applyOptions(f.opts, opts)
+	if err == nil && o.actorOnly != "" {
+		err = fmt.Errorf("option %s applies to actors only, not to task %s", o.actorOnly, shortName(f.name))
+	}
 	return remote{name: f.name, opts: o, err: err}
 }
 

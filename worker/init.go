@@ -24,6 +24,7 @@ type InitOption func(*initConfig)
 
 type initConfig struct {
 	address   string
+	namespace string
 	resources sched.ResourceSet
 	logger    *slog.Logger
 }
@@ -44,6 +45,19 @@ func EmbeddedResources(r map[string]float64) InitOption {
 		}
 	}
 }
+
+// EnvNamespace carries the job's namespace to its worker processes.
+const EnvNamespace = "NODEUP_NAMESPACE"
+
+// DefaultNamespace is the namespace of named actors when none is set. (Ray
+// gives each job an anonymous namespace by default; here drivers share one,
+// so GetActor works across drivers without setting it.)
+const DefaultNamespace = "default"
+
+// JobNamespace sets the namespace in which this driver's named actors are
+// created and GetActor looks (default DefaultNamespace), as ray.init's
+// namespace=.
+func JobNamespace(ns string) InitOption { return func(c *initConfig) { c.namespace = ns } }
 
 // Logger sets where the SDK logs (default slog.Default()).
 func Logger(l *slog.Logger) InitOption { return func(c *initConfig) { c.logger = l } }
@@ -66,6 +80,14 @@ func Init(ctx context.Context, opts ...InitOption) error {
 	cw := &coreWorker{logger: cfg.logger, ownerID: randomHex(6), objects: newObjectTable(), pool: rpc.NewPool([]byte{0x01}, 5*time.Second)}
 	cw.ctx, cw.cancel = context.WithCancel(context.Background())
 	cw.sub = newSubmitter(cw)
+	cw.actors = newActorCaller(cw)
+	cw.namespace = cfg.namespace
+	if ns := os.Getenv(EnvNamespace); ns != "" && cw.namespace == "" {
+		cw.namespace = ns
+	}
+	if cw.namespace == "" {
+		cw.namespace = DefaultNamespace
+	}
 	if os.Getenv(cluster.EnvWorkerMode) == "1" {
 		currentCW = cw
 		currentMu.Unlock()

@@ -18,6 +18,23 @@ type taskOptions struct {
 	strategy         wire.Strategy
 	failIfInfeasible bool
 	key              string // scheduling key: resources + strategy, derived once per handle
+
+	// Actor options (Ray's actor .options()); actorOnly names the last one
+	// set, so a task handle given one can say which.
+	namespace      string
+	getIfExists    bool
+	detached       bool
+	maxRestarts    int
+	maxTaskRetries int
+	maxConcurrency int
+	actorOnly      string
+}
+
+// defaultActorOptions: an actor holds no CPU unless asked (Ray schedules an
+// actor with 1 CPU but runs it with 0; holding none lets a small machine
+// host many actors), is not restarted, and runs one call at a time.
+func defaultActorOptions() taskOptions {
+	return taskOptions{res: sched.ResourceSet{}, maxConcurrency: 1}
 }
 
 func defaultOptions() taskOptions {
@@ -86,8 +103,75 @@ func Resources(r map[string]float64) Option {
 	}
 }
 
-// Name names the task in logs, errors and listings (default: the function name).
+// Name names the task in logs, errors and listings (default: the function
+// name). For an actor it is the actor's name in its namespace, by which any
+// driver finds it with GetActor (as Ray's name=).
 func Name(name string) Option { return func(o *taskOptions) error { o.name = name; return nil } }
+
+func actorOption(name string, set func(o *taskOptions) error) Option {
+	return func(o *taskOptions) error {
+		o.actorOnly = name
+		return set(o)
+	}
+}
+
+// Namespace sets the namespace of a named actor (default: the driver's, see
+// JobNamespace), as Ray's namespace=.
+func Namespace(ns string) Option {
+	return actorOption("Namespace", func(o *taskOptions) error { o.namespace = ns; return nil })
+}
+
+// GetIfExists makes creating a named actor return the live actor of that
+// name instead of failing (Ray's get_if_exists=True).
+func GetIfExists() Option {
+	return actorOption("GetIfExists", func(o *taskOptions) error { o.getIfExists = true; return nil })
+}
+
+// Detached makes an actor outlive the job that created it (Ray's
+// lifetime="detached"); it lives until Kill. By default an actor dies when
+// its creating job finishes.
+func Detached() Option {
+	return actorOption("Detached", func(o *taskOptions) error { o.detached = true; return nil })
+}
+
+// MaxRestarts sets how often an actor is re-created (its constructor runs
+// again) after its worker process or node dies: default 0, -1 forever, as
+// Ray's max_restarts.
+func MaxRestarts(n int) Option {
+	return actorOption("MaxRestarts", func(o *taskOptions) error {
+		if n < -1 {
+			return fmt.Errorf("option MaxRestarts %d: use -1 (forever) or more", n)
+		}
+		o.maxRestarts = n
+		return nil
+	})
+}
+
+// MaxTaskRetries sets how often a method call cut off by its actor's death
+// is retried on the restarted actor: default 0 (the call fails with
+// *ActorDiedError), -1 forever, as Ray's max_task_retries.
+func MaxTaskRetries(n int) Option {
+	return actorOption("MaxTaskRetries", func(o *taskOptions) error {
+		if n < -1 {
+			return fmt.Errorf("option MaxTaskRetries %d: use -1 (forever) or more", n)
+		}
+		o.maxTaskRetries = n
+		return nil
+	})
+}
+
+// MaxConcurrency sets how many of an actor's calls run at once: 1 (the
+// default) runs them one at a time, in call order per caller; above 1 they
+// run concurrently as goroutines, in no set order (Ray's max_concurrency).
+func MaxConcurrency(n int) Option {
+	return actorOption("MaxConcurrency", func(o *taskOptions) error {
+		if n < 1 {
+			return fmt.Errorf("option MaxConcurrency %d: must be at least 1", n)
+		}
+		o.maxConcurrency = n
+		return nil
+	})
+}
 
 // MaxRetries sets how often a task is retried when its worker or node dies
 // (default 3, as Ray's max_retries; -1: forever).

@@ -206,7 +206,7 @@ func (s *submitter) requestLease(q *keyQueue) {
 		name := q.tasks[0].spec.Name
 		s.mu.Unlock()
 		req := &wire.LeaseRequest{JobID: cw.jobID, BinaryHash: cw.binHash, BinaryNode: cw.nodeAddr, Resources: q.res,
-			Strategy: q.strategy, Spilled: spilled || hops >= maxSpillHops, TaskName: name}
+			Strategy: q.strategy, Spilled: spilled || hops >= maxSpillHops, TaskName: name, Env: cw.workerEnv()}
 		var rep wire.LeaseReply
 		err := cw.pool.Call(cw.ctx, addr, wire.MethodLease, req, &rep)
 		switch {
@@ -377,6 +377,13 @@ func (s *submitter) finish(t *pendingTask, returns [][]byte, stored []*wire.Obje
 	}
 }
 
+// fail completes a call's return objects with err.
+func (s *submitter) fail(taskID string, numReturns int, err error) {
+	for i := 0; i < numReturns; i++ {
+		s.cw.objects.complete(returnID(taskID, i), nil, err)
+	}
+}
+
 // returnAll gives back every held lease (Shutdown).
 func (s *submitter) returnAll() {
 	s.mu.Lock()
@@ -412,4 +419,12 @@ func shortName(name string) string {
 		name = name[i+1:]
 	}
 	return name
+}
+
+// workerEnv is the environment this job's worker processes get.
+func (cw *coreWorker) workerEnv() []string {
+	if cw.namespace == DefaultNamespace {
+		return nil
+	}
+	return []string{EnvNamespace + "=" + cw.namespace}
 }

@@ -1,0 +1,490 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/nodeup/nodeup/rpc"
+	"github.com/nodeup/nodeup/sched"
+	"github.com/nodeup/nodeup/store"
+	"github.com/nodeup/nodeup/wire"
+)
+
+// Actor placement tuning: how long one start attempt on a node may take
+// (process start + constructor), and how often a pending actor is retried.
+const (
+	actorStartTimeout = 2 * time.Minute
+	actorRetryEvery   = 500 * time.Millisecond
+)
+
+// actorManager is the leader's actor authority (Ray's GcsActorManager): it
+// registers actors in Raft, places them on nodes, and turns worker and node
+// deaths into restarts or DEAD records. One lock per actor orders the
+// transitions of that actor; different actors proceed in parallel, so their
+// Raft writes batch.
+type actorManager struct {
+	n          *Node
+	mu         sync.Mutex
+	locks      map[string]*sync.Mutex
+	scheduling map[string]bool // actors with a placement goroutine running
+}
+
+func newActorManager(n *Node) *actorManager {
+	return &actorManager{n: n, locks: map[string]*sync.Mutex{}, scheduling: map[string]bool{}}
+}
+
+func (m *actorManager) lock(id string) func() {
+	m.mu.Lock()
+	l := m.locks[id]
+	if l == nil {
+		l = &sync.Mutex{}
+		m.locks[id] = l
+	}
+	m.mu.Unlock()
+	l.Lock()
+	return l.Unlock
+}
+
+func actorInfo(a *store.Actor) wire.ActorInfo {
+	return wire.ActorInfo{ActorID: a.ID, JobID: a.JobID, Class: a.Class, Name: a.Name, Namespace: a.Namespace, State: string(a.State),
+		DeathCause: a.DeathCause, PendingReason: a.PendingReason, Detached: a.Detached, Incarnation: a.Restarts,
+		MaxRestarts: a.MaxRestarts, MaxTaskRetries: a.MaxTaskRetries, MaxConcurrency: a.MaxConcurrency, Resources: a.Resources,
+		NodeID: a.NodeID, NodeName: a.NodeName, NodeAddr: a.NodeAddr, WorkerAddr: a.WorkerAddr, PID: a.PID}
+}
+
+func (n *Node) actorEndpoints() {
+	handleLeader(n, wire.MethodActorCreate, n.actorCreate)
+	handleLeader(n, wire.MethodActorGet, n.actorGet)
+	handleLeader(n, wire.MethodActorList, func(ctx context.Context, _ *wire.Empty) (*wire.ActorList, error) {
+		all, err := n.fsm.State().Actors()
+		if err != nil {
+			return nil, err
+		}
+		out := &wire.ActorList{Actors: make([]wire.ActorInfo, 0, len(all))}
+		for _, a := range all {
+			out.Actors = append(out.Actors, actorInfo(a))
+		}
+		return out, nil
+	})
+	handleLeader(n, wire.MethodActorKill, n.actorKill)
+	handleLeader(n, wire.MethodActorDied, func(ctx context.Context, r *wire.ActorDiedRequest) (*wire.Empty, error) {
+		n.actors.died(r.ActorID, r.Incarnation, r.Cause)
+		return &wire.Empty{}, nil
+	})
+	handleLeader(n, wire.MethodActorJobDone, func(ctx context.Context, r *wire.JobFinishRequest) (*wire.Empty, error) {
+		n.actors.jobDone(r.JobID)
+		return &wire.Empty{}, nil
+	})
+	n.actorNodeEndpoints()
+}
+
+// actorCreate validates and registers an actor; placement follows in the
+// background, so creation returns after one Raft write (as Ray returns the
+// handle before the actor is alive).
+func (n *Node) actorCreate(ctx context.Context, req *wire.ActorCreateRequest) (*wire.ActorCreateReply, error) {
+	bad := func(format string, a ...any) (*wire.ActorCreateReply, error) {
+		return nil, &rpc.Error{Code: CodeBadInput, Message: fmt.Sprintf(format, a...)}
+	}
+	switch {
+	case req.Constructor == "" || len(req.BinaryHash) != 64:
+		return bad("actor creation needs a constructor and a sha256 binary hash (got %q, %q)", req.Constructor, req.BinaryHash)
+	case req.MaxRestarts < -1:
+		return bad("actor %s: MaxRestarts %d: use -1 (forever) or more", req.Class, req.MaxRestarts)
+	case req.MaxTaskRetries < -1:
+		return bad("actor %s: MaxTaskRetries %d: use -1 (forever) or more", req.Class, req.MaxTaskRetries)
+	case req.MaxConcurrency < 1:
+		return bad("actor %s: MaxConcurrency %d: must be at least 1", req.Class, req.MaxConcurrency)
+	}
+	for name, q := range req.Resources {
+		if q < 0 {
+			return bad("actor %s: resource %q: negative amount %s", req.Class, name, q)
+		}
+	}
+	args, err := msgpack.Marshal(req.Args)
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now().UnixNano()
+	a := store.Actor{ID: newID()[:24], JobID: req.JobID, Class: req.Class, Name: req.Name, Namespace: req.Namespace,
+		State: store.ActorPending, Detached: req.Detached, MaxRestarts: req.MaxRestarts, MaxTaskRetries: req.MaxTaskRetries,
+		MaxConcurrency: req.MaxConcurrency, Resources: req.Resources, StrategyKind: req.Strategy.Kind, StrategyNode: req.Strategy.NodeID,
+		StrategySoft: req.Strategy.Soft, Constructor: req.Constructor, Args: args, BinaryHash: req.BinaryHash, BinaryNode: req.BinaryNode,
+		OwnerAddr: req.OwnerAddr, CreatedAt: now, StateChangedAt: now}
+	res, err := n.apply(store.ActorRegisterType, &store.ActorRegisterRequest{Actor: a, GetIfExists: req.GetIfExists})
+	if err != nil {
+		if errors.Is(err, store.ErrActorNameTaken) {
+			return nil, &rpc.Error{Code: CodeBadInput, Message: fmt.Sprintf("actor name %q is taken in namespace %q (use GetIfExists to get that actor)", req.Name, req.Namespace)}
+		}
+		return nil, err
+	}
+	r := res.(*store.ActorRegisterResult)
+	if !r.Existing {
+		n.logger.Debug("actor registered", "actor", r.ID, "class", req.Class, "name", req.Name)
+		n.actors.schedule(r.ID)
+	}
+	return &wire.ActorCreateReply{ActorID: r.ID, Existing: r.Existing}, nil
+}
+
+// actorGet answers a lookup, waiting (see wire.ActorGetRequest) with the
+// state store's watch channel, never polling.
+func (n *Node) actorGet(ctx context.Context, req *wire.ActorGetRequest) (*wire.ActorInfo, error) {
+	var deadline <-chan time.Time
+	if req.WaitMillis > 0 {
+		t := time.NewTimer(time.Duration(req.WaitMillis) * time.Millisecond)
+		defer t.Stop()
+		deadline = t.C
+	}
+	st := n.fsm.State()
+	for {
+		watch := st.WatchCh()
+		var a *store.Actor
+		var err error
+		if req.ActorID != "" {
+			a, err = st.ActorByID(req.ActorID)
+		} else {
+			a, err = st.ActorByName(req.Namespace, req.Name)
+		}
+		if err != nil {
+			return nil, err
+		}
+		if a == nil {
+			if req.ActorID != "" {
+				return nil, &rpc.Error{Code: CodeNotFound, Message: fmt.Sprintf("no actor with ID %s", req.ActorID)}
+			}
+			return nil, &rpc.Error{Code: CodeNotFound, Message: fmt.Sprintf("no live actor named %q in namespace %q", req.Name, req.Namespace)}
+		}
+		done := a.State == store.ActorDead || (a.State == store.ActorAlive && a.Restarts != req.NotIncarnation)
+		if done || deadline == nil {
+			info := actorInfo(a)
+			return &info, nil
+		}
+		select {
+		case <-watch:
+		case <-deadline:
+			info := actorInfo(a)
+			return &info, nil
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+func (n *Node) actorKill(ctx context.Context, req *wire.ActorKillRequest) (*wire.Empty, error) {
+	m := n.actors
+	unlock := m.lock(req.ActorID)
+	a, err := n.fsm.State().ActorByID(req.ActorID)
+	if err != nil {
+		unlock()
+		return nil, err
+	}
+	if a == nil {
+		unlock()
+		return nil, &rpc.Error{Code: CodeNotFound, Message: fmt.Sprintf("no actor with ID %s", req.ActorID)}
+	}
+	if a.State == store.ActorDead {
+		unlock()
+		return &wire.Empty{}, nil
+	}
+	if req.NoRestart || a.State != store.ActorAlive {
+		m.setDead(a, "killed by Kill (no restart)")
+	}
+	unlock()
+	// The worker's exit is reported back as a death: the actor restarts
+	// unless it is DEAD already.
+	if a.NodeAddr != "" {
+		if err := n.pool.Call(ctx, a.NodeAddr, wire.MethodActorStop, &wire.ActorStopRequest{ActorID: a.ID}, nil); err != nil {
+			n.logger.Warn("stop killed actor's worker", "actor", a.ID, "node", a.NodeName, "err", err)
+		}
+	}
+	return &wire.Empty{}, nil
+}
+
+// setDead records a DEAD with cause; the caller holds the actor's lock.
+func (m *actorManager) setDead(a *store.Actor, cause string) {
+	d := a.Copy()
+	d.State, d.DeathCause, d.StateChangedAt = store.ActorDead, cause, time.Now().UnixNano()
+	if _, err := m.n.apply(store.ActorUpdateType, &store.ActorUpdateRequest{Actor: *d}); err != nil && !errors.Is(err, store.ErrActorDead) {
+		m.n.logger.Warn("record actor death", "actor", a.ID, "err", err)
+		return
+	}
+	m.n.logger.Info("actor dead", "actor", a.ID, "class", a.Class, "name", a.Name, "cause", cause)
+}
+
+// died turns the loss of incarnation inc of an actor into a restart (with
+// restarts left, as Ray's max_restarts) or a DEAD record.
+func (m *actorManager) died(id string, inc int, cause string) {
+	unlock := m.lock(id)
+	defer unlock()
+	a, err := m.n.fsm.State().ActorByID(id)
+	if err != nil || a == nil || a.State == store.ActorDead || a.Restarts != inc {
+		return // unknown, final, or a report about an older incarnation
+	}
+	if a.MaxRestarts >= 0 && a.Restarts >= a.MaxRestarts {
+		m.setDead(a, fmt.Sprintf("%s; no restarts left (max restarts %d)", cause, a.MaxRestarts))
+		return
+	}
+	r := a.Copy()
+	r.State, r.Restarts, r.DeathCause, r.StateChangedAt = store.ActorRestarting, a.Restarts+1, cause, time.Now().UnixNano()
+	r.NodeID, r.NodeName, r.NodeAddr, r.WorkerAddr, r.WorkerID, r.PID = "", "", "", "", "", 0
+	if _, err := m.n.apply(store.ActorUpdateType, &store.ActorUpdateRequest{Actor: *r}); err != nil {
+		m.n.logger.Warn("record actor restart", "actor", id, "err", err)
+		return
+	}
+	m.n.logger.Info("actor restarting", "actor", id, "class", a.Class, "restart", r.Restarts, "cause", cause)
+	m.schedule(id)
+}
+
+// jobDone ends the actors a finished job owned, except detached ones (Ray's
+// owner-based actor lifetime).
+func (m *actorManager) jobDone(job string) {
+	all, err := m.n.fsm.State().Actors()
+	if err != nil {
+		return
+	}
+	for _, a := range all {
+		if a.JobID != job || a.Detached || a.State == store.ActorDead {
+			continue
+		}
+		unlock := m.lock(a.ID)
+		m.setDead(a, fmt.Sprintf("its owner, job %s, finished (create it detached to outlive its job)", job))
+		unlock()
+		if a.NodeAddr != "" {
+			ctx, cancel := context.WithTimeout(m.n.ctx, 10*time.Second)
+			_ = m.n.pool.Call(ctx, a.NodeAddr, wire.MethodActorStop, &wire.ActorStopRequest{ActorID: a.ID}, nil)
+			cancel()
+		}
+	}
+}
+
+// resume picks up every actor's unfinished business when this node becomes
+// leader: placements that were pending and actors on nodes that died.
+func (m *actorManager) resume() {
+	all, err := m.n.fsm.State().Actors()
+	if err != nil {
+		return
+	}
+	for _, a := range all {
+		if a.State == store.ActorPending || a.State == store.ActorRestarting {
+			m.schedule(a.ID)
+		}
+	}
+	m.checkNodes()
+}
+
+// checkNodes restarts (or ends) ALIVE actors whose node is dead or left.
+func (m *actorManager) checkNodes() {
+	st := m.n.fsm.State()
+	all, err := st.Actors()
+	if err != nil {
+		return
+	}
+	for _, a := range all {
+		if a.State != store.ActorAlive {
+			continue
+		}
+		nd, err := st.NodeByID(a.NodeID)
+		if err != nil || (nd != nil && (nd.Status == store.NodeAlive || nd.Status == store.NodeSuspect)) {
+			continue
+		}
+		name := a.NodeName
+		status := "gone"
+		if nd != nil {
+			status = string(nd.Status)
+		}
+		go m.died(a.ID, a.Restarts, fmt.Sprintf("its node %s is %s", name, status))
+	}
+}
+
+// schedule starts the placement goroutine of a pending actor unless one runs.
+func (m *actorManager) schedule(id string) {
+	m.mu.Lock()
+	if m.scheduling[id] {
+		m.mu.Unlock()
+		return
+	}
+	m.scheduling[id] = true
+	m.mu.Unlock()
+	go func() {
+		defer func() {
+			m.mu.Lock()
+			delete(m.scheduling, id)
+			m.mu.Unlock()
+		}()
+		m.place(id)
+	}()
+}
+
+// place tries nodes for the actor until one runs it, leadership is lost,
+// or the actor dies.
+func (m *actorManager) place(id string) {
+	n := m.n
+	lastReason := ""
+	for n.ctx.Err() == nil && n.IsLeader() {
+		a, err := n.fsm.State().ActorByID(id)
+		if err != nil || a == nil || (a.State != store.ActorPending && a.State != store.ActorRestarting) {
+			return
+		}
+		cands, reason := actorCandidates(n.clusterView(), a)
+		if len(cands) == 0 {
+			if reason != lastReason {
+				lastReason = reason
+				m.setPendingReason(id, reason)
+			}
+			sleepCtx(n.ctx, actorRetryEvery)
+			continue
+		}
+		placed := false
+		for _, nd := range cands {
+			ok, stop := m.tryNode(a, nd)
+			if stop {
+				return
+			}
+			if ok {
+				placed = true
+				break
+			}
+		}
+		if placed {
+			return
+		}
+		if r := fmt.Sprintf("waiting for a node with %s free", a.Resources); r != lastReason {
+			lastReason = r
+			m.setPendingReason(id, r)
+		}
+		sleepCtx(n.ctx, actorRetryEvery)
+	}
+}
+
+func (m *actorManager) setPendingReason(id, reason string) {
+	unlock := m.lock(id)
+	defer unlock()
+	a, err := m.n.fsm.State().ActorByID(id)
+	if err != nil || a == nil || a.State == store.ActorDead || a.State == store.ActorAlive || a.PendingReason == reason {
+		return
+	}
+	a.PendingReason = reason
+	_, _ = m.n.apply(store.ActorUpdateType, &store.ActorUpdateRequest{Actor: *a})
+	if reason != "" {
+		m.n.logger.Info("actor pending", "actor", id, "class", a.Class, "reason", reason)
+	}
+}
+
+// tryNode asks one node to run the actor. ok: it runs there now (recorded
+// ALIVE); stop: placement is over for another reason (constructor failed,
+// actor killed meanwhile).
+func (m *actorManager) tryNode(a *store.Actor, nd wire.NodeInfo) (ok, stop bool) {
+	n := m.n
+	unlock := m.lock(a.ID)
+	defer unlock()
+	cur, err := n.fsm.State().ActorByID(a.ID)
+	if err != nil || cur == nil || cur.State == store.ActorDead || cur.State == store.ActorAlive {
+		return false, true
+	}
+	var args []wire.Arg
+	_ = msgpack.Unmarshal(cur.Args, &args)
+	ctx, cancel := context.WithTimeout(n.ctx, actorStartTimeout)
+	defer cancel()
+	var rep wire.ActorStartReply
+	err = n.pool.Call(ctx, nd.Addr, wire.MethodActorStart, &wire.ActorStartRequest{ActorID: cur.ID, Incarnation: cur.Restarts,
+		JobID: cur.JobID, Class: cur.Class, Resources: cur.Resources, Constructor: cur.Constructor, Args: args,
+		MaxConcurrency: cur.MaxConcurrency, BinaryHash: cur.BinaryHash, BinaryNode: cur.BinaryNode}, &rep)
+	switch {
+	case err != nil:
+		n.logger.Warn("start actor on node failed", "actor", cur.ID, "node", nd.NodeName, "err", err)
+		return false, false
+	case rep.Busy:
+		return false, false
+	case rep.Error != nil:
+		msg := rep.Error.Message
+		if rep.Error.Panic {
+			msg = "panic: " + msg
+		}
+		m.setDead(cur, fmt.Sprintf("its constructor failed on node %s: %s", nd.NodeName, msg))
+		return false, true
+	}
+	r := cur.Copy()
+	r.State, r.PendingReason, r.StateChangedAt = store.ActorAlive, "", time.Now().UnixNano()
+	r.NodeID, r.NodeName, r.NodeAddr, r.WorkerAddr, r.WorkerID, r.PID = rep.NodeID, rep.NodeName, rep.NodeAddr, rep.WorkerAddr, rep.WorkerID, rep.PID
+	if _, err := n.apply(store.ActorUpdateType, &store.ActorUpdateRequest{Actor: *r}); err != nil {
+		n.logger.Warn("record actor alive", "actor", cur.ID, "err", err)
+		_ = n.pool.Call(ctx, nd.Addr, wire.MethodActorStop, &wire.ActorStopRequest{ActorID: cur.ID}, nil)
+		return false, true
+	}
+	n.logger.Debug("actor alive", "actor", cur.ID, "class", cur.Class, "node", rep.NodeName, "pid", rep.PID)
+	return true, false
+}
+
+// actorCandidates orders the nodes that could run a: under node affinity its
+// target (and, when soft, the rest after it); otherwise nodes with the
+// resources free now, least CPU-loaded first, the owner's node first for the
+// default strategy (Ray's hybrid policy starts from the local node). With
+// none, reason says why (infeasible: the missing resource named).
+func actorCandidates(view []wire.NodeInfo, a *store.Actor) ([]wire.NodeInfo, string) {
+	var fits []wire.NodeInfo
+	for _, nd := range view {
+		if nd.Alive && nd.Total.Covers(a.Resources) {
+			fits = append(fits, nd)
+		}
+	}
+	if a.StrategyKind == wire.StrategyNodeAffinity {
+		var target []wire.NodeInfo
+		var rest []wire.NodeInfo
+		for _, nd := range fits {
+			if nd.NodeID == a.StrategyNode {
+				target = append(target, nd)
+			} else {
+				rest = append(rest, nd)
+			}
+		}
+		if !a.StrategySoft {
+			if len(target) == 0 {
+				return nil, fmt.Sprintf("node affinity: node %s is not alive or lacks %s", a.StrategyNode, a.Resources)
+			}
+			return target, ""
+		}
+		fits = append(target, sortByLoad(rest, a.Resources)...)
+		return fits, ""
+	}
+	if len(fits) == 0 {
+		reason := infeasibleReason(view, a.Resources)
+		if reason == "" {
+			reason = fmt.Sprintf("no alive node can hold %s", a.Resources)
+		}
+		return nil, "infeasible: " + reason
+	}
+	fits = sortByLoad(fits, a.Resources)
+	if a.StrategyKind == wire.StrategyDefault {
+		for i, nd := range fits {
+			if nd.Addr == a.BinaryNode && nd.Available.Covers(a.Resources) && i > 0 {
+				fits = append([]wire.NodeInfo{nd}, append(fits[:i:i], fits[i+1:]...)...)
+				break
+			}
+		}
+	}
+	return fits, ""
+}
+
+// sortByLoad puts nodes with demand free first, then by CPU load.
+func sortByLoad(nodes []wire.NodeInfo, demand sched.ResourceSet) []wire.NodeInfo {
+	load := func(nd *wire.NodeInfo) float64 {
+		t := nd.Total[sched.CPU]
+		if t == 0 {
+			return 1
+		}
+		return 1 - float64(nd.Available[sched.CPU])/float64(t)
+	}
+	sort.SliceStable(nodes, func(i, j int) bool {
+		fi, fj := nodes[i].Available.Covers(demand), nodes[j].Available.Covers(demand)
+		if fi != fj {
+			return fi
+		}
+		return load(&nodes[i]) < load(&nodes[j])
+	})
+	return nodes
+}

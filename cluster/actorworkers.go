@@ -1,0 +1,191 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nodeup/nodeup/rpc"
+	"github.com/nodeup/nodeup/wire"
+)
+
+// actorProc is an actor instance running in its own worker process on this
+// node, holding its resources under a lease for its whole life.
+type actorProc struct {
+	id          string
+	incarnation int
+	job         string // the actor's own job ID: its objects and nested workers
+	lease       uint64
+	w           *workerProc
+	stopped     bool // Stop asked for it: the exit is expected (still reported)
+}
+
+// actorJobID is the job under which an actor's worker stores objects and
+// runs nested tasks, so they live as long as the actor, not its creator.
+func actorJobID(actorID string) string { return "a-" + actorID }
+
+// actorStart runs an actor here (the leader chose this node): reserve its
+// resources, start its dedicated worker process, run its constructor. A
+// repeated request for the running incarnation answers with it again, so a
+// new leader finishing an old leader's placement cannot start a second copy.
+func (n *Node) actorStart(ctx context.Context, req *wire.ActorStartRequest) (*wire.ActorStartReply, error) {
+	p := n.workers
+	self := func(w *workerProc) *wire.ActorStartReply {
+		return &wire.ActorStartReply{WorkerAddr: w.addr, WorkerID: w.id, PID: w.cmd.Process.Pid,
+			NodeID: n.id.NodeID, NodeName: n.cfg.NodeName, NodeAddr: n.rpcAddr}
+	}
+	p.mu.Lock()
+	if ap := p.actors[req.ActorID]; ap != nil {
+		p.mu.Unlock()
+		if ap.incarnation == req.Incarnation {
+			select {
+			case <-ap.w.ready:
+				return self(ap.w), nil
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+		// An older incarnation still here: end it before starting the new one.
+		p.stopActor(req.ActorID)
+		p.mu.Lock()
+	}
+	p.mu.Unlock()
+	for name, q := range req.Resources {
+		if q < 0 {
+			return nil, &rpc.Error{Code: CodeBadInput, Message: fmt.Sprintf("actor %s: resource %q: negative amount %s", req.ActorID, name, q)}
+		}
+	}
+	l := n.local.tryGrant(req.Resources)
+	if l == nil {
+		return &wire.ActorStartReply{Busy: true}, nil
+	}
+	job := actorJobID(req.ActorID)
+	if err := p.ensureBinary(ctx, req.JobID, req.BinaryHash, req.BinaryNode); err != nil {
+		n.local.release(l.id)
+		return nil, &rpc.Error{Code: "worker_failed", Message: err.Error()}
+	}
+	p.mu.Lock()
+	w, err := p.start(procSpec{job: job, actor: req.ActorID, binHash: req.BinaryHash})
+	if err != nil {
+		p.mu.Unlock()
+		n.local.release(l.id)
+		return nil, &rpc.Error{Code: "worker_failed", Message: err.Error()}
+	}
+	ap := &actorProc{id: req.ActorID, incarnation: req.Incarnation, job: job, lease: l.id, w: w}
+	p.actors[req.ActorID] = ap
+	p.mu.Unlock()
+	n.local.setWorker(l.id, w.id)
+	fail := func(err error) (*wire.ActorStartReply, error) {
+		p.stopActor(req.ActorID)
+		return nil, &rpc.Error{Code: "worker_failed", Message: fmt.Sprintf("actor %s: %v", req.ActorID, err)}
+	}
+	select {
+	case <-w.ready:
+	case <-ctx.Done():
+		return fail(ctx.Err())
+	case <-time.After(workerStartTimeout):
+		return fail(fmt.Errorf("worker did not register within %s", workerStartTimeout))
+	}
+	select {
+	case <-w.dead:
+		return fail(fmt.Errorf("worker exited at start: %v", w.err))
+	default:
+	}
+	var crep wire.ActorConstructReply
+	err = n.pool.Call(ctx, w.addr, wire.MethodActorConstruct, &wire.ActorConstructRequest{ActorID: req.ActorID, Incarnation: req.Incarnation,
+		Class: req.Class, Constructor: req.Constructor, Args: req.Args, MaxConcurrency: req.MaxConcurrency}, &crep)
+	if err != nil {
+		return fail(fmt.Errorf("run constructor: %w", err))
+	}
+	if crep.Error != nil {
+		p.stopActor(req.ActorID)
+		return &wire.ActorStartReply{Error: crep.Error}, nil
+	}
+	n.logger.Debug("actor started", "actor", req.ActorID, "class", req.Class, "incarnation", req.Incarnation, "pid", w.cmd.Process.Pid)
+	return self(w), nil
+}
+
+// stopActor ends an actor's worker process and waits for it to exit.
+func (p *workerPool) stopActor(actorID string) {
+	p.mu.Lock()
+	ap := p.actors[actorID]
+	if ap != nil {
+		ap.stopped = true
+	}
+	p.mu.Unlock()
+	if ap == nil {
+		return
+	}
+	ap.w.stopping.Store(true)
+	_ = ap.w.cmd.Process.Kill()
+	<-ap.w.dead
+}
+
+// actorExited cleans up after an actor's worker process and tells the
+// leader, which restarts the actor or records it dead.
+func (p *workerPool) actorExited(w *workerProc) {
+	p.mu.Lock()
+	ap := p.actors[w.actor]
+	if ap == nil || ap.w != w {
+		p.mu.Unlock()
+		return
+	}
+	delete(p.actors, w.actor)
+	p.mu.Unlock()
+	n := p.n
+	n.local.release(ap.lease)
+	// The actor's own objects and nested task workers go with it.
+	n.workers.stopJob(ap.job)
+	n.objects.DeletePrefix(ap.job + "/")
+	if n.ctx.Err() != nil {
+		return // node shutdown: the leader learns it from gossip
+	}
+	for _, addr := range n.peerAddrs() {
+		if addr != n.rpcAddr {
+			go n.pool.Call(n.ctx, addr, wire.MethodJobFinish, &wire.JobFinishRequest{JobID: ap.job, FromNode: true}, nil)
+		}
+	}
+	cause := fmt.Sprintf("its worker process (pid %d) on node %s exited: %v", w.cmd.Process.Pid, n.cfg.NodeName, w.err)
+	if ap.stopped {
+		cause = fmt.Sprintf("it was killed (worker pid %d on node %s)", w.cmd.Process.Pid, n.cfg.NodeName)
+	} else {
+		n.logger.Warn("actor worker exited", "actor", ap.id, "pid", w.cmd.Process.Pid, "status", w.err)
+	}
+	go n.reportActorDied(&wire.ActorDiedRequest{ActorID: ap.id, Incarnation: ap.incarnation, Cause: cause})
+}
+
+// reportActorDied tells the leader, retrying through leader changes for up
+// to a minute.
+func (n *Node) reportActorDied(req *wire.ActorDiedRequest) {
+	ctx, cancel := context.WithTimeout(n.ctx, time.Minute)
+	defer cancel()
+	for {
+		err := n.forward(ctx, wire.MethodActorDied, req, nil)
+		var re *rpc.Error
+		if err == nil || (errors.As(err, &re) && re.Code != CodeNoLeader) || ctx.Err() != nil {
+			if err != nil {
+				n.logger.Warn("report actor death", "actor", req.ActorID, "err", err)
+			}
+			return
+		}
+		sleepCtx(ctx, 500*time.Millisecond)
+	}
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+func (n *Node) actorNodeEndpoints() {
+	rpc.Handle(n.rpcServer, wire.MethodActorStart, n.actorStart)
+	rpc.Handle(n.rpcServer, wire.MethodActorStop, func(ctx context.Context, r *wire.ActorStopRequest) (*wire.Empty, error) {
+		n.workers.stopActor(r.ActorID)
+		return &wire.Empty{}, nil
+	})
+}

@@ -1,0 +1,315 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/nodeup/nodeup/cluster"
+	"github.com/nodeup/nodeup/rpc"
+	"github.com/nodeup/nodeup/wire"
+)
+
+// Method0 is a registered remote method of actor type T with no arguments
+// and one result.
+type Method0[T, R any] struct{ name string }
+
+// Method1 is a registered remote method of T with one argument.
+type Method1[T, A, R any] struct{ name string }
+
+// Method2 is a registered remote method of T with two arguments.
+type Method2[T, A, B, R any] struct{ name string }
+
+// Method3 is a registered remote method of T with three arguments.
+type Method3[T, A, B, C, R any] struct{ name string }
+
+// RegisterMethod0 registers a method of actor type T, given as a method
+// expression: var Incr = worker.RegisterMethod0((*Counter).Incr). Call it at
+// package level, as RegisterActor0.
+func RegisterMethod0[T, R any](fn func(*T, context.Context) (R, error)) Method0[T, R] {
+	return Method0[T, R]{registerMethod(fn, 0, func(inst any, ctx context.Context, _ [][]byte) ([][]byte, error) {
+		return one(fn(inst.(*T), ctx))
+	})}
+}
+
+// RegisterMethod1 registers a one-argument method; see RegisterMethod0.
+func RegisterMethod1[T, A, R any](fn func(*T, context.Context, A) (R, error)) Method1[T, A, R] {
+	return Method1[T, A, R]{registerMethod(fn, 1, func(inst any, ctx context.Context, args [][]byte) ([][]byte, error) {
+		a, err := decodeArg[A](args[0], 0)
+		if err != nil {
+			return nil, err
+		}
+		return one(fn(inst.(*T), ctx, a))
+	})}
+}
+
+// RegisterMethod2 registers a two-argument method; see RegisterMethod0.
+func RegisterMethod2[T, A, B, R any](fn func(*T, context.Context, A, B) (R, error)) Method2[T, A, B, R] {
+	return Method2[T, A, B, R]{registerMethod(fn, 2, func(inst any, ctx context.Context, args [][]byte) ([][]byte, error) {
+		a, b, err := decode2[A, B](args)
+		if err != nil {
+			return nil, err
+		}
+		return one(fn(inst.(*T), ctx, a, b))
+	})}
+}
+
+// RegisterMethod3 registers a three-argument method; see RegisterMethod0.
+func RegisterMethod3[T, A, B, C, R any](fn func(*T, context.Context, A, B, C) (R, error)) Method3[T, A, B, C, R] {
+	return Method3[T, A, B, C, R]{registerMethod(fn, 3, func(inst any, ctx context.Context, args [][]byte) ([][]byte, error) {
+		a, b, c, err := decode3[A, B, C](args)
+		if err != nil {
+			return nil, err
+		}
+		return one(fn(inst.(*T), ctx, a, b, c))
+	})}
+}
+
+// Remote calls the method on the actor h and returns a ref to its result.
+// Calls go straight to the actor's worker; with MaxConcurrency 1 they run in
+// the order this process made them. A call to a dead actor fails with
+// *ActorDiedError (from the ref's Get).
+func (m Method0[T, R]) Remote(ctx context.Context, h ActorHandle[T]) Ref[R] {
+	return callActor[R](ctx, h.id, h.class, m.name)
+}
+
+// Remote calls the method with a plain argument; see Method0.Remote.
+func (m Method1[T, A, R]) Remote(ctx context.Context, h ActorHandle[T], a A) Ref[R] {
+	return m.RemoteArgs(ctx, h, Val(a))
+}
+
+// RemoteArgs calls the method with an argument that may be a Ref[A].
+func (m Method1[T, A, R]) RemoteArgs(ctx context.Context, h ActorHandle[T], a Arg[A]) Ref[R] {
+	return callActor[R](ctx, h.id, h.class, m.name, argOf(a))
+}
+
+// Remote calls the method with plain arguments; see Method0.Remote.
+func (m Method2[T, A, B, R]) Remote(ctx context.Context, h ActorHandle[T], a A, b B) Ref[R] {
+	return m.RemoteArgs(ctx, h, Val(a), Val(b))
+}
+
+// RemoteArgs calls the method with arguments that may be refs.
+func (m Method2[T, A, B, R]) RemoteArgs(ctx context.Context, h ActorHandle[T], a Arg[A], b Arg[B]) Ref[R] {
+	return callActor[R](ctx, h.id, h.class, m.name, argOf(a), argOf(b))
+}
+
+// Remote calls the method with plain arguments; see Method0.Remote.
+func (m Method3[T, A, B, C, R]) Remote(ctx context.Context, h ActorHandle[T], a A, b B, c C) Ref[R] {
+	return m.RemoteArgs(ctx, h, Val(a), Val(b), Val(c))
+}
+
+// RemoteArgs calls the method with arguments that may be refs.
+func (m Method3[T, A, B, C, R]) RemoteArgs(ctx context.Context, h ActorHandle[T], a Arg[A], b Arg[B], c Arg[C]) Ref[R] {
+	return callActor[R](ctx, h.id, h.class, m.name, argOf(a), argOf(b), argOf(c))
+}
+
+func callActor[R any](ctx context.Context, actorID, class, method string, args ...any) Ref[R] {
+	cw, err := current()
+	if err != nil {
+		return Ref[R]{err: err}
+	}
+	if actorID == "" {
+		return Ref[R]{err: fmt.Errorf("call %s: the actor handle is empty (create the actor with Remote or look it up with GetActor)", shortName(method))}
+	}
+	taskID := cw.newTaskID()
+	id := returnID(taskID, 0)
+	wargs, err := cw.encodeArgs(ctx, "call "+shortName(method), args)
+	if err != nil {
+		return Ref[R]{err: err}
+	}
+	cw.objects.pending(id)
+	cw.actors.conn(actorID, class).enqueue(&actorCall{spec: wire.TaskSpec{TaskID: taskID, JobID: cw.jobID, Name: shortName(method),
+		Function: method, Args: wargs, NumReturns: 1, Owner: cw.addr}})
+	return Ref[R]{id: id, owner: cw.addr}
+}
+
+// actorCaller holds this process's connections to the actors it calls.
+type actorCaller struct {
+	cw    *coreWorker
+	mu    sync.Mutex
+	conns map[string]*actorConn
+}
+
+func newActorCaller(cw *coreWorker) *actorCaller {
+	return &actorCaller{cw: cw, conns: map[string]*actorConn{}}
+}
+
+func (c *actorCaller) conn(id, class string) *actorConn {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ac := c.conns[id]
+	if ac == nil {
+		ac = &actorConn{cw: c.cw, id: id, class: class, staleInc: -1}
+		c.conns[id] = ac
+	}
+	return ac
+}
+
+// actorConn sends one actor this process's calls in order: a single sender
+// goroutine resolves where the actor lives (from the leader, waiting while
+// it is pending or restarting), numbers the calls of the current session
+// and pushes them pipelined, without waiting for replies (Ray's direct
+// actor task submitter).
+type actorConn struct {
+	cw       *coreWorker
+	id       string
+	class    string
+	mu       sync.Mutex
+	info     *wire.ActorInfo // nil: resolve before sending
+	staleInc int             // incarnation whose worker failed us (-1: none)
+	session  string
+	seq      uint64
+	queue    []*actorCall
+	sending  bool
+}
+
+type actorCall struct {
+	spec    wire.TaskSpec
+	retries int
+}
+
+func (c *actorConn) enqueue(call *actorCall) {
+	c.mu.Lock()
+	c.queue = append(c.queue, call)
+	if !c.sending {
+		c.sending = true
+		go c.send()
+	}
+	c.mu.Unlock()
+}
+
+func (c *actorConn) send() {
+	for {
+		c.mu.Lock()
+		if len(c.queue) == 0 {
+			c.sending = false
+			c.mu.Unlock()
+			return
+		}
+		info := c.info
+		c.mu.Unlock()
+		if info == nil {
+			var err error
+			if info, err = c.resolve(); err != nil {
+				c.failAll(err)
+				continue
+			}
+		}
+		c.mu.Lock()
+		if info.State == "DEAD" {
+			calls := c.queue
+			c.queue = nil
+			c.mu.Unlock()
+			for _, call := range calls {
+				c.cw.sub.fail(call.spec.TaskID, call.spec.NumReturns, c.died(info.DeathCause))
+			}
+			continue
+		}
+		calls := c.queue
+		c.queue = nil
+		session := c.session
+		seqs := make([]uint64, len(calls))
+		for i := range calls {
+			seqs[i] = c.seq
+			c.seq++
+		}
+		c.mu.Unlock()
+		for i, call := range calls {
+			go c.push(info, session, seqs[i], call)
+		}
+	}
+}
+
+// resolve waits until the actor is ALIVE (in an incarnation other than the
+// one that failed us) or DEAD. An actor that stays ALIVE in the failed
+// incarnation for a whole wait is taken back as it is (the failure was the
+// connection, not the actor).
+func (c *actorConn) resolve() (*wire.ActorInfo, error) {
+	cw := c.cw
+	c.mu.Lock()
+	stale := c.staleInc
+	c.mu.Unlock()
+	backoff := 100 * time.Millisecond
+	for {
+		var info wire.ActorInfo
+		ctx, cancel := context.WithTimeout(cw.ctx, 15*time.Second)
+		err := cw.pool.Call(ctx, cw.nodeAddr, wire.MethodActorGet, &wire.ActorGetRequest{ActorID: c.id, WaitMillis: 5000, NotIncarnation: stale}, &info)
+		cancel()
+		if cw.ctx.Err() != nil {
+			return nil, ErrNotInitialized
+		}
+		if err != nil {
+			var re *rpc.Error
+			if errors.As(err, &re) && re.Code == cluster.CodeNotFound {
+				return nil, &ActorDiedError{ActorID: c.id, Class: c.class, Cause: "the cluster does not know this actor: " + re.Message}
+			}
+			cw.logger.Warn("look up actor; retrying", "actor", c.id, "err", err)
+			sleepCtx(cw.ctx, backoff)
+			backoff = min(2*backoff, 2*time.Second)
+			continue
+		}
+		if info.State == "DEAD" || info.State == "ALIVE" {
+			c.mu.Lock()
+			c.info, c.staleInc = &info, -1
+			c.session = randomHex(8)
+			c.seq = 0
+			c.mu.Unlock()
+			return &info, nil
+		}
+	}
+}
+
+func (c *actorConn) failAll(err error) {
+	c.mu.Lock()
+	calls := c.queue
+	c.queue = nil
+	c.mu.Unlock()
+	for _, call := range calls {
+		c.cw.sub.fail(call.spec.TaskID, call.spec.NumReturns, err)
+	}
+}
+
+func (c *actorConn) died(cause string) error {
+	return &ActorDiedError{ActorID: c.id, Class: c.class, Cause: cause}
+}
+
+// push sends one call and records its outcome. A transport failure means
+// the actor's worker (or its node) is gone: the call is retried on the
+// restarted actor while MaxTaskRetries allows, else it fails with
+// *ActorDiedError.
+func (c *actorConn) push(info *wire.ActorInfo, session string, seq uint64, call *actorCall) {
+	cw := c.cw
+	var rep wire.PushTaskReply
+	err := cw.pool.Call(cw.ctx, info.WorkerAddr, wire.MethodActorCall, &wire.ActorCallRequest{ActorID: c.id, Incarnation: info.Incarnation,
+		Session: session, Seq: seq, Spec: call.spec}, &rep)
+	switch {
+	case err == nil && rep.Error != nil:
+		cw.sub.fail(call.spec.TaskID, call.spec.NumReturns, taskErrorFrom(call.spec.Name, rep.Error))
+	case err == nil:
+		cw.sub.finish(&pendingTask{spec: call.spec}, rep.Returns, rep.Stored, nil)
+	case cw.ctx.Err() != nil:
+	case !rpc.IsTransport(err):
+		cw.sub.fail(call.spec.TaskID, call.spec.NumReturns, fmt.Errorf("call %s on actor %s: %w", call.spec.Name, c.id, err))
+	default:
+		c.mu.Lock()
+		if c.info != nil && c.info.Incarnation == info.Incarnation {
+			c.info, c.staleInc = nil, info.Incarnation
+		}
+		retry := info.MaxTaskRetries < 0 || call.retries < info.MaxTaskRetries
+		if retry {
+			call.retries++
+			c.queue = append([]*actorCall{call}, c.queue...)
+			if !c.sending {
+				c.sending = true
+				go c.send()
+			}
+		}
+		c.mu.Unlock()
+		if !retry {
+			cause := fmt.Sprintf("its worker (pid %d on node %s) was lost while running call %s: %v", info.PID, info.NodeName, call.spec.Name, err)
+			cw.sub.fail(call.spec.TaskID, call.spec.NumReturns, c.died(cause))
+		}
+	}
+}
