@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/nodeup/nodeup/cluster"
@@ -168,6 +169,7 @@ type actorConn struct {
 type actorCall struct {
 	spec    wire.TaskSpec
 	retries int
+	lost    error // set when a send failed after it may have reached the worker
 }
 
 func (c *actorConn) enqueue(call *actorCall) {
@@ -198,25 +200,43 @@ func (c *actorConn) send() {
 			}
 		}
 		c.mu.Lock()
+		calls := c.queue
+		c.queue = nil
 		if info.State == "DEAD" {
-			calls := c.queue
-			c.queue = nil
 			c.mu.Unlock()
 			for _, call := range calls {
 				c.cw.sub.fail(call.spec.TaskID, call.spec.NumReturns, c.died(info.DeathCause))
 			}
 			continue
 		}
-		calls := c.queue
-		c.queue = nil
 		session := c.session
-		seqs := make([]uint64, len(calls))
-		for i := range calls {
-			seqs[i] = c.seq
+		var send []*actorCall
+		var seqs []uint64
+		var lost []*actorCall
+		for _, call := range calls {
+			if call.lost != nil {
+				// It may have run on the instance that died: resend only
+				// while MaxTaskRetries allows (Ray's max_task_retries).
+				if info.MaxTaskRetries >= 0 && call.retries >= info.MaxTaskRetries {
+					lost = append(lost, call)
+					continue
+				}
+				call.retries++
+				call.lost = nil
+			}
+			send = append(send, call)
+			seqs = append(seqs, c.seq)
 			c.seq++
 		}
 		c.mu.Unlock()
-		for i, call := range calls {
+		for _, call := range lost {
+			cause := fmt.Sprintf("its worker was lost while running call %s (%v)", call.spec.Name, call.lost)
+			if info.DeathCause != "" {
+				cause = fmt.Sprintf("%s while running call %s; it restarted, and MaxTaskRetries %d allows no retry", info.DeathCause, call.spec.Name, info.MaxTaskRetries)
+			}
+			c.cw.sub.fail(call.spec.TaskID, call.spec.NumReturns, c.died(cause))
+		}
+		for i, call := range send {
 			go c.push(info, session, seqs[i], call)
 		}
 	}
@@ -275,10 +295,11 @@ func (c *actorConn) died(cause string) error {
 	return &ActorDiedError{ActorID: c.id, Class: c.class, Cause: cause}
 }
 
-// push sends one call and records its outcome. A transport failure means
-// the actor's worker (or its node) is gone: the call is retried on the
-// restarted actor while MaxTaskRetries allows, else it fails with
-// *ActorDiedError.
+// push sends one call and records its outcome. On a transport failure the
+// call goes back to the head of the queue, and the sender finds out where
+// (and whether) the actor lives now: a call that never reached the worker
+// (refused connection) is simply resent; one that may have run is resent
+// only while MaxTaskRetries allows, else it fails with *ActorDiedError.
 func (c *actorConn) push(info *wire.ActorInfo, session string, seq uint64, call *actorCall) {
 	cw := c.cw
 	var rep wire.PushTaskReply
@@ -293,23 +314,18 @@ func (c *actorConn) push(info *wire.ActorInfo, session string, seq uint64, call 
 	case !rpc.IsTransport(err):
 		cw.sub.fail(call.spec.TaskID, call.spec.NumReturns, fmt.Errorf("call %s on actor %s: %w", call.spec.Name, c.id, err))
 	default:
+		if !errors.Is(err, syscall.ECONNREFUSED) {
+			call.lost = err
+		}
 		c.mu.Lock()
 		if c.info != nil && c.info.Incarnation == info.Incarnation {
 			c.info, c.staleInc = nil, info.Incarnation
 		}
-		retry := info.MaxTaskRetries < 0 || call.retries < info.MaxTaskRetries
-		if retry {
-			call.retries++
-			c.queue = append([]*actorCall{call}, c.queue...)
-			if !c.sending {
-				c.sending = true
-				go c.send()
-			}
+		c.queue = append([]*actorCall{call}, c.queue...)
+		if !c.sending {
+			c.sending = true
+			go c.send()
 		}
 		c.mu.Unlock()
-		if !retry {
-			cause := fmt.Sprintf("its worker (pid %d on node %s) was lost while running call %s: %v", info.PID, info.NodeName, call.spec.Name, err)
-			cw.sub.fail(call.spec.TaskID, call.spec.NumReturns, c.died(cause))
-		}
 	}
 }

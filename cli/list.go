@@ -1,0 +1,93 @@
+package cli
+
+import (
+	"fmt"
+	"strconv"
+	"text/tabwriter"
+
+	ucli "github.com/urfave/cli/v2"
+
+	"github.com/nodeup/nodeup/sched"
+	"github.com/nodeup/nodeup/wire"
+)
+
+// listCommand is Ray's state API (`ray list actors`) for what the leader
+// remembers.
+func listCommand() *ucli.Command {
+	return &ucli.Command{
+		Name:      "list",
+		Usage:     "list cluster state: actors",
+		ArgsUsage: "actors",
+		Subcommands: []*ucli.Command{{
+			Name:  "actors",
+			Usage: "list actors: ID, class, name, namespace, state, node, restarts, PID",
+			Flags: append(clientFlags(), &ucli.BoolFlag{Name: "json", Usage: "print JSON"}),
+			Action: func(c *ucli.Context) error {
+				if c.NArg() > 0 {
+					return fmt.Errorf("nodeup list actors takes no arguments, got %q", c.Args().First())
+				}
+				var list wire.ActorList
+				if err := call(c, wire.MethodActorList, &wire.Empty{}, &list); err != nil {
+					return err
+				}
+				rows := make([]actorJSON, 0, len(list.Actors))
+				for _, a := range list.Actors {
+					rows = append(rows, actorJSON{ActorID: a.ActorID, ClassName: a.Class, Name: a.Name, Namespace: a.Namespace, JobID: a.JobID,
+						State: a.State, NodeID: a.NodeID, NodeName: a.NodeName, NumRestarts: a.Incarnation, PID: a.PID,
+						DeathCause: a.DeathCause, PendingReason: a.PendingReason, Detached: a.Detached, Resources: floats(a.Resources)})
+				}
+				if c.Bool("json") {
+					return writeJSONOut(c.App.Writer, rows)
+				}
+				tw := tabwriter.NewWriter(c.App.Writer, 0, 4, 2, ' ', 0)
+				fmt.Fprintln(tw, "ACTOR ID\tCLASS\tNAME\tNAMESPACE\tSTATE\tNODE\tRESTARTS\tPID\tDETAIL")
+				for _, r := range rows {
+					pid := "-"
+					if r.PID > 0 {
+						pid = strconv.Itoa(r.PID)
+					}
+					detail := r.DeathCause
+					if r.State != "DEAD" {
+						detail = r.PendingReason
+					}
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", r.ActorID, r.ClassName, dash(r.Name), r.Namespace, r.State,
+						dash(r.NodeName), r.NumRestarts, pid, dash(detail))
+				}
+				return tw.Flush()
+			},
+		}},
+		Action: func(c *ucli.Context) error {
+			if c.NArg() == 0 {
+				return fmt.Errorf("nodeup list needs what to list: actors")
+			}
+			return fmt.Errorf("nodeup list %q: unknown kind; use actors", c.Args().First())
+		},
+	}
+}
+
+// actorJSON is one row of `nodeup list actors --json`, named as Ray's state
+// API (ray list actors --format json).
+type actorJSON struct {
+	ActorID       string             `json:"actor_id"`
+	ClassName     string             `json:"class_name"`
+	Name          string             `json:"name"`
+	Namespace     string             `json:"ray_namespace"`
+	JobID         string             `json:"job_id"`
+	State         string             `json:"state"`
+	NodeID        string             `json:"node_id"`
+	NodeName      string             `json:"node_name"`
+	NumRestarts   int                `json:"num_restarts"`
+	PID           int                `json:"pid"`
+	Detached      bool               `json:"is_detached"`
+	DeathCause    string             `json:"death_cause,omitempty"`
+	PendingReason string             `json:"pending_reason,omitempty"`
+	Resources     map[string]float64 `json:"required_resources"`
+}
+
+func floats(r sched.ResourceSet) map[string]float64 {
+	out := make(map[string]float64, len(r))
+	for k, q := range r {
+		out[k] = q.Float()
+	}
+	return out
+}

@@ -1,0 +1,367 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nodeup/nodeup/cluster"
+)
+
+// logActor records the calls it gets, in the order it runs them.
+type logActor struct {
+	mu      sync.Mutex
+	entries []string
+	inside  int
+	peak    int
+}
+
+func newLogActor(ctx context.Context, first string) (*logActor, error) {
+	if first == "fail" {
+		return nil, errors.New("constructor refused")
+	}
+	return &logActor{entries: []string{first}}, nil
+}
+
+func (a *logActor) Append(ctx context.Context, s string) (int, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.entries = append(a.entries, s)
+	return len(a.entries), nil
+}
+
+func (a *logActor) Entries(ctx context.Context) ([]string, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return append([]string(nil), a.entries...), nil
+}
+
+func (a *logActor) PID(ctx context.Context) (int, error) { return os.Getpid(), nil }
+
+// Overlap waits until n calls are inside at once (or 5 s pass) and returns
+// the most it saw.
+func (a *logActor) Overlap(ctx context.Context, n int) (int, error) {
+	a.mu.Lock()
+	a.inside++
+	a.peak = max(a.peak, a.inside)
+	a.mu.Unlock()
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		a.mu.Lock()
+		p := a.peak
+		a.mu.Unlock()
+		if p >= n {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.inside--
+	return a.peak, nil
+}
+
+var (
+	logActorClass = RegisterActor1(newLogActor)
+	appendCall    = RegisterMethod1((*logActor).Append)
+	entriesCall   = RegisterMethod0((*logActor).Entries)
+	pidCall       = RegisterMethod0((*logActor).PID)
+	overlapCall   = RegisterMethod1((*logActor).Overlap)
+	// appender is a task that appends tag-0..tag-(n-1) to the actor it is given.
+	appender = Register3(func(ctx context.Context, h ActorHandle[logActor], tag string, n int) (int, error) {
+		var refs []Ref[int]
+		for i := 0; i < n; i++ {
+			refs = append(refs, appendCall.Remote(ctx, h, fmt.Sprintf("%s-%d", tag, i)))
+		}
+		_, err := GetAll(ctx, refs)
+		return n, err
+	})
+)
+
+func TestActorCallsRunInCallerOrder(t *testing.T) {
+	startCluster(t, 1, nil)
+	ctx := ctxT(t)
+	h, err := logActorClass.Remote(ctx, "start")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Two tasks and this driver call the actor at once, each pipelining.
+	t1 := appender.Remote(ctx, h, "a", 150)
+	t2 := appender.Remote(ctx, h, "b", 150)
+	var refs []Ref[int]
+	for i := 0; i < 300; i++ {
+		refs = append(refs, appendCall.Remote(ctx, h, fmt.Sprintf("d-%d", i)))
+	}
+	if _, err := GetAll(ctx, refs); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []Ref[int]{t1, t2} {
+		if _, err := r.Get(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := entriesCall.Remote(ctx, h).Get(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 601 || got[0] != "start" {
+		t.Fatalf("actor has %d entries (first %q), want 601 starting with the constructor's", len(got), got[0])
+	}
+	next := map[string]int{}
+	for _, e := range got[1:] {
+		var tag string
+		var i int
+		if _, err := fmt.Sscanf(strings.Replace(e, "-", " ", 1), "%s %d", &tag, &i); err != nil {
+			t.Fatalf("entry %q: %v", e, err)
+		}
+		if i != next[tag] {
+			t.Fatalf("caller %s: call %d ran when call %d was due (per-caller order broken)", tag, i, next[tag])
+		}
+		next[tag]++
+	}
+}
+
+func TestActorMaxConcurrency(t *testing.T) {
+	startCluster(t, 1, nil)
+	ctx := ctxT(t)
+	conc, err := logActorClass.Options(MaxConcurrency(4)).Remote(ctx, "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var refs []Ref[int]
+	for i := 0; i < 4; i++ {
+		refs = append(refs, overlapCall.Remote(ctx, conc, 4))
+	}
+	peaks, err := GetAll(ctx, refs)
+	if err != nil || peaks[0] != 4 {
+		t.Fatalf("MaxConcurrency 4: peak overlap %v (%v), want 4", peaks, err)
+	}
+	serial, err := logActorClass.Remote(ctx, "y")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := overlapCall.Remote(ctx, serial, 1), overlapCall.Remote(ctx, serial, 1)
+	pa, err1 := a.Get(ctx)
+	pb, err2 := b.Get(ctx)
+	if err1 != nil || err2 != nil || pa != 1 || pb != 1 {
+		t.Fatalf("MaxConcurrency 1: peaks %d, %d (%v, %v), want 1", pa, pb, err1, err2)
+	}
+	if _, err := logActorClass.Options(MaxConcurrency(0)).Remote(ctx, "z"); err == nil || !strings.Contains(err.Error(), "MaxConcurrency 0") {
+		t.Fatalf("MaxConcurrency(0) = %v, want an error naming it", err)
+	}
+	if _, err := square.Options(MaxRestarts(1)).Remote(ctx, 2).Get(ctx); err == nil || !strings.Contains(err.Error(), "actors only") {
+		t.Fatalf("actor option on a task = %v, want an error", err)
+	}
+}
+
+func actorState(t *testing.T, ctx context.Context, id string) ActorInfo {
+	t.Helper()
+	all, err := ListActors(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range all {
+		if a.ActorID == id {
+			return a
+		}
+	}
+	t.Fatalf("actor %s not listed", id)
+	return ActorInfo{}
+}
+
+// waitActorState polls the leader until the actor is in state.
+func waitActorState(t *testing.T, ctx context.Context, id, state string) ActorInfo {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		a := actorState(t, ctx, id)
+		if a.State == state {
+			return a
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("actor %s is %s (%s), want %s", id, a.State, a.DeathCause, state)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestNamedAndDetachedActorsAcrossDrivers(t *testing.T) {
+	nodes := startCluster(t, 1, nil)
+	ctx := ctxT(t)
+	det, err := logActorClass.Options(Name("registry"), Detached()).Remote(ctx, "kept")
+	if err != nil {
+		t.Fatal(err)
+	}
+	owned, err := logActorClass.Options(Name("scratch")).Remote(ctx, "gone")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := appendCall.Remote(ctx, det, "from driver 1").Get(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := logActorClass.Options(Name("registry")).Remote(ctx, "dup"); err == nil || !strings.Contains(err.Error(), "taken") {
+		t.Fatalf("second actor named registry: %v, want name taken", err)
+	}
+	same, err := logActorClass.Options(Name("registry"), GetIfExists()).Remote(ctx, "dup")
+	if err != nil || same.ID() != det.ID() {
+		t.Fatalf("GetIfExists = %v, %v; want %s", same, err, det.ID())
+	}
+	if _, err := pidCall.Remote(ctx, owned).Get(ctx); err != nil {
+		t.Fatal(err)
+	}
+	Shutdown() // driver 1 ends: its owned actor dies, the detached one lives
+	if err := Init(ctx, Address(nodes[0].RPCAddr()), Logger(quietLogger())); err != nil {
+		t.Fatal(err)
+	}
+	h, err := GetActor[logActor](ctx, "registry")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := entriesCall.Remote(ctx, h).Get(ctx)
+	if err != nil || len(got) != 2 || got[1] != "from driver 1" {
+		t.Fatalf("detached actor from driver 2: %v, %v", got, err)
+	}
+	dead := waitActorState(t, ctx, owned.ID(), "DEAD")
+	if !strings.Contains(dead.DeathCause, "finished") {
+		t.Fatalf("owned actor's death cause = %q", dead.DeathCause)
+	}
+	if _, err := GetActor[logActor](ctx, "scratch"); err == nil || !strings.Contains(err.Error(), `"scratch"`) {
+		t.Fatalf("GetActor of a dead actor's name = %v", err)
+	}
+	var died *ActorDiedError
+	if _, err := pidCall.Remote(ctx, owned).Get(ctx); !errors.As(err, &died) {
+		t.Fatalf("call to an actor whose owner finished = %v, want ActorDiedError", err)
+	}
+	if err := Kill(ctx, h, true); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := entriesCall.Remote(ctx, h).Get(ctx); !errors.As(err, &died) || !strings.Contains(died.Cause, "killed") {
+		t.Fatalf("call after Kill = %v, want ActorDiedError naming the kill", err)
+	}
+}
+
+func TestActorRestartsThenDies(t *testing.T) {
+	startCluster(t, 1, nil)
+	ctx := ctxT(t)
+	h, err := logActorClass.Options(MaxRestarts(1), MaxTaskRetries(1)).Remote(ctx, "v1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendCall.Remote(ctx, h, "x")
+	pid, err := pidCall.Remote(ctx, h).Get(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info := actorState(t, ctx, h.ID()); info.PID != pid || info.State != "ALIVE" {
+		t.Fatalf("listed %+v, actor says pid %d", info, pid)
+	}
+	_ = syscall.Kill(pid, syscall.SIGKILL)
+	// The next call waits for the restart and sees the constructor's state.
+	got, err := entriesCall.Remote(ctx, h).Get(ctx)
+	if err != nil || len(got) != 1 || got[0] != "v1" {
+		t.Fatalf("after restart: %v, %v; want the constructor's fresh state [v1]", got, err)
+	}
+	info := waitActorState(t, ctx, h.ID(), "ALIVE")
+	if info.Restarts != 1 || info.PID == pid {
+		t.Fatalf("after restart: %+v", info)
+	}
+	_ = syscall.Kill(info.PID, syscall.SIGKILL)
+	dead := waitActorState(t, ctx, h.ID(), "DEAD")
+	if !strings.Contains(dead.DeathCause, "no restarts left") {
+		t.Fatalf("death cause %q", dead.DeathCause)
+	}
+	var died *ActorDiedError
+	if _, err := entriesCall.Remote(ctx, h).Get(ctx); !errors.As(err, &died) || died.ActorID != h.ID() {
+		t.Fatalf("call to a dead actor = %v, want ActorDiedError", err)
+	}
+	// Kill without noRestart restarts an actor that has restarts left.
+	r, err := logActorClass.Options(MaxRestarts(-1), MaxTaskRetries(-1)).Remote(ctx, "r")
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendCall.Remote(ctx, r, "lost")
+	if _, err := pidCall.Remote(ctx, r).Get(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := Kill(ctx, r, false); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := entriesCall.Remote(ctx, r).Get(ctx); err != nil || len(got) != 1 {
+		t.Fatalf("after Kill(noRestart=false): %v, %v; want a restarted actor", got, err)
+	}
+	// A failing constructor makes the actor DEAD with the error as cause.
+	bad, err := logActorClass.Remote(ctx, "fail")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pidCall.Remote(ctx, bad).Get(ctx); !errors.As(err, &died) || !strings.Contains(died.Cause, "constructor refused") {
+		t.Fatalf("call to an actor whose constructor failed = %v", err)
+	}
+}
+
+func TestActorsSurviveLeaderFailover(t *testing.T) {
+	nodes := startCluster(t, 3, nil)
+	ctx := ctxT(t)
+	// Drive from n2 so the leader (n0, the head) can die under us.
+	Shutdown()
+	if err := Init(ctx, Address(nodes[2].RPCAddr()), Logger(quietLogger())); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for voters(t, ctx, nodes[2].RPCAddr()) < 3 {
+		if time.Now().After(deadline) {
+			t.Fatal("the cluster never reached 3 Raft voters")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	leader := -1
+	for i, nd := range nodes {
+		if nd.IsLeader() {
+			leader = i
+		}
+	}
+	if leader == 2 || leader < 0 {
+		t.Skipf("leader is node %d; this test needs it elsewhere than the driver's node", leader)
+	}
+	other := 3 - leader - 2 // the node that is neither leader nor the driver's
+	h, err := logActorClass.Options(Resources(map[string]float64{fmt.Sprintf("node%d", other): 1}), Detached()).Remote(ctx, "before")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := appendCall.Remote(ctx, h, "x").Get(ctx); err != nil {
+		t.Fatal(err)
+	}
+	nodes[leader].Kill()
+	info := waitActorState(t, ctx, h.ID(), "ALIVE") // answered by the new leader
+	if info.NodeName != fmt.Sprintf("n%d", other) || info.Restarts != 0 {
+		t.Fatalf("after failover: %+v", info)
+	}
+	got, err := entriesCall.Remote(ctx, h).Get(ctx)
+	if err != nil || len(got) != 2 {
+		t.Fatalf("after failover the actor returned %v, %v; want its state [before x]", got, err)
+	}
+}
+
+func voters(t *testing.T, ctx context.Context, addr string) int {
+	cw, err := current()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st cluster.StatusResponse
+	if err := cw.pool.Call(ctx, addr, cluster.MethodStatus, &cluster.Empty{}, &st); err != nil {
+		return 0
+	}
+	n := 0
+	for _, s := range st.Servers {
+		if s.Suffrage == "voter" {
+			n++
+		}
+	}
+	return n
+}
