@@ -365,3 +365,138 @@ func voters(t *testing.T, ctx context.Context, addr string) int {
 	}
 	return n
 }
+
+var (
+	producer = Register3(func(ctx context.Context, q Queue[int], base, n int) (int, error) {
+		for i := 0; i < n; i++ {
+			if err := q.Put(ctx, base+i); err != nil {
+				return i, err
+			}
+		}
+		return n, nil
+	})
+	consumer = Register1(func(ctx context.Context, q Queue[int]) ([]int, error) {
+		var got []int
+		for {
+			v, err := q.Get(ctx)
+			if err != nil || v < 0 {
+				return got, err
+			}
+			got = append(got, v)
+		}
+	})
+	waiter = Register2(func(ctx context.Context, s Signal, log ActorHandle[logActor]) (bool, error) {
+		if _, err := appendCall.Remote(ctx, log, "waiting").Get(ctx); err != nil {
+			return false, err
+		}
+		return true, s.Wait(ctx)
+	})
+)
+
+func TestQueueManyProducersAndConsumers(t *testing.T) {
+	startCluster(t, 2, nil)
+	ctx := ctxT(t)
+	q, err := NewQueue[int](ctx, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.GetNowait(ctx); !errors.Is(err, ErrQueueEmpty) {
+		t.Fatalf("GetNowait on an empty queue = %v", err)
+	}
+	const producers, consumers, each = 4, 4, 200
+	var cons []Ref[[]int]
+	for i := 0; i < consumers; i++ {
+		cons = append(cons, consumer.Options(Spread()).Remote(ctx, q))
+	}
+	var prods []Ref[int]
+	for p := 0; p < producers; p++ {
+		prods = append(prods, producer.Options(Spread()).Remote(ctx, q, p*1000, each))
+	}
+	if _, err := GetAll(ctx, prods); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < consumers; i++ {
+		if err := q.Put(ctx, -1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	seen := map[int]int{}
+	for _, r := range cons {
+		got, err := r.Get(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		last := map[int]int{}
+		for _, v := range got {
+			seen[v]++
+			// FIFO: one consumer sees each producer's items in order.
+			if p := v / 1000; v < last[p] {
+				t.Fatalf("consumer saw %d after %d from producer %d", v, last[p], p)
+			}
+			last[v/1000] = v
+		}
+	}
+	if len(seen) != producers*each {
+		t.Fatalf("consumers got %d distinct items, want %d", len(seen), producers*each)
+	}
+	for v, n := range seen {
+		if n != 1 {
+			t.Fatalf("item %d delivered %d times", v, n)
+		}
+	}
+	for i := 0; i < 10; i++ {
+		if err := q.PutNowait(ctx, i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if full, err := q.Full(ctx); err != nil || !full {
+		t.Fatalf("Full = %v, %v", full, err)
+	}
+	if err := q.PutTimeout(ctx, 99, 50*time.Millisecond); !errors.Is(err, ErrQueueFull) {
+		t.Fatalf("PutTimeout on a full queue = %v", err)
+	}
+	if n, err := q.Size(ctx); err != nil || n != 10 {
+		t.Fatalf("Size = %d, %v", n, err)
+	}
+}
+
+func TestSignalWaitersHoldNoCPU(t *testing.T) {
+	startCluster(t, 1, nil) // 2 CPUs
+	ctx := ctxT(t)
+	s, err := NewSignal(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log, err := logActorClass.Remote(ctx, "log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 12 // 1-CPU tasks on a 2-CPU node: they must all wait at once
+	var refs []Ref[bool]
+	for i := 0; i < n; i++ {
+		refs = append(refs, waiter.Remote(ctx, s, log))
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		got, err := entriesCall.Remote(ctx, log).Get(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) == n+1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d of %d waiters are waiting: waiters hold CPUs", len(got)-1, n)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if ready, _, _ := Wait(ctx, refs, n, 100*time.Millisecond); len(ready) != 0 {
+		t.Fatalf("%d waiters returned before Send", len(ready))
+	}
+	if err := s.Send(ctx, false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := GetAll(ctx, refs); err != nil {
+		t.Fatal(err)
+	}
+}
