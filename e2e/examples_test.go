@@ -13,7 +13,8 @@ import (
 // and exits non-zero on a mismatch.
 func TestSeedExamplesOnThreeNodes(t *testing.T) {
 	procs := startThree(t)
-	examples := []string{"customresources", "roundrobin", "colocate", "options", "nested", "clusterstate"}
+	examples := []string{"customresources", "roundrobin", "colocate", "options", "nested", "clusterstate",
+		"counter", "tpu_actor", "queue", "signal", "filelock"}
 	bin := buildExamples(t, examples...)
 	for _, ex := range examples {
 		t.Run(ex, func(t *testing.T) {

@@ -19,6 +19,26 @@ var writer = worker.Register1(func(ctx context.Context, path string) (string, er
 	return worker.NodeName(), os.WriteFile(path, []byte(msg), 0o644)
 })
 
+// FileWriter is an actor that keeps writing node-local files; a reader task
+// asking for the same node<i> resource runs on its node (seed 001's
+// co-location, with an actor and a task).
+type FileWriter struct{ writes int }
+
+// NewFileWriter is the actor's constructor.
+func NewFileWriter(ctx context.Context) (*FileWriter, error) { return &FileWriter{}, nil }
+
+// Write writes path and returns the node it is on.
+func (w *FileWriter) Write(ctx context.Context, path string) (string, error) {
+	w.writes++
+	msg := fmt.Sprintf("written on %s by an actor (write %d)", worker.NodeName(), w.writes)
+	return worker.NodeName(), os.WriteFile(path, []byte(msg), 0o644)
+}
+
+var (
+	fileWriter = worker.RegisterActor0(NewFileWriter)
+	write      = worker.RegisterMethod1((*FileWriter).Write)
+)
+
 // reader returns what it read and the node it ran on (two results).
 var reader = worker.Register1x2(func(ctx context.Context, path string) (string, string, error) {
 	b, err := os.ReadFile(path)
@@ -58,8 +78,31 @@ func main() {
 			fail("node%d: writer ran on %s but reader on %s", i, node, readOn)
 		}
 		fmt.Printf("node%d: writer and reader both on %s: %q\n", i, node, got)
+
+		// The same with an actor holding node<i>: 1 for its life.
+		w, err := fileWriter.Options(res).Remote(ctx)
+		if err != nil {
+			fail("create writer actor: %v", err)
+		}
+		apath := filepath.Join(dir, fmt.Sprintf("actorfile-%d.tmp", i))
+		anode, err := write.Remote(ctx, w, apath).Get(ctx)
+		if err != nil {
+			fail("writer actor: %v", err)
+		}
+		content, where = reader.Options(res).Remote(ctx, apath)
+		want := fmt.Sprintf("written on %s by an actor (write 1)", anode)
+		if got, err := content.Get(ctx); err != nil || got != want {
+			fail("reader of node%d's actor file read %q (%v), want %q", i, got, err, want)
+		}
+		if readOn, _ := where.Get(ctx); readOn != anode {
+			fail("node%d: writer actor on %s but reader on %s", i, anode, readOn)
+		}
+		fmt.Printf("node%d: writer actor and reader task both on %s\n", i, anode)
+		if err := worker.Kill(ctx, w, true); err != nil {
+			fail("kill writer actor: %v", err)
+		}
 	}
-	fmt.Println("check: every reader read its writer's file")
+	fmt.Println("check: every reader read its writer's file (task and actor writers)")
 }
 
 func offered(ctx context.Context, name string) bool {
