@@ -186,17 +186,25 @@ func place(nodes []Node, bundles []ResourceSet, strategy PlacementStrategy, fixe
 		return nil, &InfeasibleError{Bundle: -1, Reason: "no alive nodes to place the placement group on"}
 	}
 	pk := &packer{strategy: strategy, bundles: bundles, order: sortBundles(bundles, todo)}
+	// Only the resources the bundles name matter: project every node onto
+	// them, so the inner loops work on maps of a few entries.
+	names := map[string]bool{}
+	for _, b := range bundles {
+		for k := range b {
+			names[k] = true
+		}
+	}
 	slot := make(map[string]int, len(cands))
 	for i, n := range cands {
 		pk.ids = append(pk.ids, n.ID)
-		pk.totals = append(pk.totals, n.Total)
+		pk.totals = append(pk.totals, project(n.Total, names))
 		slot[n.ID] = i
 	}
 	held := make([]bool, len(cands))
 	// Capacity for "never": total minus this group's kept bundles.
 	capacity := make([]ResourceSet, len(cands))
-	for i, n := range cands {
-		capacity[i] = n.Total.Clone()
+	for i := range cands {
+		capacity[i] = pk.totals[i].Clone()
 	}
 	for i, id := range fixed {
 		if id != "" {
@@ -210,7 +218,7 @@ func place(nodes []Node, bundles []ResourceSet, strategy PlacementStrategy, fixe
 	}
 	free := make([]ResourceSet, len(cands))
 	for i, n := range cands {
-		free[i] = capped(n.Available, n.Total)
+		free[i] = capped(n.Available, pk.totals[i])
 	}
 	got, err := pk.solve(free, slices.Clone(held), "free")
 	if err != nil {
@@ -231,6 +239,17 @@ func capped(avail, total ResourceSet) ResourceSet {
 	out := make(ResourceSet, len(total))
 	for k, t := range total {
 		out[k] = min(avail[k], t)
+	}
+	return out
+}
+
+// project returns the entries of r named in names.
+func project(r ResourceSet, names map[string]bool) ResourceSet {
+	out := make(ResourceSet, len(names))
+	for k := range names {
+		if q, ok := r[k]; ok {
+			out[k] = q
+		}
 	}
 	return out
 }
@@ -368,10 +387,12 @@ func (p *packer) strictSpread(free []ResourceSet, held []bool) pass {
 				ss = append(ss, s)
 			}
 		}
+		ff := make(map[int]float64, len(ss))
+		for _, s := range ss {
+			ff[s] = freeFraction(p.totals[s], free[s], p.bundles[b])
+		}
 		slices.SortStableFunc(ss, func(x, y int) int {
-			fx := freeFraction(p.totals[x], free[x], p.bundles[b])
-			fy := freeFraction(p.totals[y], free[y], p.bundles[b])
-			switch {
+			switch fx, fy := ff[x], ff[y]; {
 			case fx > fy:
 				return -1
 			case fx < fy:

@@ -68,8 +68,14 @@ func satSub(a, b Quantity) Quantity {
 // Covers reports whether r has at least the demanded amount of every
 // resource demand asks a positive amount of, as Ray's feasibility check.
 func (r ResourceSet) Covers(demand ResourceSet) bool {
-	_, _, _, short := r.Missing(demand)
-	return !short
+	// Not via Missing: this is the scheduler's inner loop, and Missing
+	// sorts names to report the first one deterministically.
+	for k, d := range demand {
+		if d > 0 && r[k] < d {
+			return false
+		}
+	}
+	return true
 }
 
 // Missing returns the first resource, by name order, that r lacks for
