@@ -1,6 +1,12 @@
 // Package sched holds nodeup's scheduling vocabulary and logic: fixed-point
-// resource quantities, resource sets, and (later) feasibility, ranking and
-// placement-group packing. It is pure logic: no I/O, no storage types.
+// resource quantities and resource sets; node selection for tasks and
+// actors (SelectNode: Ray's hybrid DEFAULT policy, SPREAD, node affinity,
+// label selectors, accelerator types), built from feasibility filters and
+// ranking steps in the style of Nomad's scheduler; placement-group bundle
+// packing (PlaceBundles, RePlaceBundles: PACK, SPREAD, STRICT_PACK,
+// STRICT_SPREAD); and a Ledger of committed bundle reservations. Decisions
+// fail with *InfeasibleError (never, on the alive nodes as they are) or
+// *PendingError (not now). It is pure logic: no I/O, no storage types.
 package sched
 
 import (
@@ -68,8 +74,14 @@ func satSub(a, b Quantity) Quantity {
 // Covers reports whether r has at least the demanded amount of every
 // resource demand asks a positive amount of, as Ray's feasibility check.
 func (r ResourceSet) Covers(demand ResourceSet) bool {
-	_, _, _, short := r.Missing(demand)
-	return !short
+	// Not via Missing: this is the scheduler's inner loop, and Missing
+	// sorts names to report the first one deterministically.
+	for k, d := range demand {
+		if d > 0 && r[k] < d {
+			return false
+		}
+	}
+	return true
 }
 
 // Missing returns the first resource, by name order, that r lacks for

@@ -1,0 +1,68 @@
+package sched
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+)
+
+// benchCluster is n nodes of 16 CPU / 64 GiB, every fourth with 8 GPUs and
+// accelerator_type:H100, each partly used.
+func benchCluster(n int) []Node {
+	r := rand.New(rand.NewPCG(1, 2))
+	nodes := make([]Node, n)
+	for i := range nodes {
+		total := ResourceSet{CPU: QuantityOf(16), Memory: QuantityOf(64 << 30), NodeResource(fmt.Sprint(i)): Unit}
+		if i%4 == 0 {
+			total[GPU] = QuantityOf(8)
+			total[AcceleratorTypeResource("H100")] = Unit
+		}
+		avail := total.Clone()
+		avail[CPU] = QuantityOf(int64(r.IntN(17)))
+		if i%4 == 0 {
+			avail[GPU] = QuantityOf(int64(r.IntN(9)))
+		}
+		nodes[i] = Node{ID: fmt.Sprintf("node-%03d", i), Total: total, Available: avail, Alive: true}
+	}
+	return nodes
+}
+
+func BenchmarkPlaceBundles100Nodes(b *testing.B) {
+	nodes := benchCluster(100)
+	for _, nb := range []int{4, 16, 64} {
+		bs := make([]ResourceSet, nb)
+		for i := range bs {
+			bs[i] = ResourceSet{CPU: QuantityOf(2), Memory: QuantityOf(4 << 30)}
+			if i%4 == 0 {
+				bs[i][GPU] = Unit
+			}
+		}
+		for _, s := range PlacementStrategies {
+			b.Run(fmt.Sprintf("%s/%dbundles", s, nb), func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					_, err := PlaceBundles(nodes, bs, s)
+					if err != nil && s != StrictPack {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}
+
+func BenchmarkSelectNode100Nodes(b *testing.B) {
+	nodes := benchCluster(100)
+	demand := WithAcceleratorType(ResourceSet{CPU: Unit, GPU: Unit}, "H100")
+	for _, st := range []TaskStrategy{{}, {Kind: StrategySpread}} {
+		b.Run(string(st.kind()), func(b *testing.B) {
+			b.ReportAllocs()
+			var s Selector
+			for b.Loop() {
+				if _, err := s.Select(nodes, demand, st, "node-007"); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
