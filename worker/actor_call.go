@@ -164,7 +164,13 @@ type actorConn struct {
 	seq      uint64
 	queue    []*actorCall
 	sending  bool
+	inflight int // calls sent and not answered
 }
+
+// maxActorInflight bounds the calls one caller has outstanding at one actor:
+// enough to keep the actor busy, few enough that the actor's process does
+// not park a goroutine per queued call.
+const maxActorInflight = 64
 
 type actorCall struct {
 	spec    wire.TaskSpec
@@ -185,8 +191,8 @@ func (c *actorConn) enqueue(call *actorCall) {
 func (c *actorConn) send() {
 	for {
 		c.mu.Lock()
-		if len(c.queue) == 0 {
-			c.sending = false
+		if len(c.queue) == 0 || (c.info != nil && c.inflight >= maxActorInflight) {
+			c.sending = false // push restarts the sender when a reply frees room
 			c.mu.Unlock()
 			return
 		}
@@ -202,6 +208,10 @@ func (c *actorConn) send() {
 		c.mu.Lock()
 		calls := c.queue
 		c.queue = nil
+		if info.State != "DEAD" && len(calls) > maxActorInflight-c.inflight {
+			n := max(maxActorInflight-c.inflight, 0)
+			calls, c.queue = calls[:n:n], calls[n:]
+		}
 		if info.State == "DEAD" {
 			c.mu.Unlock()
 			for _, call := range calls {
@@ -228,6 +238,7 @@ func (c *actorConn) send() {
 			seqs = append(seqs, c.seq)
 			c.seq++
 		}
+		c.inflight += len(send)
 		c.mu.Unlock()
 		for _, call := range lost {
 			cause := fmt.Sprintf("its worker was lost while running call %s (%v)", call.spec.Name, call.lost)
@@ -305,6 +316,13 @@ func (c *actorConn) push(info *wire.ActorInfo, session string, seq uint64, call 
 	var rep wire.PushTaskReply
 	err := cw.pool.Call(cw.ctx, info.WorkerAddr, wire.MethodActorCall, &wire.ActorCallRequest{ActorID: c.id, Incarnation: info.Incarnation,
 		Session: session, Seq: seq, Spec: call.spec}, &rep)
+	c.mu.Lock()
+	c.inflight--
+	if !c.sending && len(c.queue) > 0 && c.inflight < maxActorInflight/2 {
+		c.sending = true
+		go c.send()
+	}
+	c.mu.Unlock()
 	switch {
 	case err == nil && rep.Error != nil:
 		cw.sub.fail(call.spec.TaskID, call.spec.NumReturns, taskErrorFrom(call.spec.Name, rep.Error))

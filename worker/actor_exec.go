@@ -22,16 +22,25 @@ type actorInstance struct {
 	incarnation int
 	class       string
 	value       any
-	exec        sync.Mutex    // MaxConcurrency 1: one call at a time
 	sem         chan struct{} // MaxConcurrency > 1
-	mu          sync.Mutex
+	mu          sync.Mutex    // guards what follows
 	sessions    map[string]*callSession
+	ready       []readyCall // MaxConcurrency 1: calls due, in arrival order
+	running     bool        // a handler is executing due calls
 }
 
-// callSession orders one caller's calls by sequence number.
+// callSession orders one caller's calls by sequence number: next is the
+// sequence number due, pending the calls that arrived ahead of it.
 type callSession struct {
 	next    uint64
-	waiting map[uint64]chan struct{}
+	pending map[uint64]*queuedCall
+}
+
+// queuedCall is a call waiting for its turn; done is closed once it ran.
+type queuedCall struct {
+	run  func() *wire.PushTaskReply
+	rep  *wire.PushTaskReply
+	done chan struct{}
 }
 
 // handleActorConstruct runs the actor's constructor in this (fresh) worker.
@@ -87,57 +96,83 @@ func (cw *coreWorker) handleActorCall(ctx context.Context, req *wire.ActorCallRe
 		defer func() { <-inst.sem }()
 		return cw.run(ctx, &req.Spec, m.numArgs, inv), nil
 	}
-	inst.waitTurn(ctx, req.Session, req.Seq)
-	inst.exec.Lock()
-	// The next call of the session may queue on exec now: it runs after this
-	// one, and other sessions interleave in arrival order.
-	inst.done(req.Session, req.Seq)
-	defer inst.exec.Unlock()
-	return cw.run(ctx, &req.Spec, m.numArgs, inv), nil
+	return inst.ordered(req.Session, req.Seq, func() *wire.PushTaskReply {
+		return cw.run(ctx, &req.Spec, m.numArgs, inv)
+	}), nil
 }
 
-// waitTurn returns once every earlier call of the session has started (or
-// gapTimeout passed waiting for a missing one).
-func (a *actorInstance) waitTurn(ctx context.Context, session string, seq uint64) {
+// ordered runs a call of a MaxConcurrency 1 actor in its session's order.
+// Whichever handler finds the actor idle becomes the executor and runs every
+// call that is due, in arrival order across sessions, so calls do not hand
+// the actor from goroutine to goroutine one at a time. A call whose
+// predecessor never arrives runs after gapTimeout.
+func (a *actorInstance) ordered(session string, seq uint64, run func() *wire.PushTaskReply) *wire.PushTaskReply {
+	q := &queuedCall{run: run, done: make(chan struct{})}
 	a.mu.Lock()
 	s := a.sessions[session]
 	if s == nil {
-		s = &callSession{waiting: map[uint64]chan struct{}{}}
+		s = &callSession{pending: map[uint64]*queuedCall{}}
 		a.sessions[session] = s
 	}
-	if seq <= s.next {
-		a.mu.Unlock()
-		return
+	if seq < s.next { // a late duplicate: run it in turn rather than never
+		seq = s.next
+		for s.pending[seq] != nil {
+			seq++
+		}
 	}
-	ch := make(chan struct{})
-	s.waiting[seq] = ch
+	s.pending[seq] = q
+	if seq == s.next {
+		a.ready = append(a.ready, readyCall{s, seq})
+	}
+	a.execute()
 	a.mu.Unlock()
 	t := time.NewTimer(gapTimeout)
 	defer t.Stop()
 	select {
-	case <-ch:
+	case <-q.done:
+		return q.rep
 	case <-t.C:
-		a.mu.Lock()
-		if s.next < seq {
-			s.next = seq
-		}
-		delete(s.waiting, seq)
-		a.mu.Unlock()
-	case <-ctx.Done():
 	}
+	a.mu.Lock()
+	if s.pending[seq] == q && s.next < seq {
+		s.next = seq // skip the gap
+		a.ready = append(a.ready, readyCall{s, seq})
+		a.execute()
+	}
+	a.mu.Unlock()
+	<-q.done
+	return q.rep
 }
 
-// done lets the session's next call go.
-func (a *actorInstance) done(session string, seq uint64) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	s := a.sessions[session]
-	if s == nil || seq < s.next {
+// readyCall is a session whose call seq is due.
+type readyCall struct {
+	s   *callSession
+	seq uint64
+}
+
+// execute runs due calls until none is left, unless another goroutine is
+// already doing so; a.mu is held on entry and exit (released while a call runs).
+func (a *actorInstance) execute() {
+	if a.running {
 		return
 	}
-	s.next = seq + 1
-	if ch := s.waiting[s.next]; ch != nil {
-		delete(s.waiting, s.next)
-		close(ch)
+	a.running = true
+	for len(a.ready) > 0 {
+		r := a.ready[0]
+		a.ready = a.ready[1:]
+		q := r.s.pending[r.seq]
+		if q == nil || r.s.next != r.seq {
+			continue
+		}
+		delete(r.s.pending, r.seq)
+		a.mu.Unlock()
+		q.rep = q.run()
+		close(q.done)
+		a.mu.Lock()
+		r.s.next = r.seq + 1
+		if _, ok := r.s.pending[r.s.next]; ok {
+			a.ready = append(a.ready, readyCall{r.s, r.s.next})
+		}
 	}
+	a.running = false
 }

@@ -43,3 +43,95 @@ func BenchmarkTasksPipelined(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "tasks/s")
 }
+
+// benchActor is a no-op actor for the actor benchmarks.
+type benchActor struct{}
+
+func newBenchActor(ctx context.Context) (*benchActor, error) { return &benchActor{}, nil }
+
+func (a *benchActor) Noop(ctx context.Context, x int) (int, error) { return x, nil }
+
+var (
+	benchActorClass = RegisterActor0(newBenchActor)
+	benchNoop       = RegisterMethod1((*benchActor).Noop)
+)
+
+// BenchmarkActorCallsSync is Ray's 1_1_actor_calls_sync: one caller, one
+// actor on the same node, each no-op call waited for before the next.
+func BenchmarkActorCallsSync(b *testing.B) {
+	startCluster(b, 1, nil)
+	ctx := context.Background()
+	h, err := benchActorClass.Remote(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := benchNoop.Remote(ctx, h, 0).Get(ctx); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := benchNoop.Remote(ctx, h, i).Get(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "calls/s")
+}
+
+// BenchmarkActorCallsPipelined is Ray's 1_1_actor_calls_async: b.N calls
+// submitted, then all waited for.
+func BenchmarkActorCallsPipelined(b *testing.B) {
+	startCluster(b, 1, nil)
+	ctx := context.Background()
+	h, err := benchActorClass.Remote(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := benchNoop.Remote(ctx, h, 0).Get(ctx); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	refs := make([]Ref[int], b.N)
+	for i := range refs {
+		refs[i] = benchNoop.Remote(ctx, h, i)
+	}
+	if _, err := GetAll(ctx, refs); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "calls/s")
+}
+
+// BenchmarkActorCreation is Ray's actor creation rate: b.N actors created,
+// then one call on each waited for (so each is placed, started and
+// constructed).
+func BenchmarkActorCreation(b *testing.B) {
+	startCluster(b, 1, nil)
+	ctx := context.Background()
+	warm, err := benchActorClass.Remote(ctx) // warm up: leader ready, binary cached
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := benchNoop.Remote(ctx, warm, 0).Get(ctx); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	hs := make([]ActorHandle[benchActor], b.N)
+	for i := range hs {
+		h, err := benchActorClass.Remote(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		hs[i] = h
+	}
+	refs := make([]Ref[int], b.N)
+	for i, h := range hs {
+		refs[i] = benchNoop.Remote(ctx, h, i)
+	}
+	if _, err := GetAll(ctx, refs); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "actors/s")
+	b.StopTimer()
+	for _, h := range hs {
+		_ = Kill(ctx, h, true)
+	}
+}
