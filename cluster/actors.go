@@ -106,12 +106,19 @@ func (n *Node) actorCreate(ctx context.Context, req *wire.ActorCreateRequest) (*
 			return bad("actor %s: resource %q: negative amount %s", req.Class, name, q)
 		}
 	}
+	id := newID()[:24]
+	if req.ActorID != "" {
+		if !validHexID(req.ActorID) {
+			return bad("actor ID %q: use 8 to 64 hex digits", req.ActorID)
+		}
+		id = req.ActorID
+	}
 	args, err := msgpack.Marshal(req.Args)
 	if err != nil {
 		return nil, err
 	}
 	now := time.Now().UnixNano()
-	a := store.Actor{ID: newID()[:24], JobID: req.JobID, Class: req.Class, Name: req.Name, Namespace: req.Namespace,
+	a := store.Actor{ID: id, JobID: req.JobID, Class: req.Class, Name: req.Name, Namespace: req.Namespace,
 		State: store.ActorPending, Detached: req.Detached, MaxRestarts: req.MaxRestarts, MaxTaskRetries: req.MaxTaskRetries,
 		MaxConcurrency: req.MaxConcurrency, Resources: req.Resources, StrategyKind: req.Strategy.Kind, StrategyNode: req.Strategy.NodeID,
 		StrategySoft: req.Strategy.Soft, Constructor: req.Constructor, Args: args, BinaryHash: req.BinaryHash, BinaryNode: req.BinaryNode,
@@ -487,4 +494,16 @@ func sortByLoad(nodes []wire.NodeInfo, demand sched.ResourceSet) []wire.NodeInfo
 		return load(&nodes[i]) < load(&nodes[j])
 	})
 	return nodes
+}
+
+func validHexID(s string) bool {
+	if len(s) < 8 || len(s) > 64 {
+		return false
+	}
+	for _, r := range s {
+		if !(r >= '0' && r <= '9' || r >= 'a' && r <= 'f') {
+			return false
+		}
+	}
+	return true
 }

@@ -35,6 +35,7 @@ const (
 // are the constructor's arguments; refs among them are resolved by the
 // actor's worker when the constructor runs.
 type ActorCreateRequest struct {
+	ActorID        string // optional: an ID chosen by the creator (hex, 8–64 chars)
 	JobID          string
 	Class          string
 	Name           string

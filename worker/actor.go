@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"runtime"
 	"sync"
+	"time"
 
 	"github.com/vmihailenco/msgpack/v5"
 
@@ -158,9 +159,11 @@ func (c ActorClass2[A, B, T]) Options(opts ...Option) ActorClass2[A, B, T] {
 }
 
 // Remote creates an actor and returns its handle once the cluster leader has
-// registered it (one Raft write); the actor is placed and constructed in the
-// background, and calls made meanwhile wait for it. Errors: a bad option,
-// a name taken (without GetIfExists), no leader reachable.
+// registered it (one Raft write; an unnamed actor's registration itself runs
+// in the background); the actor is placed and constructed in the background,
+// and calls made meanwhile wait for it. Errors: a bad option, a name taken
+// (without GetIfExists), no leader reachable (for an unnamed actor, reported
+// by its calls).
 func (c ActorClass0[T]) Remote(ctx context.Context) (ActorHandle[T], error) {
 	return createActor[T](ctx, c.actorClass)
 }
@@ -207,6 +210,24 @@ func createActor[T any](ctx context.Context, c actorClass, args ...any) (ActorHa
 		Detached: o.detached, MaxRestarts: o.maxRestarts, MaxTaskRetries: o.maxTaskRetries, MaxConcurrency: o.maxConcurrency,
 		Resources: o.res, Strategy: o.strategy, Constructor: c.ctor, Args: wargs, BinaryHash: cw.binHash, BinaryNode: cw.nodeAddr,
 		OwnerAddr: cw.addr}
+	if o.name == "" {
+		// Unnamed: nothing to check against other actors, so the ID is made
+		// here and the registration runs in the background (as Ray returns
+		// the handle at once); calls wait for it, and a failed registration
+		// fails them.
+		req.ActorID = randomHex(12)
+		conn := cw.actors.conn(req.ActorID, c.class)
+		conn.created = make(chan struct{})
+		go func() {
+			defer close(conn.created)
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+			defer cancel()
+			if err := cw.pool.Call(cctx, cw.nodeAddr, wire.MethodActorCreate, req, nil); err != nil {
+				conn.createErr = fmt.Errorf("create actor %s: %w", c.class, err)
+			}
+		}()
+		return ActorHandle[T]{id: req.ActorID, class: c.class}, nil
+	}
 	var rep wire.ActorCreateReply
 	if err := cw.pool.Call(ctx, cw.nodeAddr, wire.MethodActorCreate, req, &rep); err != nil {
 		return h, fmt.Errorf("create actor %s: %w", c.class, err)
@@ -327,6 +348,9 @@ func Kill[T any](ctx context.Context, h ActorHandle[T], noRestart bool) error {
 	cw, err := current()
 	if err != nil {
 		return err
+	}
+	if err := cw.actors.conn(h.id, h.class).waitCreated(ctx); err != nil {
+		return fmt.Errorf("kill actor %s: %w", h.id, err)
 	}
 	if err := cw.pool.Call(ctx, cw.nodeAddr, wire.MethodActorKill, &wire.ActorKillRequest{ActorID: h.id, NoRestart: noRestart}, nil); err != nil {
 		return fmt.Errorf("kill actor %s: %w", h.id, err)

@@ -165,6 +165,23 @@ type actorConn struct {
 	queue    []*actorCall
 	sending  bool
 	inflight int // calls sent and not answered
+	// created is closed once a background registration of the actor (this
+	// process created it unnamed) finished; createErr is its failure.
+	created   chan struct{}
+	createErr error
+}
+
+// waitCreated waits for this process's own registration of the actor.
+func (c *actorConn) waitCreated(ctx context.Context) error {
+	if c.created == nil {
+		return nil
+	}
+	select {
+	case <-c.created:
+		return c.createErr
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // maxActorInflight bounds the calls one caller has outstanding at one actor:
@@ -259,6 +276,9 @@ func (c *actorConn) send() {
 // connection, not the actor).
 func (c *actorConn) resolve() (*wire.ActorInfo, error) {
 	cw := c.cw
+	if err := c.waitCreated(cw.ctx); err != nil {
+		return nil, c.died(err.Error())
+	}
 	c.mu.Lock()
 	stale := c.staleInc
 	c.mu.Unlock()
