@@ -405,7 +405,7 @@ func TestSupervisorDeclared(t *testing.T) {
 func TestSupervisorEmbeddedHelper(t *testing.T) {
 	exe, _ := os.Executable()
 	saved := embeddedHelper
-	t.Cleanup(func() { embeddedHelper = saved })
+	t.Cleanup(func() { embeddedHelper, helperSum = saved, onceSum() })
 	embeddedHelper = []byte("#!/bin/sh\nexec " + exe + " \"$@\"\n")
 	helperSum = onceSum()
 
