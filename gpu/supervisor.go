@@ -54,12 +54,13 @@ type Config struct {
 	// Interval is how often telemetry is sampled (the helper's samples, or
 	// one nvidia-smi run). Zero means DefaultInterval.
 	Interval time.Duration
-	// HangTimeout is how long the helper may stay silent (no frame at all,
-	// samples being its heartbeat) before it is killed and restarted. Zero
-	// means 3×Interval + 5s.
+	// HangTimeout is how long a running helper may stay silent (no frame
+	// at all; samples are its heartbeat) before it is killed and restarted,
+	// and the limit for one nvidia-smi poll. Zero means 3×Interval + 5s.
 	HangTimeout time.Duration
-	// StartTimeout bounds the first helper start (until its device list
-	// arrives) and the first nvidia-smi run. Zero means DefaultStartTimeout.
+	// StartTimeout bounds each helper start until its device list arrives
+	// (NVML init can take seconds), and the first nvidia-smi run. Zero
+	// means DefaultStartTimeout.
 	StartTimeout time.Duration
 	// MinBackoff and MaxBackoff bound the wait before restarting a crashed
 	// or hung helper; the wait doubles from MinBackoff after each failure
@@ -535,11 +536,11 @@ func (s *Supervisor) attempt(ctx context.Context, path string, first bool, ready
 	if err := WriteFrame(stdin, &Frame{Type: FrameHello, Version: ProtocolVersion, IntervalMS: s.cfg.Interval.Milliseconds()}); err != nil {
 		return fmt.Errorf("write hello to GPU helper: %w", err)
 	}
-	limit := s.cfg.HangTimeout
-	if first {
-		limit = s.cfg.StartTimeout
-	}
-	tick := time.NewTicker(min(limit/4, time.Second))
+	// Until its device list is in, the helper gets StartTimeout (NVML init
+	// takes seconds on big machines without persistence mode); after that
+	// it must send a frame at least every HangTimeout.
+	limit := s.cfg.StartTimeout
+	tick := time.NewTicker(min(s.cfg.StartTimeout/4, s.cfg.HangTimeout/4, time.Second))
 	defer tick.Stop()
 	last := time.Now()
 	gotHello := false
@@ -581,12 +582,12 @@ func (s *Supervisor) attempt(ctx context.Context, path string, first bool, ready
 					s.setRunning(true, nil)
 					log.Info("GPUs found with NVML", "count", len(f.Devices), "driver", f.Driver, "resources", s.Resources().String())
 					ready <- nil
-					limit = s.cfg.HangTimeout
 				} else {
 					s.reconcile(f.Devices)
 					s.setRunning(true, nil)
 					log.Info("GPU helper restarted")
 				}
+				limit = s.cfg.HangTimeout
 			case FrameSamples:
 				s.storeSamples(f.Samples)
 			case FrameHealth:

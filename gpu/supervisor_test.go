@@ -22,7 +22,7 @@ import (
 // speaks the helper protocol. "x@n" applies behaviour x on the n-th start
 // only (starts counted in the file FAKE_STATE, from 1), a bare "x" on
 // every start. Behaviours: ok, crash (exit 2 after two samples), hang
-// (silent after one sample), fatal (NVML unavailable), exit (exit before
+// (silent after one sample), garbage (a bad frame after one sample), fatal (NVML unavailable), exit (exit before
 // hello), lose (list only device 0), health (Xid 79 on device 1).
 func TestMain(m *testing.M) {
 	if mode := os.Getenv("NODEUP_FAKE_GPU_HELPER"); mode != "" {
@@ -93,6 +93,8 @@ func fakeHelper(mode string) int {
 		case on["crash"] && n == 2:
 			fmt.Fprintln(os.Stderr, "fake helper: crashing")
 			return 2
+		case on["garbage"] && n == 1:
+			_, _ = out.Write([]byte{0xff, 0xff, 0xff, 0xff, 0xc1})
 		case on["hang"] && n == 1:
 			select {} // silent forever, ignoring stdin: only a kill ends it
 		}
@@ -233,6 +235,18 @@ func TestSupervisorKillsHungHelper(t *testing.T) {
 	}
 	if _, err := s.Allocator().Assign(Request{GPU: sched.QuantityOf(2)}); err != nil {
 		t.Errorf("devices not schedulable after the hang: %v", err)
+	}
+}
+
+func TestSupervisorRestartsHelperSendingGarbage(t *testing.T) {
+	cfg, logs := testConfig(t, "garbage@1")
+	s := start(t, cfg)
+	waitFor(t, "a restart after the bad frame", func() bool {
+		st := s.Status()
+		return st.HelperRestarts == 1 && st.HelperRunning
+	})
+	if l := logs.String(); !strings.Contains(l, "frame too large") {
+		t.Errorf("logs lack the bad frame:\n%s", l)
 	}
 }
 
