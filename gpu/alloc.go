@@ -166,6 +166,7 @@ func (a *Assignment) Env() []string {
 
 // DeviceUsage is one device's state in the Allocator.
 type DeviceUsage struct {
+	// Device is the device, as detected.
 	Device Device
 	// Healthy is false once the device was reported lost or broken; it is
 	// then never assigned again (assignments holding it stay live until

@@ -45,24 +45,27 @@ const ExitUnavailable = 3
 // Frame is one message between the node and the helper. Only the fields of
 // its Type are set.
 type Frame struct {
+	// Type says which of the fields below are set.
 	Type FrameType `msgpack:"t"`
 	// Version is the sender's ProtocolVersion (Hello).
 	Version int `msgpack:"v,omitempty"`
 	// IntervalMS is the telemetry interval in milliseconds (node's Hello).
 	IntervalMS int64 `msgpack:"interval_ms,omitempty"`
-	// Driver and NVML are the driver and NVML library versions (helper's
-	// Hello), e.g. "550.54.15" and "12.550.54.15".
+	// Driver is the NVIDIA driver version (helper's Hello), "550.54.15".
 	Driver string `msgpack:"driver,omitempty"`
-	NVML   string `msgpack:"nvml,omitempty"`
+	// NVML is the NVML library version (helper's Hello), "12.550.54.15".
+	NVML string `msgpack:"nvml,omitempty"`
 	// Devices is every device NVML found, in index order (Devices).
 	Devices []Device `msgpack:"devices,omitempty"`
 	// Samples holds one reading per readable device (Samples).
 	Samples []Sample `msgpack:"samples,omitempty"`
 	// Health holds device health changes (Health).
 	Health []HealthEvent `msgpack:"health,omitempty"`
-	// Error is a human-readable error (Error); Fatal marks it terminal.
+	// Error is a human-readable error (Error).
 	Error string `msgpack:"error,omitempty"`
-	Fatal bool   `msgpack:"fatal,omitempty"`
+	// Fatal marks Error terminal: NVML cannot work here, the helper exits
+	// with ExitUnavailable and must not be restarted.
+	Fatal bool `msgpack:"fatal,omitempty"`
 }
 
 // ErrFrameTooLarge is returned by ReadFrame for a length prefix above

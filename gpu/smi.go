@@ -39,8 +39,9 @@ var ErrSMI = errors.New("nvidia-smi")
 
 // SMIResult is what one nvidia-smi query found.
 type SMIResult struct {
-	// Devices and Samples are in output order, one of each per GPU line.
+	// Devices are the GPUs listed, in output order.
 	Devices []Device
+	// Samples are their readings, one per device, in the same order.
 	Samples []Sample
 	// Problems are per-device error lines nvidia-smi printed instead of a
 	// row ("Unable to determine the device handle for GPU0000:3B:00.0:

@@ -46,10 +46,11 @@ type Config struct {
 	// Logger receives the supervisor's logs; nil uses slog.Default().
 	Logger *slog.Logger
 	// Declare, when true, replaces detection with Declared (--num-gpus N
-	// --gpu-model NAME; see Declared()). An empty Declared then means "no
-	// GPUs", as --num-gpus 0. No helper or nvidia-smi is run, and there is
-	// no telemetry.
-	Declare  bool
+	// --gpu-model NAME). No helper or nvidia-smi is run, and there is no
+	// telemetry.
+	Declare bool
+	// Declared are the declared devices (build them with the Declared
+	// function); empty with Declare means "no GPUs", as --num-gpus 0.
 	Declared []Device
 	// Interval is how often telemetry is sampled (the helper's samples, or
 	// one nvidia-smi run). Zero means DefaultInterval.
@@ -68,17 +69,19 @@ type Config struct {
 	// minute) without failing. Zero means DefaultMinBackoff/DefaultMaxBackoff.
 	MinBackoff, MaxBackoff time.Duration
 	// HelperPath runs this program as the helper instead of the embedded
-	// one (for tests and operators); HelperArgs and HelperEnv (KEY=VALUE,
-	// added to the node's environment) go with it. NoHelper skips the
-	// helper altogether.
+	// one (for tests and operators).
 	HelperPath string
+	// HelperArgs are the helper's command-line arguments (none by default).
 	HelperArgs []string
-	HelperEnv  []string
-	NoHelper   bool
-	// SMIPath is the nvidia-smi to run ("" = nvidia-smi from PATH); NoSMI
-	// skips the nvidia-smi fallback.
+	// HelperEnv are KEY=VALUE entries added to the node's environment for
+	// the helper.
+	HelperEnv []string
+	// NoHelper skips the helper altogether (nvidia-smi, then none).
+	NoHelper bool
+	// SMIPath is the nvidia-smi to run ("" = nvidia-smi from PATH).
 	SMIPath string
-	NoSMI   bool
+	// NoSMI skips the nvidia-smi fallback and polling.
+	NoSMI bool
 	// OnHealth, when set, is called once for every device whose health
 	// changes (devices are only ever marked unhealthy: a bad device stays
 	// out until the node restarts), after the Allocator and Resources
@@ -162,13 +165,16 @@ type Status struct {
 // DeviceStatus is one device in a Status.
 type DeviceStatus struct {
 	Device
-	// Healthy, Reason, GPU, MemoryBytes and Leases are as in DeviceUsage:
-	// health, and what live assignments reserve on the device.
-	Healthy     bool           `json:"healthy"`
-	Reason      string         `json:"reason,omitempty"`
-	GPU         sched.Quantity `json:"gpu_reserved"`
-	MemoryBytes uint64         `json:"memory_reserved_bytes"`
-	Leases      int            `json:"leases"`
+	// Healthy is false once the device was reported lost or broken.
+	Healthy bool `json:"healthy"`
+	// Reason says why the device is unhealthy; "" while healthy.
+	Reason string `json:"reason,omitempty"`
+	// GPU is the fraction live assignments reserve, fixed-point (0..1).
+	GPU sched.Quantity `json:"gpu_reserved"`
+	// MemoryBytes is the device memory live assignments reserve, in bytes.
+	MemoryBytes uint64 `json:"memory_reserved_bytes"`
+	// Leases is the number of live assignments holding the device.
+	Leases int `json:"leases"`
 	// Sample is the latest telemetry; nil before the first one (and always
 	// for declared devices). Its At says how fresh it is: while the helper
 	// is being restarted, samples age.
@@ -383,7 +389,10 @@ func (s *Supervisor) setRunning(running bool, err error) {
 // it could not start, or said NVML cannot work here.
 type errUnavailable struct{ err error }
 
+// Error returns the wrapped error's text.
 func (e errUnavailable) Error() string { return e.err.Error() }
+
+// Unwrap returns the wrapped error.
 func (e errUnavailable) Unwrap() error { return e.err }
 
 // runHelper runs the helper until ctx ends, restarting it with backoff after

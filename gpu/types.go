@@ -35,18 +35,20 @@ const Unknown = -1
 
 // Sample is one telemetry reading of one device.
 type Sample struct {
-	// Index and UUID name the device, as in Device.
-	Index int    `msgpack:"index" json:"index"`
-	UUID  string `msgpack:"uuid" json:"uuid,omitempty"`
+	// Index is the device's NVML index, as in Device.
+	Index int `msgpack:"index" json:"index"`
+	// UUID is the device's UUID, as in Device.
+	UUID string `msgpack:"uuid" json:"uuid,omitempty"`
 	// At is when the reading was taken (the helper's or nvidia-smi's clock,
 	// which is this machine's).
 	At time.Time `msgpack:"at" json:"at"`
 	// UtilizationPercent is the percentage of the last sample period (1/6 s
 	// to 1 s, driver-defined) in which a kernel ran: 0..100, or Unknown.
 	UtilizationPercent int `msgpack:"util_pct" json:"utilization_percent"`
-	// MemoryUsedBytes and MemoryTotalBytes are framebuffer memory in bytes;
-	// MemoryUsedBytes is Unknown when it could not be read.
-	MemoryUsedBytes  int64  `msgpack:"mem_used" json:"memory_used_bytes"`
+	// MemoryUsedBytes is the framebuffer memory in use in bytes, or
+	// Unknown when it could not be read.
+	MemoryUsedBytes int64 `msgpack:"mem_used" json:"memory_used_bytes"`
+	// MemoryTotalBytes is the device's framebuffer memory in bytes.
 	MemoryTotalBytes uint64 `msgpack:"mem_total" json:"memory_total_bytes"`
 	// TemperatureC is the GPU core temperature in degrees Celsius, or Unknown.
 	TemperatureC int `msgpack:"temp_c" json:"temperature_c"`
@@ -76,10 +78,11 @@ type Process struct {
 // Allocator.Assign never picks them, and they do not count in the node's
 // GPU resources.
 type HealthEvent struct {
-	// Index and UUID name the device, as in Device. Index is -1 and UUID
-	// empty for an event NVML reported for all devices at once.
-	Index int    `msgpack:"index" json:"index"`
-	UUID  string `msgpack:"uuid" json:"uuid,omitempty"`
+	// Index is the device's NVML index, as in Device; -1 (with UUID
+	// empty) for an event NVML reported for all devices at once.
+	Index int `msgpack:"index" json:"index"`
+	// UUID is the device's UUID, as in Device.
+	UUID string `msgpack:"uuid" json:"uuid,omitempty"`
 	// Healthy is the device's new state.
 	Healthy bool `msgpack:"healthy" json:"healthy"`
 	// Reason says why, for logs and status: "Xid 79 (critical)",
