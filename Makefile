@@ -50,6 +50,8 @@ fuzz:
 	$(GO) test ./rpc -run=NONE -fuzz=FuzzReadFrame -fuzztime=$(FUZZTIME)
 	$(GO) test ./store -run=NONE -fuzz=FuzzApply -fuzztime=$(FUZZTIME)
 	$(GO) test ./sched -run=NONE -fuzz=FuzzParseResources -fuzztime=$(FUZZTIME)
+	$(GO) test ./gpu -run=NONE -fuzz='^FuzzParseSMI$$' -fuzztime=$(FUZZTIME)
+	$(GO) test ./gpu -run=NONE -fuzz='^FuzzReadFrame$$' -fuzztime=$(FUZZTIME)
 
 ## demo: a 3-node cluster on 127.0.0.1 (one node with TPU-v3=2), the wordcount job on it, status, then stop
 demo: build
