@@ -9,9 +9,23 @@ PKGS    := ./...
 
 all: build
 
-## build: statically linked bin/nodeup (CGO_ENABLED=0)
+# The NVML GPU helper (gpu/nvmlhelper) needs cgo; it is built first and
+# embedded into the static bin/nodeup with -tags gpuhelper (docs/gpus.md).
+GPU_HELPER := gpu/embedded/gpu-helper
+
+## build: statically linked bin/nodeup (CGO_ENABLED=0) with the NVML GPU helper (cgo, libc only) embedded; without gcc, without the helper
 build:
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/nodeup .
+	@set -e; tags=; cc=$$($(GO) env CC); \
+	if command -v "$${cc%% *}" >/dev/null 2>&1; then \
+		mkdir -p $(dir $(GPU_HELPER)); \
+		echo "CGO_ENABLED=1 $(GO) build -trimpath -ldflags '-s -w' -o $(GPU_HELPER) ./gpu/nvmlhelper"; \
+		CGO_ENABLED=1 $(GO) build -trimpath -ldflags '-s -w' -o $(GPU_HELPER) ./gpu/nvmlhelper; \
+		tags=gpuhelper; \
+	else \
+		echo "note: no C compiler ($$cc) found: bin/nodeup is built without the NVML GPU helper (GPUs come from nvidia-smi or --num-gpus)"; \
+	fi; \
+	echo "CGO_ENABLED=0 $(GO) build -tags '$$tags' -trimpath -ldflags '$(LDFLAGS)' -o bin/nodeup ."; \
+	CGO_ENABLED=0 $(GO) build -tags "$$tags" -trimpath -ldflags '$(LDFLAGS)' -o bin/nodeup .
 	@file bin/nodeup 2>/dev/null | grep -q 'statically linked' || { echo "bin/nodeup is not statically linked" >&2; exit 1; }
 
 ## test: vet, format check, unit and in-process cluster tests under the race detector, process-level tests
@@ -36,6 +50,8 @@ fuzz:
 	$(GO) test ./rpc -run=NONE -fuzz=FuzzReadFrame -fuzztime=$(FUZZTIME)
 	$(GO) test ./store -run=NONE -fuzz=FuzzApply -fuzztime=$(FUZZTIME)
 	$(GO) test ./sched -run=NONE -fuzz=FuzzParseResources -fuzztime=$(FUZZTIME)
+	$(GO) test ./gpu -run=NONE -fuzz='^FuzzParseSMI$$' -fuzztime=$(FUZZTIME)
+	$(GO) test ./gpu -run=NONE -fuzz='^FuzzReadFrame$$' -fuzztime=$(FUZZTIME)
 
 ## demo: a 3-node cluster on 127.0.0.1 (one node with TPU-v3=2), the wordcount job on it, status, then stop
 demo: build
@@ -43,4 +59,4 @@ demo: build
 	bash scripts/demo.sh
 
 clean:
-	rm -rf bin
+	rm -rf bin $(GPU_HELPER)

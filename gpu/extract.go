@@ -1,0 +1,86 @@
+package gpu
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+)
+
+// ErrNoHelper is returned by ExtractHelper when this binary was built
+// without the NVML helper (no gcc at build time, or a plain go build).
+var ErrNoHelper = errors.New("GPU helper not built into this binary")
+
+// HelperEmbedded reports whether this binary carries the NVML helper.
+func HelperEmbedded() bool { return len(embeddedHelper) > 0 }
+
+// helperSum returns the hex sha256 of embeddedHelper, computed once.
+var helperSum = onceSum()
+
+func onceSum() func() string {
+	return sync.OnceValue(func() string {
+		s := sha256.Sum256(embeddedHelper)
+		return hex.EncodeToString(s[:])
+	})
+}
+
+// ExtractHelper writes the embedded NVML helper to
+// <dataDir>/bin/gpu-helper-<sha256 of its bytes> (mode 0755) unless a file
+// with exactly those bytes is already there, and returns its path. A file
+// with the right name but other bytes (truncated, tampered) is replaced;
+// writing goes through a temporary file and a rename, so a concurrent reader
+// never sees half a helper. It returns ErrNoHelper when none is embedded.
+func ExtractHelper(dataDir string) (string, error) {
+	if !HelperEmbedded() {
+		return "", ErrNoHelper
+	}
+	if dataDir == "" {
+		return "", errors.New("extract GPU helper: no data dir")
+	}
+	sum := helperSum()
+	dir := filepath.Join(dataDir, "bin")
+	path := filepath.Join(dir, "gpu-helper-"+sum)
+	if fileSHA256(path) == sum {
+		return path, nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", fmt.Errorf("extract GPU helper: %w", err)
+	}
+	tmp, err := os.CreateTemp(dir, ".gpu-helper-*")
+	if err != nil {
+		return "", fmt.Errorf("extract GPU helper: %w", err)
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(embeddedHelper); err != nil {
+		tmp.Close()
+		return "", fmt.Errorf("extract GPU helper: %w", err)
+	}
+	if err := tmp.Chmod(0o755); err != nil {
+		tmp.Close()
+		return "", fmt.Errorf("extract GPU helper: %w", err)
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return "", fmt.Errorf("extract GPU helper: %w", err)
+	}
+	if err := tmp.Close(); err != nil {
+		return "", fmt.Errorf("extract GPU helper: %w", err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return "", fmt.Errorf("extract GPU helper: %w", err)
+	}
+	return path, nil
+}
+
+// fileSHA256 returns the hex sha256 of the file at path, "" when unreadable.
+func fileSHA256(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
+}
