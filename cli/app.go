@@ -54,6 +54,7 @@ func App() *ucli.App {
 			nodesCommand(),
 			kvCommand(),
 			versionCommand(),
+			benchCommand(),
 		},
 	}
 	for _, cmd := range app.Commands {
