@@ -7,7 +7,7 @@
 //
 // Each metric lives in a registry filled by one small file per group
 // (baselines.go, tasks.go, objects.go, actors.go, placement.go,
-// transfer.go, node.go, scalability.go). A metric whose feature is not
+// transfer.go, latency.go, node.go, scalability.go). A metric whose feature is not
 // built yet is registered with a Skip reason and is reported as skipped, never
 // measured by something else.
 //

@@ -59,10 +59,12 @@ type Report struct {
 	Machine Machine `json:"machine"`
 	// Cluster says what was measured: "embedded single node" or the address.
 	Cluster string `json:"cluster"`
-	// DurationPerRun is Options.Duration in seconds; Runs and Scale as set.
+	// DurationPerRun is Options.Duration in seconds.
 	DurationPerRun float64 `json:"duration_per_run_s"`
-	Runs           int     `json:"runs"`
-	Scale          float64 `json:"scale"`
+	// Runs is Options.Runs: timed runs per metric.
+	Runs int `json:"runs"`
+	// Scale is Options.Scale: the factor on the scalability sizes.
+	Scale float64 `json:"scale"`
 	// Elapsed is the wall time of the whole run, in seconds.
 	Elapsed float64 `json:"elapsed_s"`
 	// Metrics holds one result per metric (and per Also value), suite order.
@@ -81,12 +83,14 @@ type Machine struct {
 
 // Result is one metric's outcome.
 type Result struct {
+	// Name and Group are the metric's (or its Also value's) name and group.
 	Name  string `json:"name"`
 	Group string `json:"group"`
-	// Value is the median of the runs, in Unit.
-	Value         float64 `json:"value"`
-	Unit          string  `json:"unit"`
-	LowerIsBetter bool    `json:"lower_is_better,omitempty"`
+	// Value is the median of the runs, in Unit (e.g. "tasks/s", "GB/s", "µs").
+	Value float64 `json:"value"`
+	Unit  string  `json:"unit"`
+	// LowerIsBetter marks latencies, times per item and sizes.
+	LowerIsBetter bool `json:"lower_is_better,omitempty"`
 	// Baseline names the baseline metric bounding this one, BaselineValue is
 	// its value in this run, and Ratio is the fraction of that bound reached:
 	// the metric's rate over the baseline's rate (for a latency in µs, the
@@ -95,10 +99,11 @@ type Result struct {
 	BaselineValue float64  `json:"baseline_value,omitempty"`
 	Ratio         *float64 `json:"ratio_to_baseline,omitempty"`
 	// Runs is the number of timed runs; Min, Median and Max summarise them.
-	Runs    int       `json:"runs"`
-	Min     float64   `json:"min"`
-	Median  float64   `json:"median"`
-	Max     float64   `json:"max"`
+	Runs   int     `json:"runs"`
+	Min    float64 `json:"min"`
+	Median float64 `json:"median"`
+	Max    float64 `json:"max"`
+	// Samples are the runs' values, in order.
 	Samples []float64 `json:"samples,omitempty"`
 	// Items is the number of items per run (scalability metrics).
 	Items int `json:"items,omitempty"`
@@ -107,7 +112,8 @@ type Result struct {
 	Error   string `json:"error,omitempty"`
 	// Seconds is the wall time spent on the metric, setup included.
 	Seconds float64 `json:"seconds"`
-	Desc    string  `json:"description"`
+	// Desc says what one operation of the metric does.
+	Desc string `json:"description"`
 }
 
 // Failed returns the names of the metrics that failed.
