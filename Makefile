@@ -5,7 +5,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X github.com/nodeup/nodeup/cli.Version=$(VERSION)
 PKGS    := ./...
 
-.PHONY: all build test vet fmt-check unit race e2e fuzz demo clean
+.PHONY: all build test vet fmt-check unit race e2e fuzz demo bench compare clean
 
 all: build
 
@@ -57,6 +57,21 @@ fuzz:
 demo: build
 	CGO_ENABLED=0 $(GO) build -o bin/wordcount ./examples/wordcount
 	bash scripts/demo.sh
+
+## bench: nodeup's microbenchmark suite on an embedded node (docs/benchmarks.md)
+bench: build
+	bin/nodeup bench
+
+## compare: nodeup bench and the Dask peer (bench/peers/) on this machine, then one table.
+## Installs Debian's python3-distributed when missing (needs root); not part of `make test`.
+PYTHON ?= /usr/bin/python3
+compare: build
+	@$(PYTHON) -c 'import distributed, numpy' 2>/dev/null || { \
+	  echo "installing Dask (python3-distributed) with apt-get" >&2; \
+	  apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y python3-distributed python3-numpy; }
+	bin/nodeup bench --json > bin/bench-nodeup.json || echo "warning: some nodeup metrics failed (see bin/bench-nodeup.json)" >&2
+	$(PYTHON) bench/peers/peer_dask.py --out bin/bench-dask.json || echo "warning: some Dask metrics failed (see bin/bench-dask.json)" >&2
+	$(PYTHON) bench/peers/compare.py bin/bench-nodeup.json bin/bench-dask.json
 
 clean:
 	rm -rf bin $(GPU_HELPER)

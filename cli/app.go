@@ -55,6 +55,7 @@ func App() *ucli.App {
 			kvCommand(),
 			listCommand(),
 			versionCommand(),
+			benchCommand(),
 		},
 	}
 	for _, cmd := range app.Commands {

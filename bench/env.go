@@ -1,0 +1,150 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/nodeup/nodeup/cluster"
+	"github.com/nodeup/nodeup/sched"
+	"github.com/nodeup/nodeup/worker"
+)
+
+// Env is what metrics run against: the node the driver connects to (an
+// embedded one this run started, or the cluster at Options.Address), an
+// optional second node, and the run's settings.
+type Env struct {
+	opts     Options
+	logger   *slog.Logger
+	quiet    *slog.Logger // for in-process nodes: errors only
+	dir      string       // temporary data dirs of nodes this run started
+	addr     string       // RPC address the driver connects to
+	head     *cluster.Node
+	second   *cluster.Node // started by this run for two-node metrics
+	secondID string
+	cleanups []func()
+}
+
+func newEnv(ctx context.Context, opts Options) (*Env, error) {
+	e := &Env{opts: opts, logger: opts.Logger,
+		quiet: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))}
+	dir, err := os.MkdirTemp("", "nodeup-bench-")
+	if err != nil {
+		return nil, err
+	}
+	e.dir = dir
+	if opts.Address != "" {
+		e.addr = opts.Address
+		return e, nil
+	}
+	res := sched.ResourceSet{sched.CPU: sched.QuantityOf(int64(runtime.NumCPU()))}
+	var si unix.Sysinfo_t
+	if unix.Sysinfo(&si) == nil {
+		res[sched.Memory] = sched.QuantityOf(int64(float64(si.Totalram) * float64(si.Unit) * 0.7))
+	}
+	n, err := cluster.Start(ctx, cluster.Config{Head: true, DataDir: filepath.Join(dir, "head"), BindAddr: "127.0.0.1",
+		HTTPPort: -1, NodeName: "bench-head", Resources: res, RaftVoters: 1, Server: true, Logger: e.quiet, Version: opts.Version})
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("start the embedded node: %w", err)
+	}
+	e.head, e.addr = n, n.RPCAddr()
+	return e, nil
+}
+
+// close stops the nodes this run started and removes their data.
+func (e *Env) close() {
+	e.stopSecond()
+	if e.head != nil {
+		_ = e.head.Shutdown()
+	}
+	os.RemoveAll(e.dir)
+}
+
+// Scale returns n scaled by Options.Scale, at least 1: the size of a
+// scalability metric's run.
+func (e *Env) Scale(n int) int { return max(1, int(float64(n)*e.opts.Scale)) }
+
+// cleanup registers f to run after the current metric.
+func (e *Env) cleanup(f func()) { e.cleanups = append(e.cleanups, f) }
+
+func (e *Env) runCleanups() {
+	for i := len(e.cleanups) - 1; i >= 0; i-- {
+		e.cleanups[i]()
+	}
+	e.cleanups = nil
+}
+
+// job runs f as one nodeup job: Init against the bench's node, f, Shutdown
+// (which stops the job's workers and frees its objects).
+func (e *Env) job(ctx context.Context, f func(ctx context.Context) error) error {
+	if err := worker.Init(ctx, worker.Address(e.addr), worker.Logger(e.logger)); err != nil {
+		return err
+	}
+	defer worker.Shutdown()
+	return f(ctx)
+}
+
+// SecondNode returns the ID of a node other than the driver's, inside a job.
+// With an embedded cluster it starts one in this process (once per metric,
+// joined to the embedded head on 127.0.0.1); with Options.Address it picks
+// another alive node of that cluster, and skips the metric if there is none.
+func (e *Env) SecondNode(ctx context.Context) (string, error) {
+	if e.head == nil {
+		nodes, err := worker.Nodes(ctx)
+		if err != nil {
+			return "", err
+		}
+		for _, n := range nodes {
+			if n.Alive && n.NodeID != worker.NodeID() {
+				return n.NodeID, nil
+			}
+		}
+		return "", skip("the cluster at %s has one alive node; this metric needs two (run without --address to use two local nodes)", e.addr)
+	}
+	if e.second == nil {
+		n, err := cluster.Start(ctx, cluster.Config{Join: []string{e.head.RPCAddr()}, DataDir: filepath.Join(e.dir, "second"),
+			BindAddr: "127.0.0.1", HTTPPort: -1, NodeName: "bench-second", Server: false, Logger: e.quiet, Version: e.opts.Version,
+			Resources:         sched.ResourceSet{sched.CPU: sched.QuantityOf(1), sched.Memory: sched.QuantityOf(2 << 30)},
+			ObjectStoreMemory: 1 << 30})
+		if err != nil {
+			return "", fmt.Errorf("start a second node: %w", err)
+		}
+		e.second, e.secondID = n, n.ID()
+		e.cleanup(e.stopSecond)
+	}
+	// The driver's node must see the second node alive before a task can be
+	// placed there (its view comes with the leader's heartbeat replies).
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		nodes, err := worker.Nodes(ctx)
+		if err != nil {
+			return "", err
+		}
+		for _, n := range nodes {
+			if n.NodeID == e.secondID && n.Alive {
+				return e.secondID, nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return "", fmt.Errorf("second node never showed up alive: %w", ctx.Err())
+		case <-tick.C:
+		}
+	}
+}
+
+func (e *Env) stopSecond() {
+	if e.second != nil {
+		_ = e.second.Shutdown()
+		os.RemoveAll(e.second.DataDir())
+		e.second, e.secondID = nil, ""
+	}
+}
