@@ -295,16 +295,13 @@ func (m *actorManager) checkNodes() {
 		if a.State != store.ActorAlive {
 			continue
 		}
+		// A node not in the table yet (it registers after it starts serving)
+		// is not a dead one.
 		nd, err := st.NodeByID(a.NodeID)
-		if err != nil || (nd != nil && (nd.Status == store.NodeAlive || nd.Status == store.NodeSuspect)) {
+		if err != nil || nd == nil || nd.Status == store.NodeAlive || nd.Status == store.NodeSuspect {
 			continue
 		}
-		name := a.NodeName
-		status := "gone"
-		if nd != nil {
-			status = string(nd.Status)
-		}
-		go m.died(a.ID, a.Restarts, fmt.Sprintf("its node %s is %s", name, status))
+		go m.died(a.ID, a.Restarts, fmt.Sprintf("its node %s is %s", a.NodeName, nd.Status))
 	}
 }
 
