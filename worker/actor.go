@@ -235,39 +235,6 @@ func createActor[T any](ctx context.Context, c actorClass, args ...any) (ActorHa
 	return ActorHandle[T]{id: rep.ActorID, class: c.class}, nil
 }
 
-// encodeArgs turns call arguments into wire form: refs stay refs (a ready
-// one this process owns travels inline), values are msgpack-encoded, and
-// values over the inline limit go to the object store and travel as refs.
-func (cw *coreWorker) encodeArgs(ctx context.Context, what string, args []any) ([]wire.Arg, error) {
-	out := make([]wire.Arg, len(args))
-	for i, a := range args {
-		if r, ok := a.(ObjectRef); ok {
-			if o := cw.objects.get(r.ID()); o != nil && o.ready() && o.err == nil && o.loc == nil {
-				out[i] = wire.Arg{Inline: o.value}
-				continue
-			}
-			out[i] = wire.Arg{IsRef: true, RefID: r.ID(), Owner: r.Owner()}
-			continue
-		}
-		b, err := msgpack.Marshal(a)
-		if err != nil {
-			return nil, fmt.Errorf("%s: encode argument %d (%T): %w", what, i, a, err)
-		}
-		if len(b) > inlineMax {
-			id := cw.newObjectID("a")
-			loc, err := cw.storeLarge(ctx, id, b)
-			if err != nil {
-				return nil, fmt.Errorf("%s: argument %d: %w", what, i, err)
-			}
-			cw.objects.completeLoc(id, loc)
-			out[i] = wire.Arg{IsRef: true, RefID: id, Owner: cw.addr}
-			continue
-		}
-		out[i] = wire.Arg{Inline: b}
-	}
-	return out, nil
-}
-
 // ActorHandle refers to an actor of type T. It may be copied, passed to
 // tasks and other actors as an argument or inside values (it travels as
 // [id, class]), and used from any process of the cluster.
@@ -287,28 +254,12 @@ func (h ActorHandle[T]) String() string { return fmt.Sprintf("Actor(%s, %s)", h.
 
 // EncodeMsgpack writes the handle as [id, class].
 func (h ActorHandle[T]) EncodeMsgpack(enc *msgpack.Encoder) error {
-	if err := enc.EncodeArrayLen(2); err != nil {
-		return err
-	}
-	if err := enc.EncodeString(h.id); err != nil {
-		return err
-	}
-	return enc.EncodeString(h.class)
+	return encodePair(enc, h.id, h.class)
 }
 
 // DecodeMsgpack reads what EncodeMsgpack wrote.
-func (h *ActorHandle[T]) DecodeMsgpack(dec *msgpack.Decoder) error {
-	n, err := dec.DecodeArrayLen()
-	if err != nil {
-		return err
-	}
-	if n != 2 {
-		return fmt.Errorf("actor handle: want [id, class], got %d elements", n)
-	}
-	if h.id, err = dec.DecodeString(); err != nil {
-		return err
-	}
-	h.class, err = dec.DecodeString()
+func (h *ActorHandle[T]) DecodeMsgpack(dec *msgpack.Decoder) (err error) {
+	h.id, h.class, err = decodePair(dec, "actor handle: want [id, class]")
 	return err
 }
 

@@ -158,6 +158,7 @@ type actorConn struct {
 	id       string
 	class    string
 	mu       sync.Mutex
+	name     string          // the actor's name, once resolved (for errors)
 	info     *wire.ActorInfo // nil: resolve before sending
 	staleInc int             // incarnation whose worker failed us (-1: none)
 	session  string
@@ -303,7 +304,7 @@ func (c *actorConn) resolve() (*wire.ActorInfo, error) {
 		}
 		if info.State == "DEAD" || info.State == "ALIVE" {
 			c.mu.Lock()
-			c.info, c.staleInc = &info, -1
+			c.info, c.staleInc, c.name = &info, -1, info.Name
 			c.session = randomHex(8)
 			c.seq = 0
 			c.mu.Unlock()
@@ -323,7 +324,10 @@ func (c *actorConn) failAll(err error) {
 }
 
 func (c *actorConn) died(cause string) error {
-	return &ActorDiedError{ActorID: c.id, Class: c.class, Cause: cause}
+	c.mu.Lock()
+	name := c.name
+	c.mu.Unlock()
+	return &ActorDiedError{ActorID: c.id, Class: c.class, Name: name, Cause: cause}
 }
 
 // push sends one call and records its outcome. On a transport failure the

@@ -18,15 +18,13 @@ const gapTimeout = 5 * time.Second
 
 // actorInstance is the actor a dedicated worker process runs.
 type actorInstance struct {
-	id          string
-	incarnation int
-	class       string
-	value       any
-	sem         chan struct{} // MaxConcurrency > 1
-	mu          sync.Mutex    // guards what follows
-	sessions    map[string]*callSession
-	ready       []readyCall // MaxConcurrency 1: calls due, in arrival order
-	running     bool        // a handler is executing due calls
+	id       string
+	value    any
+	sem      chan struct{} // MaxConcurrency > 1
+	mu       sync.Mutex    // guards what follows
+	sessions map[string]*callSession
+	ready    []readyCall // MaxConcurrency 1: calls due, in arrival order
+	running  bool        // a handler is executing due calls
 }
 
 // callSession orders one caller's calls by sequence number: next is the
@@ -68,21 +66,17 @@ func (cw *coreWorker) handleActorConstruct(ctx context.Context, req *wire.ActorC
 	if err != nil {
 		return fail(err.Error(), "", false), nil
 	}
-	inst := &actorInstance{id: req.ActorID, incarnation: req.Incarnation, class: c.class, value: v, sessions: map[string]*callSession{}}
+	inst := &actorInstance{id: req.ActorID, value: v, sessions: map[string]*callSession{}}
 	if req.MaxConcurrency > 1 {
 		inst.sem = make(chan struct{}, req.MaxConcurrency)
 	}
-	currentMu.Lock()
-	cw.actor = inst
-	currentMu.Unlock()
+	cw.actor.Store(inst)
 	return &wire.ActorConstructReply{}, nil
 }
 
 // handleActorCall runs one method call on this worker's actor.
 func (cw *coreWorker) handleActorCall(ctx context.Context, req *wire.ActorCallRequest) (*wire.PushTaskReply, error) {
-	currentMu.RLock()
-	inst := cw.actor
-	currentMu.RUnlock()
+	inst := cw.actor.Load()
 	if inst == nil || inst.id != req.ActorID {
 		return nil, &rpc.Error{Code: "wrong_actor", Message: fmt.Sprintf("this worker does not run actor %s", req.ActorID)}
 	}

@@ -308,13 +308,8 @@ func TestActorRestartsThenDies(t *testing.T) {
 func TestActorsSurviveLeaderFailover(t *testing.T) {
 	nodes := startCluster(t, 3, nil)
 	ctx := ctxT(t)
-	// Drive from n2 so the leader (n0, the head) can die under us.
-	Shutdown()
-	if err := Init(ctx, Address(nodes[2].RPCAddr()), Logger(quietLogger())); err != nil {
-		t.Fatal(err)
-	}
 	deadline := time.Now().Add(30 * time.Second)
-	for voters(t, ctx, nodes[2].RPCAddr()) < 3 {
+	for voters(t, ctx, nodes[0].RPCAddr()) < 3 {
 		if time.Now().After(deadline) {
 			t.Fatal("the cluster never reached 3 Raft voters")
 		}
@@ -326,10 +321,16 @@ func TestActorsSurviveLeaderFailover(t *testing.T) {
 			leader = i
 		}
 	}
-	if leader == 2 || leader < 0 {
-		t.Skipf("leader is node %d; this test needs it elsewhere than the driver's node", leader)
+	if leader < 0 {
+		t.Fatal("no node leads")
 	}
-	other := 3 - leader - 2 // the node that is neither leader nor the driver's
+	// Drive from a node other than the leader, so the leader can die under
+	// us; the actor lives on the third node.
+	driver, other := (leader+1)%3, (leader+2)%3
+	Shutdown()
+	if err := Init(ctx, Address(nodes[driver].RPCAddr()), Logger(quietLogger())); err != nil {
+		t.Fatal(err)
+	}
 	h, err := logActorClass.Options(Resources(map[string]float64{fmt.Sprintf("node%d", other): 1}), Detached()).Remote(ctx, "before")
 	if err != nil {
 		t.Fatal(err)

@@ -59,15 +59,8 @@ var (
 // BenchmarkActorCallsSync is Ray's 1_1_actor_calls_sync: one caller, one
 // actor on the same node, each no-op call waited for before the next.
 func BenchmarkActorCallsSync(b *testing.B) {
-	startCluster(b, 1, nil)
 	ctx := context.Background()
-	h, err := benchActorClass.Remote(ctx)
-	if err != nil {
-		b.Fatal(err)
-	}
-	if _, err := benchNoop.Remote(ctx, h, 0).Get(ctx); err != nil {
-		b.Fatal(err)
-	}
+	h := startedBenchActor(b, ctx)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		if _, err := benchNoop.Remote(ctx, h, i).Get(ctx); err != nil {
@@ -80,15 +73,8 @@ func BenchmarkActorCallsSync(b *testing.B) {
 // BenchmarkActorCallsPipelined is Ray's 1_1_actor_calls_async: b.N calls
 // submitted, then all waited for.
 func BenchmarkActorCallsPipelined(b *testing.B) {
-	startCluster(b, 1, nil)
 	ctx := context.Background()
-	h, err := benchActorClass.Remote(ctx)
-	if err != nil {
-		b.Fatal(err)
-	}
-	if _, err := benchNoop.Remote(ctx, h, 0).Get(ctx); err != nil {
-		b.Fatal(err)
-	}
+	h := startedBenchActor(b, ctx)
 	b.ResetTimer()
 	refs := make([]Ref[int], b.N)
 	for i := range refs {
@@ -104,15 +90,8 @@ func BenchmarkActorCallsPipelined(b *testing.B) {
 // then one call on each waited for (so each is placed, started and
 // constructed).
 func BenchmarkActorCreation(b *testing.B) {
-	startCluster(b, 1, nil)
 	ctx := context.Background()
-	warm, err := benchActorClass.Remote(ctx) // warm up: leader ready, binary cached
-	if err != nil {
-		b.Fatal(err)
-	}
-	if _, err := benchNoop.Remote(ctx, warm, 0).Get(ctx); err != nil {
-		b.Fatal(err)
-	}
+	startedBenchActor(b, ctx) // warm up: leader ready, binary cached
 	b.ResetTimer()
 	hs := make([]ActorHandle[benchActor], b.N)
 	for i := range hs {
@@ -134,4 +113,18 @@ func BenchmarkActorCreation(b *testing.B) {
 	for _, h := range hs {
 		_ = Kill(ctx, h, true)
 	}
+}
+
+// startedBenchActor starts a one-node cluster and a no-op actor that has
+// answered a call, so timings exclude startup.
+func startedBenchActor(b *testing.B, ctx context.Context) ActorHandle[benchActor] {
+	startCluster(b, 1, nil)
+	h, err := benchActorClass.Remote(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := benchNoop.Remote(ctx, h, 0).Get(ctx); err != nil {
+		b.Fatal(err)
+	}
+	return h
 }

@@ -39,8 +39,8 @@ type coreWorker struct {
 	ln       net.Listener
 	objects  *objectTable
 	sub      *submitter
-	actors   *actorCaller   // method calls this process makes
-	actor    *actorInstance // in an actor's worker: the actor it runs
+	actors   *actorCaller                  // method calls this process makes
+	actor    atomic.Pointer[actorInstance] // in an actor's worker: the actor it runs
 	counter  atomic.Uint64
 	embedded *cluster.Node
 	arena    arena

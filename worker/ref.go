@@ -35,30 +35,40 @@ func (r Ref[T]) String() string { return fmt.Sprintf("Ref(%s)", r.id) }
 
 // EncodeMsgpack writes the ref as [id, owner], so refs nested in values
 // travel as refs.
-func (r Ref[T]) EncodeMsgpack(enc *msgpack.Encoder) error {
+func (r Ref[T]) EncodeMsgpack(enc *msgpack.Encoder) error { return encodePair(enc, r.id, r.owner) }
+
+// DecodeMsgpack reads what EncodeMsgpack wrote.
+func (r *Ref[T]) DecodeMsgpack(dec *msgpack.Decoder) (err error) {
+	r.id, r.owner, err = decodePair(dec, "object ref: want [id, owner]")
+	return err
+}
+
+// encodePair writes two strings as a msgpack array, the wire form of refs
+// and actor handles.
+func encodePair(enc *msgpack.Encoder, a, b string) error {
 	if err := enc.EncodeArrayLen(2); err != nil {
 		return err
 	}
-	if err := enc.EncodeString(r.id); err != nil {
+	if err := enc.EncodeString(a); err != nil {
 		return err
 	}
-	return enc.EncodeString(r.owner)
+	return enc.EncodeString(b)
 }
 
-// DecodeMsgpack reads what EncodeMsgpack wrote.
-func (r *Ref[T]) DecodeMsgpack(dec *msgpack.Decoder) error {
+// decodePair reads what encodePair wrote; want describes the form in errors.
+func decodePair(dec *msgpack.Decoder, want string) (a, b string, err error) {
 	n, err := dec.DecodeArrayLen()
 	if err != nil {
-		return err
+		return "", "", err
 	}
 	if n != 2 {
-		return fmt.Errorf("object ref: want [id, owner], got %d elements", n)
+		return "", "", fmt.Errorf("%s, got %d elements", want, n)
 	}
-	if r.id, err = dec.DecodeString(); err != nil {
-		return err
+	if a, err = dec.DecodeString(); err != nil {
+		return "", "", err
 	}
-	r.owner, err = dec.DecodeString()
-	return err
+	b, err = dec.DecodeString()
+	return a, b, err
 }
 
 // Get waits for the value (honouring ctx's deadline) and returns it, or the

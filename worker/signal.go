@@ -11,7 +11,7 @@ import (
 // signalActor is Ray's SignalActor test pattern as a primitive: waiters
 // block on ready until someone sends. Waiters are goroutines in the actor's
 // process, and the tasks waiting on them are blocked in Get, which lends
-// their CPU back: a thousand waiters occupy no CPU.
+// their CPU back: waiters occupy no CPU.
 type signalActor struct {
 	mu    sync.Mutex
 	ready chan struct{} // closed while the signal is set

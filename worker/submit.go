@@ -87,32 +87,18 @@ func submit(ctx context.Context, f remote, numReturns int, args ...any) ([]strin
 	if name == "" {
 		name = shortName(f.name)
 	}
+	wargs, err := cw.encodeArgs(ctx, "submit "+name, args)
+	if err != nil {
+		return fail(err)
+	}
 	t := &pendingTask{opts: opts, spec: wire.TaskSpec{TaskID: taskID, JobID: cw.jobID, Name: name, Function: f.name,
-		NumReturns: numReturns, Owner: cw.addr, Args: make([]wire.Arg, len(args))}}
+		NumReturns: numReturns, Owner: cw.addr, Args: wargs}}
+	// Refs this process owns that were not ready to inline: wait for them.
 	var deps []int
 	for i, a := range args {
-		if r, ok := a.(ObjectRef); ok {
-			t.spec.Args[i] = wire.Arg{IsRef: true, RefID: r.ID(), Owner: r.Owner()}
-			if r.Owner() == cw.addr {
-				deps = append(deps, i)
-			}
-			continue
+		if r, ok := a.(ObjectRef); ok && r.Owner() == cw.addr && wargs[i].IsRef {
+			deps = append(deps, i)
 		}
-		b, err := msgpack.Marshal(a)
-		if err != nil {
-			return fail(fmt.Errorf("submit %s: encode argument %d (%T): %w", name, i, a, err))
-		}
-		if len(b) > inlineMax { // too big for the message: store it, pass a ref (as Ray does)
-			id := cw.newObjectID("a")
-			loc, err := cw.storeLarge(ctx, id, b)
-			if err != nil {
-				return fail(fmt.Errorf("submit %s: argument %d: %w", name, i, err))
-			}
-			cw.objects.completeLoc(id, loc)
-			t.spec.Args[i] = wire.Arg{IsRef: true, RefID: id, Owner: cw.addr}
-			continue
-		}
-		t.spec.Args[i] = wire.Arg{Inline: b}
 	}
 	for _, id := range ids {
 		cw.objects.pending(id)
@@ -123,6 +109,39 @@ func submit(ctx context.Context, f remote, numReturns int, args ...any) ([]strin
 		go cw.sub.resolveThenEnqueue(t, deps)
 	}
 	return ids, cw.addr, nil
+}
+
+// encodeArgs turns call arguments into wire form: refs stay refs (a ready
+// one this process owns travels inline), values are msgpack-encoded, and
+// values over the inline limit go to the object store and travel as refs.
+func (cw *coreWorker) encodeArgs(ctx context.Context, what string, args []any) ([]wire.Arg, error) {
+	out := make([]wire.Arg, len(args))
+	for i, a := range args {
+		if r, ok := a.(ObjectRef); ok {
+			if o := cw.objects.get(r.ID()); o != nil && o.ready() && o.err == nil && o.loc == nil {
+				out[i] = wire.Arg{Inline: o.value}
+				continue
+			}
+			out[i] = wire.Arg{IsRef: true, RefID: r.ID(), Owner: r.Owner()}
+			continue
+		}
+		b, err := msgpack.Marshal(a)
+		if err != nil {
+			return nil, fmt.Errorf("%s: encode argument %d (%T): %w", what, i, a, err)
+		}
+		if len(b) > inlineMax {
+			id := cw.newObjectID("a")
+			loc, err := cw.storeLarge(ctx, id, b)
+			if err != nil {
+				return nil, fmt.Errorf("%s: argument %d: %w", what, i, err)
+			}
+			cw.objects.completeLoc(id, loc)
+			out[i] = wire.Arg{IsRef: true, RefID: id, Owner: cw.addr}
+			continue
+		}
+		out[i] = wire.Arg{Inline: b}
+	}
+	return out, nil
 }
 
 // resolveThenEnqueue waits for arguments this process owns and inlines their
