@@ -101,10 +101,8 @@ func (n *Node) actorCreate(ctx context.Context, req *wire.ActorCreateRequest) (*
 	case req.MaxConcurrency < 1:
 		return bad("actor %s: MaxConcurrency %d: must be at least 1", req.Class, req.MaxConcurrency)
 	}
-	for name, q := range req.Resources {
-		if q < 0 {
-			return bad("actor %s: resource %q: negative amount %s", req.Class, name, q)
-		}
+	if err := checkNonNegative(req.Resources); err != nil {
+		return bad("actor %s: %v", req.Class, err)
 	}
 	id := newID()[:24]
 	if req.ActorID != "" {
@@ -476,19 +474,12 @@ func actorCandidates(view []wire.NodeInfo, a *store.Actor) ([]wire.NodeInfo, str
 
 // sortByLoad puts nodes with demand free first, then by CPU load.
 func sortByLoad(nodes []wire.NodeInfo, demand sched.ResourceSet) []wire.NodeInfo {
-	load := func(nd *wire.NodeInfo) float64 {
-		t := nd.Total[sched.CPU]
-		if t == 0 {
-			return 1
-		}
-		return 1 - float64(nd.Available[sched.CPU])/float64(t)
-	}
 	sort.SliceStable(nodes, func(i, j int) bool {
 		fi, fj := nodes[i].Available.Covers(demand), nodes[j].Available.Covers(demand)
 		if fi != fj {
 			return fi
 		}
-		return load(&nodes[i]) < load(&nodes[j])
+		return cpuLoad(&nodes[i]) < cpuLoad(&nodes[j])
 	})
 	return nodes
 }
@@ -503,4 +494,14 @@ func validHexID(s string) bool {
 		}
 	}
 	return true
+}
+
+// sleepCtx waits d or until ctx ends.
+func sleepCtx(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
 }

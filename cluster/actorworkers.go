@@ -2,7 +2,6 @@ package cluster
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -15,7 +14,6 @@ import (
 type actorProc struct {
 	id          string
 	incarnation int
-	job         string // the actor's own job ID: its objects and nested workers
 	lease       uint64
 	w           *workerProc
 	stopped     bool // Stop asked for it: the exit is expected (still reported)
@@ -51,10 +49,8 @@ func (n *Node) actorStart(ctx context.Context, req *wire.ActorStartRequest) (*wi
 		p.mu.Lock()
 	}
 	p.mu.Unlock()
-	for name, q := range req.Resources {
-		if q < 0 {
-			return nil, &rpc.Error{Code: CodeBadInput, Message: fmt.Sprintf("actor %s: resource %q: negative amount %s", req.ActorID, name, q)}
-		}
+	if err := checkNonNegative(req.Resources); err != nil {
+		return nil, &rpc.Error{Code: CodeBadInput, Message: fmt.Sprintf("actor %s: %v", req.ActorID, err)}
 	}
 	l := n.local.tryGrant(req.Resources)
 	if l == nil {
@@ -72,7 +68,7 @@ func (n *Node) actorStart(ctx context.Context, req *wire.ActorStartRequest) (*wi
 		n.local.release(l.id)
 		return nil, &rpc.Error{Code: "worker_failed", Message: err.Error()}
 	}
-	ap := &actorProc{id: req.ActorID, incarnation: req.Incarnation, job: job, lease: l.id, w: w}
+	ap := &actorProc{id: req.ActorID, incarnation: req.Incarnation, lease: l.id, w: w}
 	p.actors[req.ActorID] = ap
 	p.mu.Unlock()
 	n.local.setWorker(l.id, w.id)
@@ -136,14 +132,15 @@ func (p *workerPool) actorExited(w *workerProc) {
 	n := p.n
 	n.local.release(ap.lease)
 	// The actor's own objects and nested task workers go with it.
-	n.workers.stopJob(ap.job)
-	n.objects.DeletePrefix(ap.job + "/")
+	job := actorJobID(ap.id)
+	n.workers.stopJob(job)
+	n.objects.DeletePrefix(job + "/")
 	if n.ctx.Err() != nil {
 		return // node shutdown: the leader learns it from gossip
 	}
 	for _, addr := range n.peerAddrs() {
 		if addr != n.rpcAddr {
-			go n.pool.Call(n.ctx, addr, wire.MethodJobFinish, &wire.JobFinishRequest{JobID: ap.job, FromNode: true}, nil)
+			go n.pool.Call(n.ctx, addr, wire.MethodJobFinish, &wire.JobFinishRequest{JobID: job, FromNode: true}, nil)
 		}
 	}
 	cause := fmt.Sprintf("its worker process (pid %d) on node %s exited: %v", w.cmd.Process.Pid, n.cfg.NodeName, w.err)
@@ -155,30 +152,13 @@ func (p *workerPool) actorExited(w *workerProc) {
 	go n.reportActorDied(&wire.ActorDiedRequest{ActorID: ap.id, Incarnation: ap.incarnation, Cause: cause})
 }
 
-// reportActorDied tells the leader, retrying through leader changes for up
-// to a minute.
+// reportActorDied tells the leader; forward waits through leader changes,
+// here for up to a minute.
 func (n *Node) reportActorDied(req *wire.ActorDiedRequest) {
 	ctx, cancel := context.WithTimeout(n.ctx, time.Minute)
 	defer cancel()
-	for {
-		err := n.forward(ctx, wire.MethodActorDied, req, nil)
-		var re *rpc.Error
-		if err == nil || (errors.As(err, &re) && re.Code != CodeNoLeader) || ctx.Err() != nil {
-			if err != nil {
-				n.logger.Warn("report actor death", "actor", req.ActorID, "err", err)
-			}
-			return
-		}
-		sleepCtx(ctx, 500*time.Millisecond)
-	}
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
+	if err := n.forward(ctx, wire.MethodActorDied, req, nil); err != nil {
+		n.logger.Warn("report actor death", "actor", req.ActorID, "err", err)
 	}
 }
 

@@ -110,10 +110,8 @@ func (n *Node) leaseReturn(ctx context.Context, req *wire.LeaseReturnRequest) (*
 // node (spillback), queues it until resources free up, or reports it
 // infeasible with the missing resource named.
 func (n *Node) leaseWorker(ctx context.Context, req *wire.LeaseRequest) (*wire.LeaseReply, error) {
-	for name, q := range req.Resources {
-		if q < 0 {
-			return nil, &rpc.Error{Code: CodeBadInput, Message: fmt.Sprintf("resource %q: negative amount %s", name, q)}
-		}
+	if err := checkNonNegative(req.Resources); err != nil {
+		return nil, &rpc.Error{Code: CodeBadInput, Message: err.Error()}
 	}
 	// The view is copied only when a decision needs other nodes: a lease
 	// granted here straight away never builds it.
@@ -192,15 +190,28 @@ func pickNode(view []wire.NodeInfo, demand sched.ResourceSet, exclude string, ne
 	if len(cands) == 0 {
 		return nil
 	}
-	load := func(nd *wire.NodeInfo) float64 {
-		t := nd.Total[sched.CPU]
-		if t == 0 {
-			return 1
-		}
-		return 1 - float64(nd.Available[sched.CPU])/float64(t)
-	}
-	sort.SliceStable(cands, func(i, j int) bool { return load(cands[i]) < load(cands[j]) })
+	sort.SliceStable(cands, func(i, j int) bool { return cpuLoad(cands[i]) < cpuLoad(cands[j]) })
 	return cands[0]
+}
+
+// cpuLoad is the share of a node's CPUs in use as last reported (1 for a
+// node without CPUs, so it sorts last).
+func cpuLoad(nd *wire.NodeInfo) float64 {
+	t := nd.Total[sched.CPU]
+	if t == 0 {
+		return 1
+	}
+	return 1 - float64(nd.Available[sched.CPU])/float64(t)
+}
+
+// checkNonNegative rejects a demand with a negative amount, naming it.
+func checkNonNegative(r sched.ResourceSet) error {
+	for _, name := range r.Names() {
+		if r[name] < 0 {
+			return fmt.Errorf("resource %q: negative amount %s", name, r[name])
+		}
+	}
+	return nil
 }
 
 // clusterView is the node table with resources as this node last heard it
