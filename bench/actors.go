@@ -161,17 +161,13 @@ func setupNN(ctx context.Context, e *Env) (RunFunc, error) {
 	if err != nil {
 		return nil, err
 	}
+	client := callServersTask.Options(worker.CPUs(0))
 	return throughput(func(ctx context.Context) (float64, error) {
 		refs := make([]worker.Ref[int], actorClients)
 		for i := range refs {
-			refs[i] = callServersTask.Options(worker.CPUs(0)).Remote(ctx, servers, actorBatch)
+			refs[i] = client.Remote(ctx, servers, actorBatch)
 		}
-		ns, err := worker.GetAll(ctx, refs)
-		total := 0
-		for _, n := range ns {
-			total += n
-		}
-		return float64(total), err
+		return sumAll(ctx, refs)
 	}), nil
 }
 
@@ -192,11 +188,16 @@ func setupNNArg(ctx context.Context, e *Env) (RunFunc, error) {
 		for i := range refs {
 			refs[i] = clientCallWithArg.Remote(ctx, clients[i], servers[i], actorBatch)
 		}
-		ns, err := worker.GetAll(ctx, refs)
-		total := 0
-		for _, n := range ns {
-			total += n
-		}
-		return float64(total), err
+		return sumAll(ctx, refs)
 	}), nil
+}
+
+// sumAll gets the call counts clients return and adds them up.
+func sumAll(ctx context.Context, refs []worker.Ref[int]) (float64, error) {
+	ns, err := worker.GetAll(ctx, refs)
+	total := 0
+	for _, n := range ns {
+		total += n
+	}
+	return float64(total), err
 }

@@ -113,13 +113,9 @@ func setupManyArgs(ctx context.Context, e *Env) (RunFunc, error) {
 	if err := startWorker(ctx); err != nil {
 		return nil, err
 	}
-	refs := make([]worker.Ref[[]int], n)
-	for i := range refs {
-		r, err := worker.Put(ctx, ones(itemInts))
-		if err != nil {
-			return nil, err
-		}
-		refs[i] = r
+	refs, err := putRefs(ctx, n, ones(itemInts))
+	if err != nil {
+		return nil, err
 	}
 	return timedOnce(n, func(ctx context.Context) error {
 		sum, err := sumArgs.Remote(ctx, refs).Get(ctx)
@@ -150,13 +146,9 @@ func setupManyReturns(ctx context.Context, e *Env) (RunFunc, error) {
 
 func setupGetManyRefs(ctx context.Context, e *Env) (RunFunc, error) {
 	n := e.Scale(scaleGets)
-	refs := make([]worker.Ref[[]int], n)
-	for i := range refs {
-		r, err := worker.Put(ctx, rangeInts(itemInts))
-		if err != nil {
-			return nil, err
-		}
-		refs[i] = r
+	refs, err := putRefs(ctx, n, rangeInts(itemInts))
+	if err != nil {
+		return nil, err
 	}
 	return timedOnce(n, func(ctx context.Context) error {
 		vals, err := worker.GetAll(ctx, refs)
@@ -175,4 +167,17 @@ func setupQueued(ctx context.Context, e *Env) (RunFunc, error) {
 	return timedOnce(n, func(ctx context.Context) error {
 		return submitAndGet(ctx, n)
 	}), nil
+}
+
+// putRefs puts v n times and returns the refs.
+func putRefs(ctx context.Context, n int, v []int) ([]worker.Ref[[]int], error) {
+	refs := make([]worker.Ref[[]int], n)
+	for i := range refs {
+		r, err := worker.Put(ctx, v)
+		if err != nil {
+			return nil, err
+		}
+		refs[i] = r
+	}
+	return refs, nil
 }

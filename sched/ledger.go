@@ -1,6 +1,7 @@
 package sched
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -152,15 +153,7 @@ func (l *Ledger) view() []Node {
 		}
 		out = append(out, Node{ID: id, Total: n.total.Clone(), Available: avail, Labels: n.labels, Alive: n.alive})
 	}
-	slices.SortFunc(out, func(a, b Node) int {
-		switch {
-		case a.ID < b.ID:
-			return -1
-		case a.ID > b.ID:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(out, func(a, b Node) int { return cmp.Compare(a.ID, b.ID) })
 	return out
 }
 

@@ -1,6 +1,9 @@
 package sched
 
-import "slices"
+import (
+	"cmp"
+	"slices"
+)
 
 // Node is one node as placement sees it: the scheduler's input, built by the
 // caller from the node table (identity, totals, labels, liveness) and the
@@ -91,14 +94,6 @@ func aliveSorted(nodes []Node) []*Node {
 		seen[n.ID] = true
 		out = append(out, n)
 	}
-	slices.SortFunc(out, func(a, b *Node) int {
-		switch {
-		case a.ID < b.ID:
-			return -1
-		case a.ID > b.ID:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(out, func(a, b *Node) int { return cmp.Compare(a.ID, b.ID) })
 	return out
 }
