@@ -160,7 +160,21 @@ func (n *Node) actorGet(ctx context.Context, req *wire.ActorGetRequest) (*wire.A
 		}
 		if a == nil {
 			if req.ActorID != "" {
-				return nil, &rpc.Error{Code: CodeNotFound, Message: fmt.Sprintf("no actor with ID %s", req.ActorID)}
+				// Unnamed actors register in the background under an ID their
+				// creator chose, and a handle can reach another process before
+				// the registration commits: a waiting lookup waits for it.
+				notFound := &rpc.Error{Code: CodeNotFound, Message: fmt.Sprintf("no actor with ID %s", req.ActorID)}
+				if deadline == nil {
+					return nil, notFound
+				}
+				select {
+				case <-watch:
+					continue
+				case <-deadline:
+					return nil, notFound
+				case <-ctx.Done():
+					return nil, ctx.Err()
+				}
 			}
 			return nil, &rpc.Error{Code: CodeNotFound, Message: fmt.Sprintf("no live actor named %q in namespace %q", req.Name, req.Namespace)}
 		}

@@ -64,7 +64,9 @@ type ActorCreateReply struct {
 // ActorGetRequest looks an actor up by ActorID, or by Namespace and Name
 // when ActorID is empty. With WaitMillis > 0 the leader answers once the
 // actor is ALIVE with an incarnation other than NotIncarnation (-1: any), or
-// DEAD, or when WaitMillis pass (with the record as it is then).
+// DEAD, or when WaitMillis pass (with the record as it is then). An ID not
+// yet registered is waited for too (its creator may still be registering
+// it); it is a not_found error only once WaitMillis pass.
 type ActorGetRequest struct {
 	ActorID        string
 	Namespace      string
