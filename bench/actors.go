@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"time"
 
 	"github.com/nodeup/nodeup/worker"
 )
@@ -91,7 +92,35 @@ func init() {
 			Desc: "4 client tasks (CPUs(0)) each make 1,000 calls spread over max(1, CPUs/2) actors", Setup: setupNN},
 		&Metric{Name: "n_n_actor_calls_with_arg_async", Unit: "calls/s", Group: GroupActors,
 			Desc: "max(1, CPUs/2) client actors each make 1,000 calls with a ref argument to their own server actor", Setup: setupNNArg},
+		&Metric{Name: "actor_creation", Unit: "actors/s", Group: GroupActors,
+			Desc:  "create 50 no-op actors (each its own worker process) and wait until each has answered one call; killing them is not timed (Ray's many_actors release test)",
+			Setup: setupActorCreation},
 	)
+}
+
+// actorCreationBatch is how many actors one timed operation creates.
+const actorCreationBatch = 50
+
+func setupActorCreation(ctx context.Context, e *Env) (RunFunc, error) {
+	return func(ctx context.Context, d time.Duration) ([]float64, error) {
+		var actors float64
+		var timed time.Duration
+		for timed < d {
+			start := time.Now()
+			hs, err := newServers(ctx, actorCreationBatch)
+			timed += time.Since(start)
+			if err != nil {
+				return nil, err
+			}
+			actors += float64(len(hs))
+			for _, h := range hs {
+				if err := worker.Kill(ctx, h, true); err != nil {
+					return nil, fmt.Errorf("kill actor %s: %w", h.ID(), err)
+				}
+			}
+		}
+		return []float64{actors / timed.Seconds()}, nil
+	}, nil
 }
 
 func serverCount() int { return max(1, runtime.NumCPU()/2) }

@@ -28,6 +28,9 @@ const (
 	EnvNodeName   = "NODEUP_NODE_NAME"  // the node's name
 	EnvArenaPath  = "NODEUP_ARENA_PATH" // the node's object store file
 	EnvActorID    = "NODEUP_ACTOR_ID"   // set in an actor's dedicated worker process
+	// EnvBinaryHash is the sha256 (hex) of the worker's own executable, so a
+	// worker need not hash tens of MiB at every start.
+	EnvBinaryHash = "NODEUP_BINARY_HASH"
 )
 
 // workerStartTimeout bounds how long a new worker process may take to register.
@@ -218,7 +221,7 @@ func (p *workerPool) start(spec procSpec) (*workerProc, error) {
 	cmd.Env = append(append(os.Environ(), spec.env...),
 		EnvWorkerMode+"=1", EnvNodeAddr+"="+p.n.rpcAddr, EnvJobID+"="+spec.job, EnvWorkerID+"="+w.id,
 		EnvBindIP+"="+host, EnvNodeID+"="+p.n.id.NodeID, EnvNodeName+"="+p.n.cfg.NodeName, EnvArenaPath+"="+p.n.arenaPath(),
-		EnvActorID+"="+spec.actor)
+		EnvActorID+"="+spec.actor, EnvBinaryHash+"="+spec.binHash)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		logf.Close()

@@ -187,8 +187,14 @@ func runWorker(cw *coreWorker) {
 	cw.nodeAddr = os.Getenv(cluster.EnvNodeAddr)
 	cw.nodeID, cw.nodeName = os.Getenv(cluster.EnvNodeID), os.Getenv(cluster.EnvNodeName)
 	cw.arena.path = os.Getenv(cluster.EnvArenaPath)
-	if exe, err := os.Executable(); err == nil {
-		cw.binHash, _ = fileHash(exe)
+	// The node started us from its content-addressed cache and says under
+	// which hash; hashing the executable here would cost every worker start
+	// tens of milliseconds of CPU.
+	cw.binHash = os.Getenv(cluster.EnvBinaryHash)
+	if cw.binHash == "" {
+		if exe, err := os.Executable(); err == nil {
+			cw.binHash, _ = fileHash(exe)
+		}
 	}
 	if err := cw.serve(os.Getenv(cluster.EnvBindIP)); err != nil {
 		fatal(err)

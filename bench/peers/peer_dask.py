@@ -41,6 +41,7 @@ EXIT_WATCHDOG = 4
 
 # Sizes: the same as nodeup bench (bench/tasks.go, objects.go, transfer.go, scalability.go).
 ASYNC_BATCH = 1000          # tasks per *_async / batch operation
+ACTOR_CREATION_BATCH = 50   # actors one actor_creation operation creates
 MULTI_CLIENTS = 4           # client tasks of multi_client_tasks_async
 MULTI_CLIENT_TASKS = 1000   # tasks each client submits
 MULTI_PUT_TASKS = 10        # tasks of multi_client_put_*
@@ -298,6 +299,14 @@ def run_benchmarks(client, cluster, b, args, idle_rss):
     b.timeit("1_1_actor_calls_async", actor_async, ASYNC_BATCH, unit="calls/s",
              note=f"{ASYNC_BATCH} actor calls issued, then all results awaited")
     del actor
+
+    def actor_creation():
+        actors = client.gather([client.submit(Actor, actor=True, pure=False) for _ in range(ACTOR_CREATION_BATCH)])
+        for a in actors:
+            a.small_value().result(timeout=T)
+    b.timeit("actor_creation", actor_creation, ACTOR_CREATION_BATCH, unit="actors/s",
+             note=f"{ACTOR_CREATION_BATCH} x client.submit(cls, actor=True), one call each; a Dask actor is an "
+                  "object in an existing worker process, a nodeup actor gets a process of its own")
     b.skip("1_1_actor_calls_concurrent", "calls/s",
            "Dask actors have no max_concurrency: sync methods run one at a time on the worker's actor thread")
     for name in ("1_n_actor_calls_async", "n_n_actor_calls_async", "n_n_actor_calls_with_arg_async"):
