@@ -104,6 +104,9 @@ func (n *Node) actorCreate(ctx context.Context, req *wire.ActorCreateRequest) (*
 	if err := checkNonNegative(req.Resources); err != nil {
 		return bad("actor %s: %v", req.Class, err)
 	}
+	if err := req.Strategy.Labels.Validate(); err != nil {
+		return bad("actor %s: %v", req.Class, err)
+	}
 	id := newID()[:24]
 	if req.ActorID != "" {
 		if !validHexID(req.ActorID) {
@@ -119,7 +122,7 @@ func (n *Node) actorCreate(ctx context.Context, req *wire.ActorCreateRequest) (*
 	a := store.Actor{ID: id, JobID: req.JobID, Class: req.Class, Name: req.Name, Namespace: req.Namespace,
 		State: store.ActorPending, Detached: req.Detached, MaxRestarts: req.MaxRestarts, MaxTaskRetries: req.MaxTaskRetries,
 		MaxConcurrency: req.MaxConcurrency, Resources: req.Resources, StrategyKind: req.Strategy.Kind, StrategyNode: req.Strategy.NodeID,
-		StrategySoft: req.Strategy.Soft, Constructor: req.Constructor, Args: args, BinaryHash: req.BinaryHash, BinaryNode: req.BinaryNode,
+		StrategySoft: req.Strategy.Soft, Labels: req.Strategy.Labels, Constructor: req.Constructor, Args: args, BinaryHash: req.BinaryHash, BinaryNode: req.BinaryNode,
 		OwnerAddr: req.OwnerAddr, CreatedAt: now, StateChangedAt: now}
 	res, err := n.apply(store.ActorRegisterType, &store.ActorRegisterRequest{Actor: a, GetIfExists: req.GetIfExists})
 	if err != nil {
@@ -443,10 +446,18 @@ func (m *actorManager) tryNode(a *store.Actor, nd wire.NodeInfo) (ok, stop bool)
 // none, reason says why (infeasible: the missing resource named).
 func actorCandidates(view []wire.NodeInfo, a *store.Actor) ([]wire.NodeInfo, string) {
 	var fits []wire.NodeInfo
+	matching := 0
 	for _, nd := range view {
-		if nd.Alive && nd.Total.Covers(a.Resources) {
+		if !nd.Alive || !labelsMatch(a.Labels, &nd) {
+			continue
+		}
+		matching++
+		if nd.Total.Covers(a.Resources) {
 			fits = append(fits, nd)
 		}
+	}
+	if matching == 0 && len(a.Labels) > 0 {
+		return nil, "infeasible: " + noLabelMatch(view, a.Labels)
 	}
 	if a.StrategyKind == wire.StrategyNodeAffinity {
 		var target []wire.NodeInfo

@@ -31,6 +31,7 @@ func (n *Node) agentLoop() {
 				Available: n.local.available(), Pending: n.local.queued()}, &resp)
 			if err == nil && resp.View != nil {
 				n.view.Store(resp.View)
+				n.spills.reset()
 			}
 			if err == nil && !resp.Known {
 				registered = false

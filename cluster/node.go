@@ -57,6 +57,7 @@ type Node struct {
 	leader     leaderState
 	leaderHint atomic.Value // string: RPC address of the leader, for non-voters
 	view       atomic.Value // []wire.NodeInfo: the cluster as the leader last reported it
+	spills     spillLedger  // demand spilled to other nodes since view arrived
 
 	local   *localSched
 	workers *workerPool

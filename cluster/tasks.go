@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -110,8 +111,29 @@ func (n *Node) leaseReturn(ctx context.Context, req *wire.LeaseReturnRequest) (*
 // node (spillback), queues it until resources free up, or reports it
 // infeasible with the missing resource named.
 func (n *Node) leaseWorker(ctx context.Context, req *wire.LeaseRequest) (*wire.LeaseReply, error) {
+	rep, l, err := n.decideLease(ctx, req)
+	if err != nil || l == nil {
+		return rep, err
+	}
+	w, err := n.workers.worker(ctx, req)
+	if err != nil {
+		n.local.release(l.id)
+		return nil, &rpc.Error{Code: "worker_failed", Message: err.Error()}
+	}
+	n.local.setWorker(l.id, w.id)
+	return &wire.LeaseReply{LeaseID: l.id, WorkerAddr: w.addr, WorkerID: w.id, NodeID: n.id.NodeID, NodeName: n.cfg.NodeName, NodeAddr: n.rpcAddr}, nil
+}
+
+// decideLease is leaseWorker's scheduling decision: a reply (spillback,
+// infeasible, busy) or a lease granted here (its resources reserved, no
+// worker yet), waiting in the local queue when the request must stay here.
+func (n *Node) decideLease(ctx context.Context, req *wire.LeaseRequest) (*wire.LeaseReply, *lease, error) {
 	if err := checkNonNegative(req.Resources); err != nil {
-		return nil, &rpc.Error{Code: CodeBadInput, Message: err.Error()}
+		return nil, nil, &rpc.Error{Code: CodeBadInput, Message: err.Error()}
+	}
+	sel := req.Strategy.Labels
+	if err := sel.Validate(); err != nil {
+		return nil, nil, &rpc.Error{Code: CodeBadInput, Message: err.Error()}
 	}
 	// The view is copied only when a decision needs other nodes: a lease
 	// granted here straight away never builds it.
@@ -121,65 +143,92 @@ func (n *Node) leaseWorker(ctx context.Context, req *wire.LeaseRequest) (*wire.L
 	// (the target was unreachable) is scheduled like any other here.
 	if st := req.Strategy; st.Kind == wire.StrategyNodeAffinity && st.NodeID != self && !(st.Soft && req.Spilled) {
 		for _, nd := range view() {
-			if nd.NodeID == st.NodeID && nd.Alive && nd.Total.Covers(req.Resources) {
-				return &wire.LeaseReply{Spillback: nd.Addr}, nil
+			if nd.NodeID == st.NodeID && nd.Alive && nd.Total.Covers(req.Resources) && labelsMatch(sel, &nd) {
+				return n.spillTo(&nd, req), nil, nil
 			}
 		}
 		if !st.Soft {
-			reason := fmt.Sprintf("node affinity: node %s is not alive or lacks %s", st.NodeID, req.Resources)
+			reason := fmt.Sprintf("node affinity: node %s is not alive, lacks %s, or does not match labels %s", st.NodeID, req.Resources, sel)
 			n.local.noteInfeasible(req.TaskName, req.Resources, reason)
-			return &wire.LeaseReply{Infeasible: reason}, nil
+			return &wire.LeaseReply{Infeasible: reason}, nil, nil
 		}
 	}
+	if ok, _ := sel.Matches(n.cfg.Labels); !ok {
+		t := pickNode(view(), req.Resources, self, true, sel)
+		if t == nil {
+			t = pickNode(view(), req.Resources, self, false, sel)
+		}
+		if t != nil {
+			return n.spillTo(t, req), nil, nil
+		}
+		reason := noLabelMatch(view(), sel)
+		n.local.noteInfeasible(req.TaskName, req.Resources, reason)
+		return &wire.LeaseReply{Infeasible: reason}, nil, nil
+	}
 	if !n.local.total.Covers(req.Resources) {
-		if t := pickNode(view(), req.Resources, self, false); t != nil {
-			return &wire.LeaseReply{Spillback: t.Addr}, nil
+		if t := pickNode(view(), req.Resources, self, false, sel); t != nil {
+			return n.spillTo(t, req), nil, nil
 		}
 		reason := infeasibleReason(view(), req.Resources)
 		if reason == "" {
 			reason = fmt.Sprintf("no alive node can satisfy %s", req.Resources)
 		}
 		n.local.noteInfeasible(req.TaskName, req.Resources, reason)
-		return &wire.LeaseReply{Infeasible: reason}, nil
+		return &wire.LeaseReply{Infeasible: reason}, nil, nil
 	}
 	if req.Strategy.Kind == wire.StrategySpread && !req.Spilled {
-		if t := pickNode(view(), req.Resources, "", true); t != nil && t.NodeID != self {
-			return &wire.LeaseReply{Spillback: t.Addr}, nil
+		if t := pickNode(view(), req.Resources, "", true, sel); t != nil && t.NodeID != self {
+			return n.spillTo(t, req), nil, nil
 		}
 	}
-	l := n.local.tryGrant(req.Resources)
+	var l *lease
+	if req.Strategy.Kind == wire.StrategyDefault && !req.Spilled {
+		// Hybrid policy: take it here while this node is below the spread
+		// threshold (checked and granted under one lock), else prefer a
+		// node still below it.
+		if l = n.local.tryGrantBelow(req.Resources, SpreadThreshold); l == nil {
+			if t := hybridTarget(view(), req.Resources, self, sel); t != nil {
+				return n.spillTo(t, req), nil, nil
+			}
+		}
+	}
+	if l == nil {
+		l = n.local.tryGrant(req.Resources)
+	}
 	if l == nil && !req.Spilled {
 		// Hybrid policy: this node is full; spill to a node with room now.
-		if t := pickNode(view(), req.Resources, self, true); t != nil {
-			return &wire.LeaseReply{Spillback: t.Addr}, nil
+		if t := pickNode(view(), req.Resources, self, true, sel); t != nil {
+			return n.spillTo(t, req), nil, nil
 		}
 	}
 	if l == nil && req.NoQueueIfNot {
-		return &wire.LeaseReply{Busy: true}, nil
+		return &wire.LeaseReply{Busy: true}, nil, nil
 	}
 	if l == nil {
 		var err error
 		if l, err = n.local.wait(ctx, req.Resources); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
-	w, err := n.workers.worker(ctx, req)
-	if err != nil {
-		n.local.release(l.id)
-		return nil, &rpc.Error{Code: "worker_failed", Message: err.Error()}
-	}
-	n.local.setWorker(l.id, w.id)
-	return &wire.LeaseReply{LeaseID: l.id, WorkerAddr: w.addr, WorkerID: w.id, NodeID: self, NodeName: n.cfg.NodeName, NodeAddr: n.rpcAddr}, nil
+	return nil, l, nil
+}
+
+// spillTo answers a lease request with spillback to t, remembering the
+// demand sent there until the next view (see spillLedger).
+func (n *Node) spillTo(t *wire.NodeInfo, req *wire.LeaseRequest) *wire.LeaseReply {
+	n.spills.add(t.NodeID, req.Resources)
+	return &wire.LeaseReply{Spillback: t.Addr}
 }
 
 // pickNode chooses a node for demand among alive nodes other than exclude
-// whose totals cover it; with needFree, only those whose last reported free
-// resources cover it too, least CPU-loaded first (so spillback spreads).
-func pickNode(view []wire.NodeInfo, demand sched.ResourceSet, exclude string, needFree bool) *wire.NodeInfo {
+// whose totals cover it and whose labels match sel; with needFree, only
+// those whose last reported free resources cover it too, least CPU-loaded
+// first (so spillback spreads).
+func pickNode(view []wire.NodeInfo, demand sched.ResourceSet, exclude string, needFree bool, sel sched.LabelSelector) *wire.NodeInfo {
 	var cands []*wire.NodeInfo
 	for i := range view {
 		nd := &view[i]
-		if !nd.Alive || nd.NodeID == exclude || !nd.Total.Covers(demand) {
+		if !nd.Alive || nd.NodeID == exclude || !nd.Total.Covers(demand) || !labelsMatch(sel, nd) {
 			continue
 		}
 		if needFree && !nd.Available.Covers(demand) {
@@ -192,6 +241,26 @@ func pickNode(view []wire.NodeInfo, demand sched.ResourceSet, exclude string, ne
 	}
 	sort.SliceStable(cands, func(i, j int) bool { return cpuLoad(cands[i]) < cpuLoad(cands[j]) })
 	return cands[0]
+}
+
+func labelsMatch(sel sched.LabelSelector, nd *wire.NodeInfo) bool {
+	ok, _ := sel.Matches(nd.Labels)
+	return ok
+}
+
+// noLabelMatch says why no alive node matches sel: the selector, and each
+// alive node's first failing condition (at most three named).
+func noLabelMatch(view []wire.NodeInfo, sel sched.LabelSelector) string {
+	var why []string
+	for i := range view {
+		if !view[i].Alive {
+			continue
+		}
+		if ok, reason := sel.Matches(view[i].Labels); !ok && len(why) < 3 {
+			why = append(why, fmt.Sprintf("node %s: %s", view[i].NodeName, reason))
+		}
+	}
+	return fmt.Sprintf("no alive node matches labels %s (%s)", sel, strings.Join(why, "; "))
 }
 
 // cpuLoad is the share of a node's CPUs in use as last reported (1 for a
@@ -232,6 +301,7 @@ func (n *Node) clusterView() []wire.NodeInfo {
 		out = append(out, wire.NodeInfo{NodeID: n.id.NodeID, NodeName: n.cfg.NodeName, Addr: n.rpcAddr, Alive: true, State: "alive",
 			Total: n.local.total.Clone(), Available: n.local.available(), Labels: n.cfg.Labels})
 	}
+	n.spills.deduct(out)
 	return out
 }
 

@@ -118,6 +118,16 @@ func (s LabelSelector) Matches(labels map[string]string) (bool, string) {
 	return true, ""
 }
 
+// String renders the selector in key order for messages and keys:
+// `spot does_not_exist, zone in (rack1, rack2)`; "" when empty.
+func (s LabelSelector) String() string {
+	parts := make([]string, 0, len(s))
+	for _, k := range s.keys() {
+		parts = append(parts, k+" "+s[k].String())
+	}
+	return strings.Join(parts, ", ")
+}
+
 func (s LabelSelector) keys() []string {
 	ks := make([]string, 0, len(s))
 	for k := range s {

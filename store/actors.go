@@ -78,6 +78,8 @@ type Actor struct {
 	StrategyKind string
 	StrategyNode string
 	StrategySoft bool
+	// Labels are hard node-label conditions (wire.Strategy.Labels).
+	Labels sched.LabelSelector `msgpack:",omitempty"`
 	// Constructor is the registered constructor's name; Args its msgpack
 	// encoded arguments (opaque here).
 	Constructor string
@@ -112,6 +114,7 @@ func (a *Actor) Copy() *Actor {
 	c := *a
 	c.Resources = maps.Clone(a.Resources)
 	c.Args = slices.Clone(a.Args)
+	c.Labels = maps.Clone(a.Labels)
 	return &c
 }
 

@@ -139,11 +139,14 @@ const (
 	StrategyNodeAffinity = "NODE_AFFINITY" // NodeID, hard or soft
 )
 
-// Strategy is a task's scheduling strategy.
+// Strategy is a task's or actor's scheduling strategy.
 type Strategy struct {
 	Kind   string
 	NodeID string // NODE_AFFINITY target
 	Soft   bool   // NODE_AFFINITY: fall back to other nodes when the target cannot run it
+	// Labels are hard conditions on node labels that hold with any Kind
+	// (Ray's label_selector): only matching nodes run the work.
+	Labels sched.LabelSelector `msgpack:",omitempty"`
 }
 
 // LeaseRequest asks a node for a worker with Resources reserved for it (Ray's

@@ -2,6 +2,8 @@ package worker
 
 import (
 	"fmt"
+	"maps"
+	"strings"
 
 	"github.com/nodeup/nodeup/sched"
 	"github.com/nodeup/nodeup/wire"
@@ -45,7 +47,7 @@ func defaultOptions() taskOptions {
 
 // schedKey groups tasks that can share a worker lease.
 func schedKey(res sched.ResourceSet, st wire.Strategy) string {
-	return res.String() + "|" + st.Kind + "|" + st.NodeID + fmt.Sprint(st.Soft)
+	return res.String() + "|" + st.Kind + "|" + st.NodeID + fmt.Sprint(st.Soft) + "|" + st.Labels.String()
 }
 
 func setQuantity(o *taskOptions, name string, v float64) error {
@@ -193,7 +195,10 @@ func RetryExceptions(on bool) Option {
 
 // Spread places tasks on the least-loaded feasible node (Ray's "SPREAD").
 func Spread() Option {
-	return func(o *taskOptions) error { o.strategy = wire.Strategy{Kind: wire.StrategySpread}; return nil }
+	return func(o *taskOptions) error {
+		o.strategy.Kind, o.strategy.NodeID, o.strategy.Soft = wire.StrategySpread, "", false
+		return nil
+	}
 }
 
 // NodeAffinity runs the task on the node with this ID; soft falls back to
@@ -201,8 +206,59 @@ func Spread() Option {
 // NodeAffinitySchedulingStrategy).
 func NodeAffinity(nodeID string, soft bool) Option {
 	return func(o *taskOptions) error {
-		o.strategy = wire.Strategy{Kind: wire.StrategyNodeAffinity, NodeID: nodeID, Soft: soft}
+		o.strategy.Kind, o.strategy.NodeID, o.strategy.Soft = wire.StrategyNodeAffinity, nodeID, soft
 		return nil
+	}
+}
+
+// LabelSelector maps a node label key to the condition its value must meet
+// (sched.LabelSelector): every condition must hold (AND).
+type LabelSelector = sched.LabelSelector
+
+// In matches nodes whose label is one of values (Ray's In).
+func In(values ...string) sched.LabelMatch { return sched.In(values...) }
+
+// NotIn matches nodes whose label is absent or none of values (Ray's NotIn).
+func NotIn(values ...string) sched.LabelMatch { return sched.NotIn(values...) }
+
+// Exists matches nodes that have the label, with any value (Ray's Exists).
+func Exists() sched.LabelMatch { return sched.Exists() }
+
+// DoesNotExist matches nodes without the label (Ray's DoesNotExist).
+func DoesNotExist() sched.LabelMatch { return sched.DoesNotExist() }
+
+// NodeLabels restricts a task or actor to nodes whose labels (set with
+// `nodeup start --labels zone=rack1`) satisfy sel, e.g.
+// NodeLabels(LabelSelector{"zone": In("rack1", "rack2")}); it combines with
+// any strategy (Spread, NodeAffinity, the default), as Ray's
+// label_selector. When no alive node matches, the work is infeasible and
+// the reason names the first failing label. Errors: an operator without
+// values, an unknown operator, an empty key.
+func NodeLabels(sel LabelSelector) Option {
+	return func(o *taskOptions) error {
+		if err := sel.Validate(); err != nil {
+			return fmt.Errorf("option NodeLabels: %w", err)
+		}
+		if len(sel) == 0 {
+			o.strategy.Labels = nil
+			return nil
+		}
+		o.strategy.Labels = maps.Clone(sel)
+		return nil
+	}
+}
+
+// AcceleratorType runs the task or actor only on nodes whose GPUs are of
+// this model, in Ray's short names ("H100", "A100", "V100"; see
+// docs/gpus.md), by adding a demand of 0.001 of the node resource
+// accelerator_type:<model>, as Ray's accelerator_type option. Error: an
+// empty name.
+func AcceleratorType(model string) Option {
+	return func(o *taskOptions) error {
+		if strings.TrimSpace(model) == "" {
+			return fmt.Errorf("option AcceleratorType %q: give a GPU model such as \"H100\"", model)
+		}
+		return setQuantity(o, "accelerator_type:"+model, 0.001)
 	}
 }
 

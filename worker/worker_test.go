@@ -77,17 +77,28 @@ func quietLogger() *slog.Logger {
 // "node<i>": 2) and connects this test's driver to node 0.
 func startCluster(t testing.TB, n int, extra func(i int) sched.ResourceSet) []*cluster.Node {
 	t.Helper()
+	return startClusterWith(t, n, func(i int, cfg *cluster.Config) {
+		if extra != nil {
+			cfg.Resources.Add(extra(i))
+		}
+	})
+}
+
+// startClusterWith is startCluster with each node's config passed to mutate
+// before the node starts.
+func startClusterWith(t testing.TB, n int, mutate func(i int, cfg *cluster.Config)) []*cluster.Node {
+	t.Helper()
 	dir := t.TempDir()
 	var nodes []*cluster.Node
 	for i := 0; i < n; i++ {
 		res := sched.ResourceSet{sched.CPU: sched.QuantityOf(2), sched.Memory: sched.QuantityOf(1 << 30),
 			fmt.Sprintf("node%d", i): sched.QuantityOf(2)}
-		if extra != nil {
-			res.Add(extra(i))
-		}
 		cfg := cluster.Config{NodeName: fmt.Sprintf("n%d", i), DataDir: filepath.Join(dir, fmt.Sprintf("n%d", i)), BindAddr: "127.0.0.1",
 			HTTPPort: -1, Server: true, RaftVoters: 3, Resources: res, Logger: quietLogger(), Version: "test",
 			HeartbeatInterval: 100 * time.Millisecond, ReconcileInterval: 200 * time.Millisecond}
+		if mutate != nil {
+			mutate(i, &cfg)
+		}
 		if i == 0 {
 			cfg.Head = true
 		} else {

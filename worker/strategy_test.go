@@ -1,0 +1,103 @@
+package worker
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/nodeup/nodeup/cluster"
+	"github.com/nodeup/nodeup/sched"
+)
+
+// startLabelled starts three nodes labelled zone=rack1, zone=rack2 and
+// zone=rack2 with gpu=yes; node 2 also has one H100 (declared as the GPU
+// resources a GPU node offers).
+func startLabelled(t *testing.T) {
+	startClusterWith(t, 3, func(i int, cfg *cluster.Config) {
+		cfg.Labels = map[string]string{"zone": []string{"rack1", "rack2", "rack2"}[i]}
+		if i == 2 {
+			cfg.Labels["gpu"] = "yes"
+			cfg.Resources["accelerator_type:H100"] = sched.QuantityOf(1)
+		}
+	})
+}
+
+func whereAll(t *testing.T, k int, opts ...Option) map[string]int {
+	t.Helper()
+	ctx := ctxT(t)
+	f := where.Options(opts...)
+	var refs []Ref[string]
+	for i := 0; i < k; i++ {
+		refs = append(refs, f.Remote(ctx))
+	}
+	got, err := GetAll(ctx, refs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	count := map[string]int{}
+	for _, n := range got {
+		count[n]++
+	}
+	return count
+}
+
+func TestNodeLabelsAndAcceleratorType(t *testing.T) {
+	startLabelled(t)
+	ctx := ctxT(t)
+	rack2 := NodeLabels(LabelSelector{"zone": In("rack2")})
+	if got := whereAll(t, 30, rack2); got["n0"] != 0 || got["n1"]+got["n2"] != 30 {
+		t.Fatalf("zone in (rack2): tasks ran on %v", got)
+	}
+	if got := whereAll(t, 30, rack2, Spread()); got["n0"] != 0 || got["n1"]+got["n2"] != 30 {
+		t.Fatalf("SPREAD with zone in (rack2): tasks ran on %v", got)
+	}
+	if got := whereAll(t, 10, NodeLabels(LabelSelector{"zone": NotIn("rack2")})); got["n0"] != 10 {
+		t.Fatalf("zone not_in (rack2): tasks ran on %v", got)
+	}
+	if got := whereAll(t, 10, NodeLabels(LabelSelector{"gpu": Exists()})); got["n2"] != 10 {
+		t.Fatalf("gpu exists: tasks ran on %v", got)
+	}
+	if got := whereAll(t, 10, AcceleratorType("H100")); got["n2"] != 10 {
+		t.Fatalf("AcceleratorType(H100): tasks ran on %v", got)
+	}
+
+	// An actor follows its labels too.
+	h, err := logActorClass.Options(NodeLabels(LabelSelector{"gpu": DoesNotExist(), "zone": In("rack2")})).Remote(ctx, "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := entriesCall.Remote(ctx, h).Get(ctx); err != nil {
+		t.Fatal(err)
+	}
+	actors, err := ListActors(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	placed := ""
+	for _, a := range actors {
+		if a.ActorID == h.ID() {
+			placed = a.NodeName
+		}
+	}
+	if placed != "n1" {
+		t.Fatalf("actor with gpu does_not_exist, zone in (rack2) placed on %q, want n1", placed)
+	}
+
+	// No node matches: infeasible, naming the selector.
+	_, err = where.Options(NodeLabels(LabelSelector{"zone": In("rack9")}), FailIfInfeasible()).Remote(ctx).Get(ctx)
+	var inf *InfeasibleError
+	if !errors.As(err, &inf) || !strings.Contains(err.Error(), "rack9") {
+		t.Fatalf("zone in (rack9): %v (want *InfeasibleError naming rack9)", err)
+	}
+	_, err = where.Options(AcceleratorType("A100"), FailIfInfeasible()).Remote(ctx).Get(ctx)
+	if !errors.As(err, &inf) || !strings.Contains(err.Error(), "accelerator_type:A100") {
+		t.Fatalf("AcceleratorType(A100): %v (want *InfeasibleError naming the resource)", err)
+	}
+	// Bad selectors are refused with the key named.
+	if _, err := where.Options(NodeLabels(LabelSelector{"zone": In()})).Remote(ctx).Get(ctx); err == nil || !strings.Contains(err.Error(), `"zone"`) {
+		t.Fatalf("In() without values: %v", err)
+	}
+	if _, err := where.Options(AcceleratorType(" ")).Remote(ctx).Get(ctx); err == nil || !strings.Contains(err.Error(), "AcceleratorType") {
+		t.Fatalf("empty accelerator type: %v", err)
+	}
+}
