@@ -1,7 +1,9 @@
 // Command roundrobin is seed 001's round-robin example in Go: 1,000 tasks
 // spread over however many nodes offer a "node<i>" custom resource, without
 // knowing the topology in advance. It checks every result and that each
-// node<i> task ran on the node that offers node<i>.
+// node<i> task ran on the node that offers node<i>. Then the same 1,000
+// tasks with the SPREAD strategy instead of custom resources: the scheduler
+// spreads them over the alive nodes by itself.
 //
 //	go run ./examples/roundrobin                          # embedded node with node0=2
 //	NODEUP_ADDRESS=host:7370 bin/roundrobin              # nodes started with --resources node<i>=2
@@ -12,6 +14,7 @@ import (
 	"fmt"
 	"log"
 	"os"
+	"time"
 
 	"github.com/nodeup/nodeup/worker"
 )
@@ -23,6 +26,12 @@ type Result struct {
 }
 
 var f = worker.Register1(func(ctx context.Context, i int) (Result, error) {
+	return Result{I: i, Node: worker.NodeName()}, nil
+})
+
+// g is f with a millisecond of work, so SPREAD has load to spread.
+var g = worker.Register1(func(ctx context.Context, i int) (Result, error) {
+	time.Sleep(time.Millisecond)
 	return Result{I: i, Node: worker.NodeName()}, nil
 })
 
@@ -69,7 +78,33 @@ func main() {
 		perNode[r.Node]++
 	}
 	fmt.Printf("1000 tasks round-robin over %d nodes: %v\n", numNodes, perNode)
-	fmt.Println("check: results are [0, 1, ..., 999] and each ran where its node<i> lives")
+
+	// The same with SPREAD: no custom resources, the scheduler spreads.
+	spread := g.Options(worker.Spread())
+	for i := range refs {
+		refs[i] = spread.Remote(ctx, i)
+	}
+	if out, err = worker.GetAll(ctx, refs); err != nil {
+		fail("%v", err)
+	}
+	spreadPerNode := map[string]int{}
+	for i, r := range out {
+		if r.I != i {
+			fail("SPREAD task %d returned %d", i, r.I)
+		}
+		spreadPerNode[r.Node]++
+	}
+	alive := 0
+	for _, n := range nodes {
+		if n.Alive {
+			alive++
+		}
+	}
+	if alive > 1 && len(spreadPerNode) < 2 {
+		fail("SPREAD ran all 1000 tasks on one node of %d: %v", alive, spreadPerNode)
+	}
+	fmt.Printf("1000 tasks with SPREAD over %d alive nodes: %v\n", alive, spreadPerNode)
+	fmt.Println("check: results are [0, 1, ..., 999] both times, each node<i> task ran where node<i> lives, and SPREAD used more than one node when there is more than one")
 }
 
 func fail(format string, args ...any) {
