@@ -142,6 +142,12 @@ func (n *Node) leaseWorker(ctx context.Context, req *wire.LeaseRequest) (*wire.L
 		n.local.noteInfeasible(req.TaskName, req.Resources, reason)
 		return &wire.LeaseReply{Infeasible: reason}, nil
 	}
+	if reason := n.gpuInfeasible(req.Resources); reason != "" {
+		if t := pickNode(view(), req.Resources, self, false); t != nil && !req.Spilled {
+			return &wire.LeaseReply{Spillback: t.Addr}, nil
+		}
+		return noteGPUInfeasible(n, req, reason), nil
+	}
 	if req.Strategy.Kind == wire.StrategySpread && !req.Spilled {
 		if t := pickNode(view(), req.Resources, "", true); t != nil && t.NodeID != self {
 			return &wire.LeaseReply{Spillback: t.Addr}, nil
@@ -163,7 +169,7 @@ func (n *Node) leaseWorker(ctx context.Context, req *wire.LeaseRequest) (*wire.L
 			return nil, err
 		}
 	}
-	w, err := n.workers.worker(ctx, req)
+	w, err := n.workers.worker(ctx, req, l.gpus)
 	if err != nil {
 		n.local.release(l.id)
 		return nil, &rpc.Error{Code: "worker_failed", Message: err.Error()}
@@ -204,14 +210,15 @@ func cpuLoad(nd *wire.NodeInfo) float64 {
 	return 1 - float64(nd.Available[sched.CPU])/float64(t)
 }
 
-// checkNonNegative rejects a demand with a negative amount, naming it.
+// checkNonNegative rejects a demand with a negative amount, or a GPU count
+// above 1 that is not whole, naming it.
 func checkNonNegative(r sched.ResourceSet) error {
 	for _, name := range r.Names() {
 		if r[name] < 0 {
 			return fmt.Errorf("resource %q: negative amount %s", name, r[name])
 		}
 	}
-	return nil
+	return checkGPUDemand(r)
 }
 
 // clusterView is the node table with resources as this node last heard it
