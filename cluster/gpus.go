@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"time"
@@ -206,7 +207,9 @@ func (s *localSched) assignGPUs(res sched.ResourceSet) (as *gpu.Assignment, ok b
 // just removed from s.leases, so this happens exactly once per lease.
 func (s *localSched) releaseGPUs(l *lease) {
 	if l.gpus != nil && s.gpus != nil {
-		_ = s.gpus.Release(l.gpus)
+		if err := s.gpus.Release(l.gpus); err != nil {
+			slog.Error("GPU release out of step with leases (a bug)", "lease", l.id, "err", err)
+		}
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/nodeup/nodeup/cluster"
 	"github.com/nodeup/nodeup/gpu"
+	"github.com/nodeup/nodeup/sched"
 )
 
 // Environment variables an embedded node (Init with no cluster running)
@@ -68,6 +69,13 @@ func GPUMemory(bytes int64) Option {
 		return setQuantity(o, gpu.MemoryResource, float64(bytes))
 	}
 }
+
+// demandsGPU reports whether a resource demand asks for GPUs or GPU memory.
+// Such tasks are not pipelined several to a lease: each runs on a lease of
+// its own, so tasks running at once hold distinct devices (or distinct
+// shares of one), and a backlog spreads over every free device instead of
+// queueing behind the first lease.
+func demandsGPU(r sched.ResourceSet) bool { return r[sched.GPU] != 0 || r[gpu.MemoryResource] != 0 }
 
 // EmbeddedGPUs declares n GPUs of model ("H100", or a full product name)
 // on the embedded node Init starts when no cluster is running, as `nodeup
