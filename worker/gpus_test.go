@@ -82,8 +82,8 @@ func startGPUCluster(t *testing.T, gpus ...int) []*cluster.Node {
 	for i, g := range gpus {
 		cfg := cluster.Config{NodeName: fmt.Sprintf("g%d", i), DataDir: filepath.Join(dir, strconv.Itoa(i)), BindAddr: "127.0.0.1",
 			HTTPPort: -1, Server: true, RaftVoters: 1, Logger: quietLogger(), Version: "test",
-			Resources: sched.ResourceSet{sched.CPU: sched.QuantityOf(2), sched.Memory: sched.QuantityOf(1 << 30)},
-			GPUs:      cluster.GPUConfig{Declare: true, Count: g, Model: "NVIDIA H100 80GB HBM3", MemoryBytes: 80 << 30},
+			Resources:         sched.ResourceSet{sched.CPU: sched.QuantityOf(2), sched.Memory: sched.QuantityOf(1 << 30)},
+			GPUs:              cluster.GPUConfig{Declare: true, Count: g, Model: "NVIDIA H100 80GB HBM3", MemoryBytes: 80 << 30},
 			HeartbeatInterval: 100 * time.Millisecond, ReconcileInterval: 200 * time.Millisecond}
 		if i == 0 {
 			cfg.Head = true
