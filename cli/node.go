@@ -24,7 +24,7 @@ import (
 
 // nodeFlags are shared by start and join; docs/cli.md lists their defaults.
 func nodeFlags() []ucli.Flag {
-	return []ucli.Flag{
+	return append([]ucli.Flag{
 		&ucli.StringFlag{Name: "bind", Value: "0.0.0.0", Usage: "IP address to listen on (and advertise, unless --advertise)"},
 		&ucli.StringFlag{Name: "advertise", Usage: "IP address other nodes use to reach this one (default: --bind, or the first private IP)"},
 		&ucli.IntFlag{Name: "port", Value: cluster.DefaultPort, Usage: "TCP port for RPC and Raft (0: any free port)"},
@@ -40,7 +40,7 @@ func nodeFlags() []ucli.Flag {
 		&ucli.StringFlag{Name: "labels", Usage: "node labels: key=value,key2=value2"},
 		&ucli.IntFlag{Name: "raft-voters", Value: cluster.DefaultRaftVoters, Usage: "target number of Raft voters (1..9)"},
 		&ucli.BoolFlag{Name: "server", Value: true, Usage: "may become a Raft voter (--server=false: never)"},
-	}
+	}, gpuFlags()...)
 }
 
 func startCommand() *ucli.Command {
@@ -123,6 +123,9 @@ func nodeConfig(c *ucli.Context, head bool, peers []string) (cluster.Config, err
 	}
 	res[sched.Memory] = sched.QuantityOf(mem)
 	cfg.Resources = res
+	if cfg.GPUs, err = gpuConfig(c, res); err != nil {
+		return cfg, err
+	}
 	if s := c.String("object-store-memory"); s != "" {
 		if cfg.ObjectStoreMemory, err = parseBytes(s); err != nil {
 			return cfg, fmt.Errorf("--object-store-memory: %w", err)

@@ -11,6 +11,7 @@ import (
 	ucli "github.com/urfave/cli/v2"
 
 	"github.com/nodeup/nodeup/cluster"
+	"github.com/nodeup/nodeup/gpu"
 	"github.com/nodeup/nodeup/sched"
 	"github.com/nodeup/nodeup/store"
 )
@@ -19,7 +20,8 @@ func statusCommand() *ucli.Command {
 	return &ucli.Command{
 		Name:  "status",
 		Usage: "show the cluster: leader, Raft voters, nodes and their resources",
-		Flags: append(clientFlags(), &ucli.BoolFlag{Name: "json", Usage: "print JSON"}),
+		Flags: append(clientFlags(), &ucli.BoolFlag{Name: "json", Usage: "print JSON"},
+			&ucli.BoolFlag{Name: "gpus", Usage: "show each node's GPUs: health, reservations and telemetry"}),
 		Action: func(c *ucli.Context) error {
 			var st cluster.StatusResponse
 			if err := call(c, cluster.MethodStatus, &cluster.Empty{}, &st); err != nil {
@@ -27,6 +29,10 @@ func statusCommand() *ucli.Command {
 			}
 			if c.Bool("json") {
 				return writeJSONOut(c.App.Writer, statusJSON(&st))
+			}
+			if c.Bool("gpus") {
+				printGPUs(c.App.Writer, &st)
+				return nil
 			}
 			printStatus(c.App.Writer, &st)
 			return nil
@@ -78,6 +84,9 @@ type nodeJSON struct {
 	Incarnation        uint64             `json:"Incarnation"`
 	RaftSuffrage       string             `json:"RaftSuffrage,omitempty"`
 	Version            string             `json:"Version"`
+	// GPUs is the node's GPU status (devices, health, reservations,
+	// telemetry); absent for a node without GPUs.
+	GPUs *gpu.Status `json:"GPUs,omitempty"`
 }
 
 func toNodeJSON(nv cluster.NodeView) nodeJSON {
@@ -87,7 +96,7 @@ func toNodeJSON(nv cluster.NodeView) nodeJSON {
 	return nodeJSON{NodeID: nv.ID, NodeName: nv.Name, Alive: nv.Status == store.NodeAlive || nv.Status == store.NodeSuspect,
 		State: string(nv.Status), NodeManagerAddress: host, NodeManagerPort: port, GossipPort: gport, HTTPPort: hport,
 		Resources: nv.Resources.Floats(), Available: nv.Available.Floats(), Labels: nv.Labels, Incarnation: nv.Incarnation,
-		RaftSuffrage: nv.RaftSuffrage, Version: nv.Version}
+		RaftSuffrage: nv.RaftSuffrage, Version: nv.Version, GPUs: nv.GPUs}
 }
 
 func splitPort(addr string) (string, int) {

@@ -28,7 +28,7 @@ func (n *Node) agentLoop() {
 		if registered {
 			var resp HeartbeatResponse
 			err := n.forward(ctx, MethodNodeHeartbeat, &HeartbeatRequest{NodeID: n.id.NodeID, Incarnation: n.id.Incarnation,
-				Available: n.local.available(), Pending: n.local.queued()}, &resp)
+				Available: n.local.available(), Pending: n.local.queued(), GPUs: n.heartbeatGPUs()}, &resp)
 			if err == nil && resp.View != nil {
 				n.view.Store(resp.View)
 				n.spills.reset()

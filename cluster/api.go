@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"github.com/nodeup/nodeup/gpu"
 	"github.com/nodeup/nodeup/sched"
 	"github.com/nodeup/nodeup/store"
 	"github.com/nodeup/nodeup/wire"
@@ -60,6 +61,9 @@ type HeartbeatRequest struct {
 	Incarnation uint64
 	Available   sched.ResourceSet
 	Pending     []wire.PendingDemand // queued or infeasible work on this node
+	// GPUs is the node's device status (health, reservations, telemetry:
+	// utilization %, memory bytes, °C, W, processes); nil without GPUs.
+	GPUs *gpu.Status
 }
 
 // HeartbeatResponse says whether the leader knows this node's current
@@ -85,6 +89,11 @@ type NodeView struct {
 	Available     sched.ResourceSet // resource units free now; equals total until reported
 	LastHeartbeat int64             // unix nanoseconds of the last soft-state report, 0 if none
 	RaftSuffrage  string            // "voter", "nonvoter", or "" when not in the Raft group
+	// GPUs is the node's GPU status from its last heartbeat (per device:
+	// health, reservations, utilization %, memory used/total bytes,
+	// temperature °C, power W, processes with a foreign flag); nil for a
+	// node without GPUs or before its first report to this leader.
+	GPUs *gpu.Status
 }
 
 // StatusResponse is the cluster view that `nodeup status` prints.

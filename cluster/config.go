@@ -49,6 +49,10 @@ type Config struct {
 	// ObjectStoreMemory is the shared-memory object store's capacity in
 	// bytes (default: 30% of the memory resource, as Ray's default).
 	ObjectStoreMemory int64
+	// GPUs says how the node finds its GPUs (detected by default, or
+	// declared); they add GPU, accelerator_type:<model> and gpu_memory to
+	// Resources, which must not hold GPU or gpu_memory itself.
+	GPUs GPUConfig
 	// Labels are free-form key=value node labels.
 	Labels map[string]string
 	// RaftVoters is the target number of Raft voters (as Consul's
@@ -136,6 +140,9 @@ func (c Config) Validate() error {
 	}
 	if c.Head && !c.Server {
 		return fmt.Errorf("--head with --server=false: the head bootstraps Raft, so it must be a server")
+	}
+	if err := c.GPUs.validate(c.Resources); err != nil {
+		return err
 	}
 	for k := range c.Labels {
 		if k == "" {

@@ -107,6 +107,7 @@ func (n *Node) nodeHeartbeat(ctx context.Context, req *HeartbeatRequest) (*Heart
 	known := nd != nil && nd.Incarnation == req.Incarnation && nd.Status != store.NodeDead && nd.Status != store.NodeLeft
 	if known {
 		n.leader.setSoft(req.NodeID, req.Incarnation, req.Available, req.Pending)
+		n.leader.setGPUs(req.NodeID, req.Incarnation, req.GPUs)
 	}
 	resp := &HeartbeatResponse{Known: known, LeaderAddr: n.rpcAddr}
 	if nodes, err := n.fsm.State().Nodes(); err == nil {
@@ -148,6 +149,7 @@ func (n *Node) status(ctx context.Context, _ *Empty) (*StatusResponse, error) {
 	for _, nd := range nodes {
 		v := NodeView{Node: *nd, RaftSuffrage: suffrage[nd.ID]}
 		v.Available, v.LastHeartbeat = n.leader.available(nd)
+		v.GPUs = n.leader.gpusOf(nd.ID)
 		if nd.Status == store.NodeAlive || nd.Status == store.NodeSuspect {
 			resp.Total.Add(nd.Resources)
 			resp.Available.Add(v.Available)

@@ -8,6 +8,7 @@ import (
 	"github.com/hashicorp/raft"
 	autopilot "github.com/hashicorp/raft-autopilot"
 
+	"github.com/nodeup/nodeup/gpu"
 	"github.com/nodeup/nodeup/sched"
 	"github.com/nodeup/nodeup/store"
 	"github.com/nodeup/nodeup/wire"
@@ -30,6 +31,7 @@ type softState struct {
 	incarnation uint64
 	available   sched.ResourceSet
 	pending     []wire.PendingDemand
+	gpus        *gpu.Status // last reported GPU status (gpus.go)
 	at          time.Time
 }
 

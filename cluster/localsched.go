@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nodeup/nodeup/gpu"
 	"github.com/nodeup/nodeup/sched"
 	"github.com/nodeup/nodeup/wire"
 )
@@ -24,13 +25,15 @@ type localSched struct {
 	queue   []*leaseWaiter
 	nextID  uint64
 	pending map[string]*pendingEntry // demands no node can satisfy, by description
+	gpus    *gpu.Allocator           // this node's devices; nil without any (gpus.go)
 }
 
 type lease struct {
 	id       uint64
 	workerID string
 	res      sched.ResourceSet
-	lentCPU  sched.Quantity // CPU given back while the task is blocked in Get
+	lentCPU  sched.Quantity  // CPU given back while the task is blocked in Get
+	gpus     *gpu.Assignment // devices for GPU demand; nil without (gpus.go)
 }
 
 type leaseWaiter struct {
@@ -58,9 +61,13 @@ func (s *localSched) grantLocked(res sched.ResourceSet) *lease {
 	if !s.avail.Covers(res) {
 		return nil
 	}
+	as, ok := s.assignGPUs(res)
+	if !ok {
+		return nil
+	}
 	s.avail.Sub(res)
 	s.nextID++
-	l := &lease{id: s.nextID, res: res.Clone()}
+	l := &lease{id: s.nextID, res: res.Clone(), gpus: as}
 	s.leases[l.id] = l
 	return l
 }
@@ -123,6 +130,7 @@ func (s *localSched) release(id uint64) bool {
 		return false
 	}
 	delete(s.leases, id)
+	s.releaseGPUs(l)
 	back := l.res.Clone()
 	back[sched.CPU] -= l.lentCPU
 	s.avail.Add(back)

@@ -65,6 +65,8 @@ type Node struct {
 	objects *objstore.Store
 	pulls   flight
 
+	gpus nodeGPUs // the node's GPU devices (gpus.go)
+
 	ctx      context.Context
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
@@ -139,7 +141,11 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	if err := n.openObjectStore(); err != nil {
 		return nil, err
 	}
+	if err := n.startGPUs(ctx); err != nil {
+		return nil, err
+	}
 	n.local = newLocalSched(n.Resources())
+	n.attachGPUs()
 	n.workers = newWorkerPool(n)
 	n.actors = newActorManager(n)
 	n.rpcServer = rpc.NewServer(n.logger.With("component", "rpc"))
@@ -325,6 +331,7 @@ func (n *Node) Resources() sched.ResourceSet {
 	if n.objects != nil {
 		r[sched.ObjectStoreMemory] = sched.QuantityOf(n.objects.Capacity())
 	}
+	r.Add(n.gpuResources())
 	return r
 }
 
@@ -380,6 +387,7 @@ func (n *Node) close() {
 	if n.workers != nil {
 		n.workers.stopAll()
 	}
+	n.stopGPUs()
 	defer func() {
 		if n.objects != nil {
 			_ = n.objects.Close()

@@ -115,7 +115,7 @@ func (n *Node) leaseWorker(ctx context.Context, req *wire.LeaseRequest) (*wire.L
 	if err != nil || l == nil {
 		return rep, err
 	}
-	w, err := n.workers.worker(ctx, req)
+	w, err := n.workers.worker(ctx, req, l.gpus)
 	if err != nil {
 		n.local.release(l.id)
 		return nil, &rpc.Error{Code: "worker_failed", Message: err.Error()}
@@ -175,6 +175,12 @@ func (n *Node) decideLease(ctx context.Context, req *wire.LeaseRequest) (*wire.L
 		}
 		n.local.noteInfeasible(req.TaskName, req.Resources, reason)
 		return &wire.LeaseReply{Infeasible: reason}, nil, nil
+	}
+	if reason := n.gpuInfeasible(req.Resources); reason != "" {
+		if t := pickNode(view(), req.Resources, self, false, sel); t != nil && !req.Spilled {
+			return n.spillTo(t, req), nil, nil
+		}
+		return noteGPUInfeasible(n, req, reason), nil, nil
 	}
 	if req.Strategy.Kind == wire.StrategySpread && !req.Spilled {
 		if t := pickNode(view(), req.Resources, "", true, sel); t != nil && t.NodeID != self {
@@ -273,14 +279,15 @@ func cpuLoad(nd *wire.NodeInfo) float64 {
 	return 1 - float64(nd.Available[sched.CPU])/float64(t)
 }
 
-// checkNonNegative rejects a demand with a negative amount, naming it.
+// checkNonNegative rejects a demand with a negative amount, or a GPU count
+// above 1 that is not whole, naming it.
 func checkNonNegative(r sched.ResourceSet) error {
 	for _, name := range r.Names() {
 		if r[name] < 0 {
 			return fmt.Errorf("resource %q: negative amount %s", name, r[name])
 		}
 	}
-	return nil
+	return checkGPUDemand(r)
 }
 
 // clusterView is the node table with resources as this node last heard it

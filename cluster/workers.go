@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/nodeup/nodeup/gpu"
 	"github.com/nodeup/nodeup/wire"
 )
 
@@ -43,7 +44,7 @@ const workerStartTimeout = 30 * time.Second
 type workerPool struct {
 	n       *Node
 	mu      sync.Mutex
-	workers map[string]*workerProc // task workers by job ID
+	workers map[string]*workerProc // task workers by taskPoolKey (job, and devices for GPU workers)
 	byID    map[string]*workerProc
 	actors  map[string]*actorProc // dedicated actor workers by actor ID
 	binMu   sync.Mutex
@@ -52,6 +53,7 @@ type workerPool struct {
 type workerProc struct {
 	id       string
 	job      string
+	key      string // taskPoolKey for a task worker
 	actor    string // actor ID for an actor's dedicated worker, else empty
 	cmd      *exec.Cmd
 	addr     string
@@ -144,13 +146,14 @@ func (p *workerPool) fetch(ctx context.Context, from, hash string) error {
 	return err
 }
 
-// worker returns the job's registered worker process, starting one if needed.
-func (p *workerPool) worker(ctx context.Context, req *wire.LeaseRequest) (*workerProc, error) {
+// worker returns the job's registered worker process for a lease holding
+// devices as (nil: none), starting one if needed.
+func (p *workerPool) worker(ctx context.Context, req *wire.LeaseRequest, as *gpu.Assignment) (*workerProc, error) {
 	if err := p.ensureBinary(ctx, req.JobID, req.BinaryHash, req.BinaryNode); err != nil {
 		return nil, err
 	}
 	p.mu.Lock()
-	w := p.workers[req.JobID]
+	w := p.workers[taskPoolKey(req.JobID, as)]
 	if w != nil {
 		select {
 		case <-w.dead:
@@ -160,7 +163,7 @@ func (p *workerPool) worker(ctx context.Context, req *wire.LeaseRequest) (*worke
 	}
 	if w == nil {
 		var err error
-		if w, err = p.start(procSpec{job: req.JobID, binHash: req.BinaryHash, env: req.Env}); err != nil {
+		if w, err = p.start(procSpec{job: req.JobID, binHash: req.BinaryHash, env: req.Env, gpus: as}); err != nil {
 			p.mu.Unlock()
 			return nil, err
 		}
@@ -201,11 +204,12 @@ type procSpec struct {
 	actor   string
 	binHash string
 	env     []string
+	gpus    *gpu.Assignment // the devices it may see (nil: none)
 }
 
 // start launches a worker process; p.mu must be held.
 func (p *workerPool) start(spec procSpec) (*workerProc, error) {
-	w := &workerProc{id: newID()[:16], job: spec.job, actor: spec.actor, ready: make(chan struct{}), dead: make(chan struct{})}
+	w := &workerProc{id: newID()[:16], job: spec.job, key: taskPoolKey(spec.job, spec.gpus), actor: spec.actor, ready: make(chan struct{}), dead: make(chan struct{})}
 	logDir := p.n.dir.file("logs")
 	_ = os.MkdirAll(logDir, 0o750)
 	logName := fmt.Sprintf("worker-%s-%s.log", spec.job, w.id)
@@ -218,7 +222,7 @@ func (p *workerPool) start(spec procSpec) (*workerProc, error) {
 	}
 	host, _ := splitHost(p.n.rpcAddr)
 	cmd := exec.Command(p.binPath(spec.binHash))
-	cmd.Env = append(append(os.Environ(), spec.env...),
+	cmd.Env = append(append(append(os.Environ(), spec.env...), gpuEnv(spec.gpus)...),
 		EnvWorkerMode+"=1", EnvNodeAddr+"="+p.n.rpcAddr, EnvJobID+"="+spec.job, EnvWorkerID+"="+w.id,
 		EnvBindIP+"="+host, EnvNodeID+"="+p.n.id.NodeID, EnvNodeName+"="+p.n.cfg.NodeName, EnvArenaPath+"="+p.n.arenaPath(),
 		EnvActorID+"="+spec.actor, EnvBinaryHash+"="+spec.binHash)
@@ -229,7 +233,7 @@ func (p *workerPool) start(spec procSpec) (*workerProc, error) {
 	}
 	w.cmd = cmd
 	if spec.actor == "" {
-		p.workers[spec.job] = w
+		p.workers[w.key] = w
 	}
 	p.byID[w.id] = w
 	p.n.logger.Debug("started worker", "job", spec.job, "actor", spec.actor, "worker", w.id, "pid", cmd.Process.Pid)
@@ -239,8 +243,8 @@ func (p *workerPool) start(spec procSpec) (*workerProc, error) {
 		close(w.dead)
 		p.mu.Lock()
 		w.markReady()
-		if p.workers[w.job] == w {
-			delete(p.workers, w.job)
+		if p.workers[w.key] == w {
+			delete(p.workers, w.key)
 		}
 		delete(p.byID, w.id)
 		p.mu.Unlock()
@@ -274,16 +278,24 @@ func (p *workerPool) registered(req *wire.WorkerRegisterRequest) error {
 // markReady wakes lease requests waiting for the worker (registered or dead).
 func (w *workerProc) markReady() { w.readyOne.Do(func() { close(w.ready) }) }
 
-// stopJob ends a job's worker process.
+// stopJob ends a job's task worker processes (one, plus one per device
+// set its GPU leases used).
 func (p *workerPool) stopJob(job string) {
 	p.mu.Lock()
-	w := p.workers[job]
-	delete(p.workers, job)
+	var ws []*workerProc
+	for k, w := range p.workers {
+		if w.job == job {
+			ws = append(ws, w)
+			delete(p.workers, k)
+		}
+	}
 	p.mu.Unlock()
-	if w != nil && w.cmd != nil {
-		w.stopping.Store(true)
-		_ = w.cmd.Process.Kill()
-		<-w.dead
+	for _, w := range ws {
+		if w.cmd != nil {
+			w.stopping.Store(true)
+			_ = w.cmd.Process.Kill()
+			<-w.dead
+		}
 	}
 }
 
@@ -291,8 +303,8 @@ func (p *workerPool) stopJob(job string) {
 func (p *workerPool) stopAll() {
 	p.mu.Lock()
 	var jobs, actors []string
-	for j := range p.workers {
-		jobs = append(jobs, j)
+	for _, w := range p.workers {
+		jobs = append(jobs, w.job)
 	}
 	for a := range p.actors {
 		actors = append(actors, a)

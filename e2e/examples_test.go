@@ -9,12 +9,13 @@ import (
 )
 
 // TestSeedExamplesOnThreeNodes runs every seed example against a 3-process
-// cluster (node<i>=2 on node i, TPU-v3=2 on n0); each checks its own output
+// cluster (node<i>=2 on node i, TPU-v3=2 on n0, 4 declared H100s on n1 and
+// n2); each checks its own output
 // and exits non-zero on a mismatch.
 func TestSeedExamplesOnThreeNodes(t *testing.T) {
 	procs := startThree(t)
 	examples := []string{"customresources", "roundrobin", "colocate", "options", "nested", "clusterstate",
-		"counter", "tpu_actor", "queue", "signal", "filelock"}
+		"counter", "tpu_actor", "queue", "signal", "filelock", "gpus"}
 	bin := buildExamples(t, examples...)
 	for _, ex := range examples {
 		t.Run(ex, func(t *testing.T) {

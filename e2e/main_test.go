@@ -215,15 +215,17 @@ func alive(st *statusJSON) int {
 }
 
 // startThree starts a head (with node0=2, TPU-v3=2) and two nodes that join
-// it (node1=2, node2=2), and
+// it (node1=2, node2=2, each declaring 4 H100 GPUs, so GPU work spills from
+// the head), and
 // waits until status shows all three alive with three Raft voters.
 func startThree(t *testing.T) []*proc {
 	t.Helper()
 	root := t.TempDir()
 	head := startNode(t, root, "n0", []string{"start", "--head"}, "--resources", "node0=2,TPU-v3=2")
 	eventually(t, 20*time.Second, "head answers", func() error { _, err := status(t, head.addr()); return err })
-	n1 := startNode(t, root, "n1", []string{"join", head.addr()}, "--resources", `{"node1": 2}`)
-	n2 := startNode(t, root, "n2", []string{"join", head.addr()}, "--resources", "node2=2")
+	gpus := []string{"--num-gpus", "4", "--gpu-model", "H100"}
+	n1 := startNode(t, root, "n1", []string{"join", head.addr()}, append([]string{"--resources", `{"node1": 2}`}, gpus...)...)
+	n2 := startNode(t, root, "n2", []string{"join", head.addr()}, append([]string{"--resources", "node2=2"}, gpus...)...)
 	procs := []*proc{head, n1, n2}
 	took := eventually(t, 30*time.Second, "3-node cluster forms", func() error {
 		st, err := status(t, n2.addr())

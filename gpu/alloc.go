@@ -296,6 +296,42 @@ func (a *Allocator) Assign(req Request) (*Assignment, error) {
 	return as, nil
 }
 
+// Feasible reports whether req could ever be assigned on this node's
+// healthy devices, were every device free: nil if so, else the error Assign
+// would give with nothing reserved (wrapping ErrInvalidRequest or
+// ErrInfeasible, naming the request). The node checks it before queueing a
+// lease, so a request that only the device layout rules out (two GPUs of
+// 40 GiB each for a node with one such device) is reported infeasible
+// instead of waiting forever.
+func (a *Allocator) Feasible(req Request) error {
+	if err := req.Validate(); err != nil {
+		return err
+	}
+	if req.IsZero() {
+		return nil
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	whole := req.GPU >= sched.Unit
+	gpu := req.GPU
+	if whole {
+		gpu = sched.Unit
+	}
+	fit := 0
+	for _, d := range a.devs {
+		if _, _, ok := need(gpu, req.MemoryBytes, d.Device.MemoryBytes); d.Healthy && ok {
+			fit++
+		}
+	}
+	switch {
+	case whole && fit < int(req.GPU/sched.Unit):
+		return fmt.Errorf("%w: %s needs %d whole devices, node has %d healthy ones that fit", ErrInfeasible, req, int(req.GPU/sched.Unit), fit)
+	case !whole && fit == 0:
+		return fmt.Errorf("%w: no healthy device can hold %s", ErrInfeasible, req)
+	}
+	return nil
+}
+
 // take reserves (gpu, mem) on device i; the caller checked it fits.
 func (a *Allocator) take(i int, gpu sched.Quantity, mem uint64) Share {
 	d := &a.devs[i]

@@ -224,7 +224,16 @@ func TestAllocatorProperty(t *testing.T) {
 			}
 			req := randomRequest(r, mem)
 			before := a.Devices()
+			ferr := a.Feasible(req)
 			as, err := a.Assign(req)
+			for _, kind := range []error{ErrInvalidRequest, ErrInfeasible} {
+				if errors.Is(err, kind) != errors.Is(ferr, kind) {
+					t.Fatalf("seed %d: %v: Assign says %v, Feasible says %v", seed, req, err, ferr)
+				}
+			}
+			if ferr != nil && err == nil {
+				t.Fatalf("seed %d: %v assigned though Feasible says %v", seed, req, ferr)
+			}
 			if err != nil {
 				if errors.Is(err, ErrUnavailable) && fitsSomewhere(req, before) {
 					t.Fatalf("seed %d: %v refused (%v) though it fits: %+v", seed, req, err, before)

@@ -69,8 +69,9 @@ type Process struct {
 	UsedMemoryBytes int64 `msgpack:"mem" json:"used_memory_bytes"`
 	// Foreign is true for a process nodeup did not start: neither the node
 	// daemon nor any descendant of it (its workers). The Supervisor sets it;
-	// the helper leaves it false.
-	Foreign bool `msgpack:"-" json:"foreign"`
+	// the helper leaves it false (and a value the helper sends is
+	// overwritten). It travels in node heartbeats to the leader.
+	Foreign bool `msgpack:"foreign,omitempty" json:"foreign"`
 }
 
 // HealthEvent says a device became unhealthy (or, for a helper restart that

@@ -27,6 +27,7 @@ type initConfig struct {
 	namespace string
 	resources sched.ResourceSet
 	logger    *slog.Logger
+	gpus      *cluster.GPUConfig // EmbeddedGPUs (gpus.go)
 }
 
 // Address connects to the node at host:port instead of NODEUP_ADDRESS or the
@@ -164,9 +165,14 @@ func (cw *coreWorker) startEmbedded(ctx context.Context, cfg initConfig) error {
 			res[sched.Memory] = sched.QuantityOf(int64(float64(si.Totalram) * float64(si.Unit) * 0.7))
 		}
 	}
+	gpus, err := cfg.embeddedGPUs()
+	if err != nil {
+		os.RemoveAll(dir)
+		return err
+	}
 	quiet := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 	n, err := cluster.Start(ctx, cluster.Config{Head: true, DataDir: dir, BindAddr: "127.0.0.1", HTTPPort: -1,
-		NodeName: "embedded", Resources: res, RaftVoters: 1, Server: true, Logger: quiet, Version: "embedded"})
+		NodeName: "embedded", Resources: res, RaftVoters: 1, Server: true, Logger: quiet, Version: "embedded", GPUs: gpus})
 	if err != nil {
 		os.RemoveAll(dir)
 		return fmt.Errorf("nodeup: start embedded node: %w", err)

@@ -48,6 +48,7 @@ type keyQueue struct {
 	leases     []*heldLease
 	requesting int
 	warned     bool
+	gpu        bool // GPU demand: one task per lease at a time (gpus.go)
 }
 
 type heldLease struct {
@@ -172,7 +173,7 @@ func (s *submitter) enqueue(t *pendingTask) {
 	s.mu.Lock()
 	q := s.queues[key]
 	if q == nil {
-		q = &keyQueue{res: t.opts.res, strategy: t.opts.strategy}
+		q = &keyQueue{res: t.opts.res, strategy: t.opts.strategy, gpu: demandsGPU(t.opts.res)}
 		s.queues[key] = q
 	}
 	q.tasks = append(q.tasks, t)
@@ -185,7 +186,7 @@ func (s *submitter) enqueue(t *pendingTask) {
 func (s *submitter) pumpLocked(q *keyQueue) {
 	for len(q.tasks) > 0 {
 		limit := 1
-		if len(q.tasks) > len(q.leases) {
+		if len(q.tasks) > len(q.leases) && !q.gpu {
 			limit = maxPipeline
 		}
 		var best *heldLease

@@ -1,0 +1,107 @@
+package cli
+
+import (
+	"bytes"
+	"flag"
+	"strings"
+	"testing"
+	"time"
+
+	ucli "github.com/urfave/cli/v2"
+
+	"github.com/nodeup/nodeup/cluster"
+	"github.com/nodeup/nodeup/gpu"
+	"github.com/nodeup/nodeup/sched"
+	"github.com/nodeup/nodeup/store"
+)
+
+func gpuContext(t *testing.T, args ...string) *ucli.Context {
+	t.Helper()
+	set := flag.NewFlagSet("start", flag.ContinueOnError)
+	for _, f := range append(gpuFlags(), &ucli.StringFlag{Name: "resources"}) {
+		if err := f.Apply(set); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := set.Parse(args); err != nil {
+		t.Fatal(err)
+	}
+	return ucli.NewContext(App(), set, nil)
+}
+
+func TestGPUFlags(t *testing.T) {
+	g, err := gpuConfig(gpuContext(t, "--num-gpus", "4", "--gpu-model", "H100", "--gpu-memory", "80GiB", "--gpu-interval", "2s"), sched.ResourceSet{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (cluster.GPUConfig{Declare: true, Count: 4, Model: "H100", MemoryBytes: 80 << 30, Interval: 2 * time.Second}); g != want {
+		t.Errorf("gpuConfig = %+v, want %+v", g, want)
+	}
+	if g, err := gpuConfig(gpuContext(t), sched.ResourceSet{}); err != nil || g.Declare {
+		t.Errorf("no flags: %+v, %v; want detection", g, err)
+	}
+	if g, err := gpuConfig(gpuContext(t, "--num-gpus", "0"), sched.ResourceSet{}); err != nil || !g.Declare || g.Count != 0 {
+		t.Errorf("--num-gpus 0: %+v, %v; want declared none", g, err)
+	}
+	bad := []struct {
+		args []string
+		res  sched.ResourceSet
+		want string
+	}{
+		{[]string{"--num-gpus", "-1"}, nil, `--num-gpus "-1": must be a whole number, 0 or more`},
+		{[]string{"--num-gpus", "1.5"}, nil, `--num-gpus "1.5"`},
+		{[]string{"--num-gpus", "four"}, nil, `--num-gpus "four"`},
+		{[]string{"--gpu-model", "H100"}, nil, `--gpu-model "H100" / --gpu-memory "" need --num-gpus N`},
+		{[]string{"--num-gpus", "2", "--gpu-memory", "80XB"}, nil, `--gpu-memory: invalid size "80XB"`},
+		{[]string{"--gpu-interval", "5"}, nil, `--gpu-interval "5": must be a duration of at least 100ms`},
+		{[]string{"--gpu-interval", "1ms"}, nil, `--gpu-interval "1ms"`},
+		{[]string{"--resources", "GPU=2"}, sched.ResourceSet{sched.GPU: sched.QuantityOf(2)}, `--resources "GPU=2": GPU is not a custom resource; declare GPUs with --num-gpus`},
+	}
+	for _, b := range bad {
+		res := b.res
+		if res == nil {
+			res = sched.ResourceSet{}
+		}
+		_, err := gpuConfig(gpuContext(t, b.args...), res)
+		if err == nil || !strings.Contains(err.Error(), b.want) {
+			t.Errorf("gpuConfig(%q) = %v, want an error containing %q", b.args, err, b.want)
+		}
+	}
+}
+
+func TestGPUModelValidatedByNodeConfig(t *testing.T) {
+	g := cluster.GPUConfig{Declare: true, Count: 1, Model: "!!!"}
+	err := (cluster.Config{Head: true, DataDir: "/tmp/x", BindAddr: "127.0.0.1", RaftVoters: 1, Server: true, ObjectStoreMemory: 1 << 20, GPUs: g}).Validate()
+	if err == nil || !strings.Contains(err.Error(), `--gpu-model "!!!": no model name in it`) {
+		t.Errorf("Validate = %v, want it to name the model", err)
+	}
+}
+
+func TestStatusGPUsTable(t *testing.T) {
+	at := time.Now()
+	st := &cluster.StatusResponse{Nodes: []cluster.NodeView{
+		{Node: store.Node{ID: "a", Name: "n0"}},
+		{Node: store.Node{ID: "b", Name: "n1"}, GPUs: &gpu.Status{Source: gpu.SourceNVML, Devices: []gpu.DeviceStatus{
+			{Device: gpu.Device{Index: 0, Model: "H100", MemoryBytes: 80 << 30}, Healthy: true, GPU: sched.Unit / 4, Leases: 1,
+				Sample: &gpu.Sample{At: at, UtilizationPercent: 37, MemoryUsedBytes: 10 << 30, MemoryTotalBytes: 80 << 30, TemperatureC: 55, PowerWatts: 210.4,
+					Processes: []gpu.Process{{PID: 10}, {PID: 4242, Foreign: true}}}},
+			{Device: gpu.Device{Index: 1, Model: "H100"}, Healthy: false, Reason: "Xid 79 (critical)"},
+		}}},
+	}}
+	var b bytes.Buffer
+	printGPUs(&b, st)
+	out := b.String()
+	for _, want := range []string{"n1    0    H100", "nvml", "0.25", "37%", "10.0GiB/80.0GiB", "55C", "210W", "1 (4242)", "UNHEALTHY: Xid 79 (critical)"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("status --gpus lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "n0") {
+		t.Errorf("a node without GPUs is listed:\n%s", out)
+	}
+	b.Reset()
+	printGPUs(&b, &cluster.StatusResponse{})
+	if !strings.Contains(b.String(), "(no node reported GPUs)") {
+		t.Errorf("empty: %q", b.String())
+	}
+}
