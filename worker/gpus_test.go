@@ -77,31 +77,9 @@ func (*gpuHolder) Report(ctx context.Context) (gpuReport, error) { return report
 // declaring gpus[i] H100s of 80 GiB each, and connects the driver to node 0.
 func startGPUCluster(t *testing.T, gpus ...int) []*cluster.Node {
 	t.Helper()
-	dir := t.TempDir()
-	var nodes []*cluster.Node
-	for i, g := range gpus {
-		cfg := cluster.Config{NodeName: fmt.Sprintf("g%d", i), DataDir: filepath.Join(dir, strconv.Itoa(i)), BindAddr: "127.0.0.1",
-			HTTPPort: -1, Server: true, RaftVoters: 1, Logger: quietLogger(), Version: "test",
-			Resources:         sched.ResourceSet{sched.CPU: sched.QuantityOf(2), sched.Memory: sched.QuantityOf(1 << 30)},
-			GPUs:              cluster.GPUConfig{Declare: true, Count: g, Model: "NVIDIA H100 80GB HBM3", MemoryBytes: 80 << 30},
-			HeartbeatInterval: 100 * time.Millisecond, ReconcileInterval: 200 * time.Millisecond}
-		if i == 0 {
-			cfg.Head = true
-		} else {
-			cfg.Join = []string{nodes[0].RPCAddr()}
-		}
-		nd, err := cluster.Start(context.Background(), cfg)
-		if err != nil {
-			t.Fatalf("start node %d: %v", i, err)
-		}
-		nodes = append(nodes, nd)
-		t.Cleanup(nd.Kill)
-	}
-	if err := Init(context.Background(), Address(nodes[0].RPCAddr()), Logger(quietLogger())); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(Shutdown)
-	return nodes
+	return startClusterWith(t, len(gpus), func(i int, cfg *cluster.Config) {
+		cfg.GPUs = cluster.GPUConfig{Declare: true, Count: gpus[i], Model: "NVIDIA H100 80GB HBM3", MemoryBytes: 80 << 30}
+	})
 }
 
 // waitGPUs polls nd's devices until ok accepts them (at most 10 s).
