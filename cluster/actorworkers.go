@@ -62,6 +62,7 @@ func (n *Node) actorStart(ctx context.Context, req *wire.ActorStartRequest) (*wi
 		return nil, &rpc.Error{Code: "worker_failed", Message: err.Error()}
 	}
 	p.mu.Lock()
+	delete(p.finished, job) // a restarted actor reuses its job ID
 	w, err := p.start(procSpec{job: job, actor: req.ActorID, binHash: req.BinaryHash, gpus: l.gpus})
 	if err != nil {
 		p.mu.Unlock()

@@ -47,8 +47,15 @@ type workerPool struct {
 	workers map[string]*workerProc // task workers by taskPoolKey (job, and devices for GPU workers)
 	byID    map[string]*workerProc
 	actors  map[string]*actorProc // dedicated actor workers by actor ID
-	binMu   sync.Mutex
+	// finished holds jobs that ended here (and when), so a lease request
+	// still in flight when its driver finished cannot start a worker whose
+	// lease nobody would ever return.
+	finished map[string]time.Time
+	binMu    sync.Mutex
 }
+
+// finishedJobMemory is how long a finished job's ID is remembered.
+const finishedJobMemory = time.Hour
 
 type workerProc struct {
 	id       string
@@ -65,7 +72,8 @@ type workerProc struct {
 }
 
 func newWorkerPool(n *Node) *workerPool {
-	return &workerPool{n: n, workers: map[string]*workerProc{}, byID: map[string]*workerProc{}, actors: map[string]*actorProc{}}
+	return &workerPool{n: n, workers: map[string]*workerProc{}, byID: map[string]*workerProc{}, actors: map[string]*actorProc{},
+		finished: map[string]time.Time{}}
 }
 
 func (p *workerPool) binDir() string { return p.n.dir.file("bin") }
@@ -149,10 +157,20 @@ func (p *workerPool) fetch(ctx context.Context, from, hash string) error {
 // worker returns the job's registered worker process for a lease holding
 // devices as (nil: none), starting one if needed.
 func (p *workerPool) worker(ctx context.Context, req *wire.LeaseRequest, as *gpu.Assignment) (*workerProc, error) {
+	p.mu.Lock()
+	_, done := p.finished[req.JobID]
+	p.mu.Unlock()
+	if done {
+		return nil, fmt.Errorf("job %s has finished", req.JobID)
+	}
 	if err := p.ensureBinary(ctx, req.JobID, req.BinaryHash, req.BinaryNode); err != nil {
 		return nil, err
 	}
 	p.mu.Lock()
+	if _, done := p.finished[req.JobID]; done {
+		p.mu.Unlock()
+		return nil, fmt.Errorf("job %s has finished", req.JobID)
+	}
 	w := p.workers[taskPoolKey(req.JobID, as)]
 	if w != nil {
 		select {
@@ -282,6 +300,13 @@ func (w *workerProc) markReady() { w.readyOne.Do(func() { close(w.ready) }) }
 // set its GPU leases used).
 func (p *workerPool) stopJob(job string) {
 	p.mu.Lock()
+	now := time.Now()
+	for j, at := range p.finished {
+		if now.Sub(at) > finishedJobMemory {
+			delete(p.finished, j)
+		}
+	}
+	p.finished[job] = now
 	var ws []*workerProc
 	for k, w := range p.workers {
 		if w.job == job {

@@ -237,6 +237,9 @@ func Shutdown() {
 		return
 	}
 	cw.sub.returnAll()
+	// Stop lease requests still in flight first: the node refuses them once
+	// the job has finished, and they must not retry.
+	cw.cancel()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	_ = cw.pool.Call(ctx, cw.nodeAddr, wire.MethodJobFinish, &wire.JobFinishRequest{JobID: cw.jobID}, nil)
 	cancel()

@@ -80,6 +80,10 @@ func main() {
 	fmt.Printf("1000 tasks round-robin over %d nodes: %v\n", numNodes, perNode)
 
 	// The same with SPREAD: no custom resources, the scheduler spreads.
+	// It spreads by the driver's node's view of the others' free resources,
+	// which lags by a heartbeat: wait until that view shows every CPU free
+	// again after the work above (or work of earlier jobs).
+	waitIdle(ctx)
 	spread := g.Options(worker.Spread())
 	for i := range refs {
 		refs[i] = spread.Remote(ctx, i)
@@ -105,6 +109,20 @@ func main() {
 	}
 	fmt.Printf("1000 tasks with SPREAD over %d alive nodes: %v\n", alive, spreadPerNode)
 	fmt.Println("check: results are [0, 1, ..., 999] both times, each node<i> task ran where node<i> lives, and SPREAD used more than one node when there is more than one")
+}
+
+// waitIdle polls the local node's view of the cluster (at most 10 s) until
+// all of its CPUs are free.
+func waitIdle(ctx context.Context) {
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		total, err1 := worker.ClusterResources(ctx)
+		free, err2 := worker.AvailableResources(ctx)
+		if err1 == nil && err2 == nil && free["CPU"] == total["CPU"] {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 func fail(format string, args ...any) {
