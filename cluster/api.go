@@ -60,6 +60,7 @@ type HeartbeatRequest struct {
 	Incarnation uint64
 	Available   sched.ResourceSet
 	Pending     []wire.PendingDemand // queued or infeasible work on this node
+	Bundles     []wire.BundleHeld    // placement-group bundles this node holds
 }
 
 // HeartbeatResponse says whether the leader knows this node's current

@@ -32,6 +32,7 @@ func (n *Node) registerEndpoints() {
 	n.taskEndpoints()
 	n.objectEndpoints()
 	n.actorEndpoints()
+	n.placementEndpoints()
 }
 
 // apply commits one command to the Raft log and returns the FSM's result.
@@ -107,6 +108,7 @@ func (n *Node) nodeHeartbeat(ctx context.Context, req *HeartbeatRequest) (*Heart
 	known := nd != nil && nd.Incarnation == req.Incarnation && nd.Status != store.NodeDead && nd.Status != store.NodeLeft
 	if known {
 		n.leader.setSoft(req.NodeID, req.Incarnation, req.Available, req.Pending)
+		n.pgs.nodeReport(nd, req.Available, req.Bundles)
 	}
 	resp := &HeartbeatResponse{Known: known, LeaderAddr: n.rpcAddr}
 	if nodes, err := n.fsm.State().Nodes(); err == nil {

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"sync"
@@ -24,6 +25,7 @@ type localSched struct {
 	queue   []*leaseWaiter
 	nextID  uint64
 	pending map[string]*pendingEntry // demands no node can satisfy, by description
+	bundles map[string]*heldBundle   // placement-group bundles held here, by group/index
 }
 
 type lease struct {
@@ -35,8 +37,12 @@ type lease struct {
 
 type leaseWaiter struct {
 	res   sched.ResourceSet
-	grant chan *lease // receives the lease once granted
+	grant chan *lease // receives the lease once granted; closed when it never can be
 }
+
+// errUnfit is wait's error for a request the node can no longer ever grant
+// (the placement-group bundle it waited for was returned).
+var errUnfit = errors.New("the resources it waits for are gone from this node (its placement group was removed)")
 
 type pendingEntry struct {
 	d    wire.PendingDemand
@@ -44,7 +50,8 @@ type pendingEntry struct {
 }
 
 func newLocalSched(total sched.ResourceSet) *localSched {
-	return &localSched{total: total.Clone(), avail: total.Clone(), leases: map[uint64]*lease{}, pending: map[string]*pendingEntry{}}
+	return &localSched{total: total.Clone(), avail: total.Clone(), leases: map[uint64]*lease{}, pending: map[string]*pendingEntry{},
+		bundles: map[string]*heldBundle{}}
 }
 
 // tryGrant reserves res now if it fits.
@@ -77,6 +84,9 @@ func (s *localSched) wait(ctx context.Context, res sched.ResourceSet) (*lease, e
 	s.mu.Unlock()
 	select {
 	case l := <-w.grant:
+		if l == nil {
+			return nil, errUnfit
+		}
 		return l, nil
 	case <-ctx.Done():
 		s.mu.Lock()
@@ -90,7 +100,9 @@ func (s *localSched) wait(ctx context.Context, res sched.ResourceSet) (*lease, e
 		// Granted between the cancel and the lock: give it back.
 		select {
 		case l := <-w.grant:
-			s.release(l.id)
+			if l != nil {
+				s.release(l.id)
+			}
 		default:
 		}
 		return nil, ctx.Err()
@@ -125,6 +137,13 @@ func (s *localSched) release(id uint64) bool {
 	delete(s.leases, id)
 	back := l.res.Clone()
 	back[sched.CPU] -= l.lentCPU
+	for name := range back {
+		// A placement-group bundle returned while the lease ran: its
+		// renamed resources are gone, so they do not come back.
+		if _, ok := s.total[name]; !ok {
+			delete(back, name)
+		}
+	}
 	s.avail.Add(back)
 	s.dispatchLocked()
 	return true
@@ -180,6 +199,21 @@ func (s *localSched) unblock(id uint64) {
 	}
 	s.avail[sched.CPU] -= l.lentCPU
 	l.lentCPU = 0
+}
+
+// covers reports whether the node's total (its bundles' renamed resources
+// included) could ever hold res.
+func (s *localSched) covers(res sched.ResourceSet) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.total.Covers(res)
+}
+
+// totals returns a copy of the node's total, committed bundles included.
+func (s *localSched) totals() sched.ResourceSet {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.total.Clone()
 }
 
 // available returns a copy of the free pool.

@@ -61,6 +61,7 @@ type Node struct {
 	local   *localSched
 	workers *workerPool
 	actors  *actorManager
+	pgs     *pgManager
 	objects *objstore.Store
 	pulls   flight
 
@@ -141,6 +142,7 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	n.local = newLocalSched(n.Resources())
 	n.workers = newWorkerPool(n)
 	n.actors = newActorManager(n)
+	n.pgs = newPGManager(n)
 	n.rpcServer = rpc.NewServer(n.logger.With("component", "rpc"))
 	n.registerEndpoints()
 	if cfg.Server {
@@ -161,6 +163,9 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 		n.goRun(n.monitorLeadership)
 	}
 	n.goRun(n.agentLoop)
+	if cfg.Server {
+		n.goRun(n.pgs.batchLoop)
+	}
 	_ = os.WriteFile(n.dir.file(addressFile), []byte(n.rpcAddr+"\n"), 0o640)
 	if cfg.RecordCurrent {
 		writeCurrentAddress(n.rpcAddr)

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -131,7 +132,10 @@ func (n *Node) leaseWorker(ctx context.Context, req *wire.LeaseRequest) (*wire.L
 			return &wire.LeaseReply{Infeasible: reason}, nil
 		}
 	}
-	if !n.local.total.Covers(req.Resources) {
+	if pg, idx, ok := sched.PlacementGroupOf(req.Resources); ok && !n.local.covers(req.Resources) {
+		return n.leaseInBundle(ctx, req, pg, idx)
+	}
+	if !n.local.covers(req.Resources) {
 		if t := pickNode(view(), req.Resources, self, false); t != nil {
 			return &wire.LeaseReply{Spillback: t.Addr}, nil
 		}
@@ -159,7 +163,9 @@ func (n *Node) leaseWorker(ctx context.Context, req *wire.LeaseRequest) (*wire.L
 	}
 	if l == nil {
 		var err error
-		if l, err = n.local.wait(ctx, req.Resources); err != nil {
+		if l, err = n.local.wait(ctx, req.Resources); errors.Is(err, errUnfit) {
+			return &wire.LeaseReply{Infeasible: err.Error()}, nil
+		} else if err != nil {
 			return nil, err
 		}
 	}
@@ -170,6 +176,25 @@ func (n *Node) leaseWorker(ctx context.Context, req *wire.LeaseRequest) (*wire.L
 	}
 	n.local.setWorker(l.id, w.id)
 	return &wire.LeaseReply{LeaseID: l.id, WorkerAddr: w.addr, WorkerID: w.id, NodeID: self, NodeName: n.cfg.NodeName, NodeAddr: n.rpcAddr}, nil
+}
+
+// leaseInBundle routes a lease request for placement-group bundle
+// resources this node does not have: to a node holding a matching bundle
+// (spillback), or back as infeasible with the reason (the group is pending,
+// removed or unknown; the submitter retries every second unless the task
+// fails on infeasibility).
+func (n *Node) leaseInBundle(ctx context.Context, req *wire.LeaseRequest, pg string, idx int) (*wire.LeaseReply, error) {
+	nodes, reason, _ := n.bundleNodes(ctx, pg, idx)
+	for _, b := range nodes {
+		if b.NodeID != n.id.NodeID && b.NodeAddr != "" {
+			return &wire.LeaseReply{Spillback: b.NodeAddr}, nil
+		}
+	}
+	if reason == "" {
+		reason = fmt.Sprintf("placement group %s: its bundle is not committed on this node yet", pg)
+	}
+	n.local.noteInfeasible(req.TaskName, req.Resources, reason)
+	return &wire.LeaseReply{Infeasible: reason}, nil
 }
 
 // pickNode chooses a node for demand among alive nodes other than exclude
@@ -230,7 +255,7 @@ func (n *Node) clusterView() []wire.NodeInfo {
 	}
 	if !found {
 		out = append(out, wire.NodeInfo{NodeID: n.id.NodeID, NodeName: n.cfg.NodeName, Addr: n.rpcAddr, Alive: true, State: "alive",
-			Total: n.local.total.Clone(), Available: n.local.available(), Labels: n.cfg.Labels})
+			Total: n.local.totals(), Available: n.local.available(), Labels: n.cfg.Labels})
 	}
 	return out
 }
