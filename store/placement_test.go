@@ -28,8 +28,8 @@ func TestPlacementGroupReservationsRespectCapacity(t *testing.T) {
 	a := testPG("aaaaaaaa", "a", sched.StrictSpread, cpus(3), cpus(3))
 	a.State, a.Nodes = PGCreated, []string{"n1", "n2"}
 	b := testPG("bbbbbbbb", "b", sched.Pack, cpus(2))
-	b.State, b.Nodes = PGCreated, []string{"n1"} // 3+2 > 4: refused
-	c := testPG("cccccccc", "a", sched.Pack, cpus(1))  // name taken
+	b.State, b.Nodes = PGCreated, []string{"n1"}      // 3+2 > 4: refused
+	c := testPG("cccccccc", "a", sched.Pack, cpus(1)) // name taken
 	d := testPG("dddddddd", "", sched.StrictSpread, cpus(1), cpus(1))
 	d.State, d.Nodes = PGCreated, []string{"n1", "n1"} // breaks STRICT_SPREAD
 	errs := pgWrite(t, f, 3,

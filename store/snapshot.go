@@ -38,7 +38,7 @@ const (
 	// recordPlacementGroup carries a PlacementGroup; per-node reservations
 	// are derived from the groups on restore, not stored.
 	recordPlacementGroup snapshotRecordType = 5
-	recordEnd   snapshotRecordType = 0xff
+	recordEnd            snapshotRecordType = 0xff
 )
 
 // snapshotHeader opens a snapshot stream.
