@@ -185,13 +185,17 @@ func (n *Node) leaseWorker(ctx context.Context, req *wire.LeaseRequest) (*wire.L
 // fails on infeasibility).
 func (n *Node) leaseInBundle(ctx context.Context, req *wire.LeaseRequest, pg string, idx int) (*wire.LeaseReply, error) {
 	nodes, reason, _ := n.bundleNodes(ctx, pg, idx)
+	here := false
 	for _, b := range nodes {
 		if b.NodeID != n.id.NodeID && b.NodeAddr != "" {
 			return &wire.LeaseReply{Spillback: b.NodeAddr}, nil
 		}
+		here = here || b.NodeID == n.id.NodeID
 	}
-	if reason == "" {
-		reason = fmt.Sprintf("placement group %s: its bundle is not committed on this node yet", pg)
+	if here {
+		// The bundle is here: the demand is larger than the bundle (or its
+		// commit has not arrived yet).
+		reason = fmt.Sprintf("placement group %s: demand %s does not fit in the bundle on node %s", pg, req.Resources, n.cfg.NodeName)
 	}
 	n.local.noteInfeasible(req.TaskName, req.Resources, reason)
 	return &wire.LeaseReply{Infeasible: reason}, nil

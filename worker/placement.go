@@ -221,12 +221,13 @@ func (pg *PlacementGroup) Ready(ctx context.Context) error {
 	for {
 		wait := 10 * time.Second
 		if dl, ok := ctx.Deadline(); ok {
-			wait = min(wait, max(time.Until(dl), time.Millisecond))
+			// Leave the long poll time to answer before ctx ends.
+			wait = min(wait, max(time.Until(dl)-20*time.Millisecond, time.Millisecond))
 		}
 		info, err := pg.get(ctx, wait)
 		if err != nil {
 			if ctx.Err() != nil {
-				return ctx.Err()
+				return pg.whyWaiting(ctx)
 			}
 			return err
 		}
@@ -237,13 +238,21 @@ func (pg *PlacementGroup) Ready(ctx context.Context) error {
 			return fmt.Errorf("placement group %s: %w", pg.id, ErrPlacementGroupRemoved)
 		}
 		if ctx.Err() != nil {
-			if info.Infeasible {
-				return errors.Join(ctx.Err(), &sched.InfeasibleError{Bundle: -1,
-					Reason: fmt.Sprintf("placement group %s: %s", pg.id, info.PendingReason)})
-			}
-			return ctx.Err()
+			return pg.whyWaiting(ctx)
 		}
 	}
+}
+
+// whyWaiting is Ready's error once ctx ended: ctx's error, joined with a
+// *sched.InfeasibleError when the group can never be placed as things are.
+func (pg *PlacementGroup) whyWaiting(ctx context.Context) error {
+	qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	defer cancel()
+	if info, err := pg.get(qctx, 0); err == nil && info.Infeasible {
+		return errors.Join(ctx.Err(), &sched.InfeasibleError{Bundle: -1,
+			Reason: fmt.Sprintf("placement group %s: %s", pg.id, info.PendingReason)})
+	}
+	return ctx.Err()
 }
 
 // Remove removes the group (Ray's remove_placement_group): it returns once
