@@ -165,6 +165,8 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	n.goRun(n.agentLoop)
 	if cfg.Server {
 		n.goRun(n.pgs.batchLoop)
+		n.goRun(n.pgs.createLoop)
+		n.goRun(n.pgs.removeLoop)
 	}
 	_ = os.WriteFile(n.dir.file(addressFile), []byte(n.rpcAddr+"\n"), 0o640)
 	if cfg.RecordCurrent {

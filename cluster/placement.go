@@ -21,6 +21,7 @@ const (
 	pgRetryEvery   = 250 * time.Millisecond
 	pgMaxBatch     = 1024
 	pgPhaseTimeout = 5 * time.Second
+	pgLinger       = 500 * time.Microsecond
 )
 
 // pgManager is the leader's placement-group authority (Ray's
@@ -38,18 +39,28 @@ type pgManager struct {
 	used       map[string]sched.ResourceSet            // node → resources in use outside bundles (heartbeats)
 	committing map[string]chan struct{}                // group → closed when its node commits are done
 
-	ops  chan *pgWrite
-	kick chan struct{}
+	ops     chan *pgWrite
+	creates chan *pgJob
+	removes chan *pgJob
+	kick    chan struct{}
 }
 
 type pgWrite struct {
-	op   store.PlacementGroupOp
+	ops  []store.PlacementGroupOp
+	done chan []error
+}
+
+// pgJob is one create or remove waiting for the leader's create or remove
+// loop, which handles every job queued at once as one batch.
+type pgJob struct {
+	g    *store.PlacementGroup
 	done chan error
 }
 
 func newPGManager(n *Node) *pgManager {
 	return &pgManager{n: n, inflight: map[string]map[string]sched.ResourceSet{}, used: map[string]sched.ResourceSet{},
-		committing: map[string]chan struct{}{}, ops: make(chan *pgWrite, pgMaxBatch), kick: make(chan struct{}, 1)}
+		committing: map[string]chan struct{}{}, ops: make(chan *pgWrite, pgMaxBatch),
+		creates: make(chan *pgJob, pgMaxBatch), removes: make(chan *pgJob, pgMaxBatch), kick: make(chan struct{}, 1)}
 }
 
 func (n *Node) placementEndpoints() {
@@ -135,38 +146,143 @@ func (n *Node) pgCreate(ctx context.Context, req *wire.PGCreateRequest) (*wire.P
 	g := &store.PlacementGroup{ID: req.ID, Name: req.Name, Namespace: req.Namespace, JobID: req.JobID, Detached: req.Detached,
 		Strategy: strategy, Bundles: req.Bundles, Nodes: make([]string, len(req.Bundles)), State: store.PGPending,
 		CreatedAt: now, StateChangedAt: now}
-	nodes, reason, infeasible := m.tryPlace(g)
-	if nodes != nil {
-		g.State, g.Nodes = store.PGCreated, nodes
-	} else {
-		g.PendingReason, g.Infeasible = reason, infeasible
-	}
-	var done chan struct{}
-	if nodes != nil {
-		done = m.startCommit(g.ID)
-	}
-	err = m.write(store.PlacementGroupOp{Kind: store.PGOpCreate, Group: *g})
-	m.clearInflight(g.ID)
-	if err != nil {
-		if nodes != nil {
-			m.finishCommit(g.ID, done)
-			m.returnBundles(g.ID, nodes, nil)
-		}
+	if err := m.submit(m.creates, g); err != nil {
 		if errors.Is(err, store.ErrPlacementGroupNameTaken) {
 			return nil, badInput("placement group name %q is taken in namespace %q", req.Name, req.Namespace)
 		}
 		return nil, fmt.Errorf("register placement group %s: %w", g.ID, err)
 	}
-	if nodes != nil {
-		m.commitOnNodes(g)
-		m.finishCommit(g.ID, done)
-		n.logger.Debug("placement group created", "group", g.ID, "strategy", g.Strategy, "nodes", nodes)
-	} else {
-		n.logger.Info("placement group pending", "group", g.ID, "strategy", g.Strategy, "reason", reason, "infeasible", infeasible)
-		m.wake()
-	}
 	info := pgInfo(g, n.nodeNames())
 	return &info, nil
+}
+
+// submit queues a job for the create or remove loop and waits for it.
+func (m *pgManager) submit(ch chan *pgJob, g *store.PlacementGroup) error {
+	j := &pgJob{g: g, done: make(chan error, 1)}
+	select {
+	case ch <- j:
+	case <-m.n.ctx.Done():
+		return m.n.ctx.Err()
+	}
+	return <-j.done
+}
+
+// collect waits for a job on ch and returns it with every job queued behind
+// it (up to pgMaxBatch); nil when the node stops.
+func (m *pgManager) collect(ch chan *pgJob) []*pgJob {
+	var jobs []*pgJob
+	select {
+	case j := <-ch:
+		jobs = append(jobs, j)
+	case <-m.n.ctx.Done():
+		return nil
+	}
+	// Linger briefly for the rest of a burst (a driver creating groups in
+	// a loop), so it shares one durable write instead of the first job
+	// paying for one alone.
+	linger := time.NewTimer(pgLinger)
+	defer linger.Stop()
+	for len(jobs) < pgMaxBatch {
+		select {
+		case j := <-ch:
+			jobs = append(jobs, j)
+		case <-linger.C:
+			return jobs
+		}
+	}
+	return jobs
+}
+
+// createLoop registers queued groups in batches: each is placed (and its
+// bundles prepared) in turn, all are registered in one Raft entry, CREATED
+// or PENDING with the reason, and the created ones are committed on their
+// nodes before their creators hear back.
+func (m *pgManager) createLoop() {
+	n := m.n
+	for {
+		jobs := m.collect(m.creates)
+		if jobs == nil {
+			return
+		}
+		ops := make([]store.PlacementGroupOp, len(jobs))
+		placed := make([]bool, len(jobs))
+		dones := make([]chan struct{}, len(jobs))
+		for i, j := range jobs {
+			g := j.g
+			if nodes, reason, infeasible := m.tryPlace(g); nodes != nil {
+				g.State, g.Nodes, placed[i] = store.PGCreated, nodes, true
+				dones[i] = m.startCommit(g.ID)
+			} else {
+				g.PendingReason, g.Infeasible = reason, infeasible
+			}
+			ops[i] = store.PlacementGroupOp{Kind: store.PGOpCreate, Group: *g}
+		}
+		errs := m.writeMany(ops)
+		var wg sync.WaitGroup
+		for i, j := range jobs {
+			g := j.g
+			m.clearInflight(g.ID)
+			switch {
+			case errs[i] != nil && placed[i]:
+				m.finishCommit(g.ID, dones[i])
+				m.returnBundles(g.ID, g.Nodes, nil)
+				j.done <- errs[i]
+			case errs[i] != nil:
+				j.done <- errs[i]
+			case placed[i]:
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					m.commitOnNodes(g)
+					m.finishCommit(g.ID, dones[i])
+					n.logger.Debug("placement group created", "group", g.ID, "strategy", g.Strategy, "nodes", g.Nodes)
+					j.done <- nil
+				}()
+			default:
+				n.logger.Info("placement group pending", "group", g.ID, "strategy", g.Strategy, "reason", g.PendingReason, "infeasible", g.Infeasible)
+				m.wake()
+				j.done <- nil
+			}
+		}
+		wg.Wait()
+	}
+}
+
+// removeLoop removes queued groups in batches: one Raft entry records them
+// all REMOVED, then every node gives their bundles back.
+func (m *pgManager) removeLoop() {
+	for {
+		jobs := m.collect(m.removes)
+		if jobs == nil {
+			return
+		}
+		now := time.Now().UnixNano()
+		ops := make([]store.PlacementGroupOp, len(jobs))
+		for i, j := range jobs {
+			ops[i] = store.PlacementGroupOp{Kind: store.PGOpRemove, ID: j.g.ID, At: now}
+		}
+		errs := m.writeMany(ops)
+		st := m.n.fsm.State()
+		var wg sync.WaitGroup
+		for i, j := range jobs {
+			if errs[i] != nil {
+				j.done <- errs[i]
+				continue
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				// The record as removed: the nodes it held at the removal.
+				if g, err := st.PlacementGroupByID(j.g.ID); err == nil && g != nil {
+					m.returnBundles(g.ID, g.Nodes, nil)
+				}
+				go m.killActorsIn(j.g.ID)
+				j.done <- nil
+			}()
+		}
+		wg.Wait()
+		m.wake()
+	}
 }
 
 // pgGet answers a lookup, waiting (see wire.PGGetRequest) on the state
@@ -231,66 +347,77 @@ func (n *Node) pgRemove(ctx context.Context, req *wire.PGRemoveRequest) (*wire.E
 	if g.State == store.PGRemoved {
 		return &wire.Empty{}, nil
 	}
-	if err := m.write(store.PlacementGroupOp{Kind: store.PGOpRemove, ID: g.ID, At: time.Now().UnixNano()}); err != nil {
+	if err := m.submit(m.removes, g); err != nil {
 		return nil, fmt.Errorf("remove placement group %s: %w", g.ID, err)
 	}
-	if g, err = st.PlacementGroupByID(req.ID); err != nil || g == nil {
-		return &wire.Empty{}, err
-	}
-	m.returnBundles(g.ID, g.Nodes, nil)
-	m.wake()
-	go m.killActorsIn(g.ID)
 	return &wire.Empty{}, nil
 }
 
 // write commits one op through the batcher and returns its own outcome.
 func (m *pgManager) write(op store.PlacementGroupOp) error {
-	w := &pgWrite{op: op, done: make(chan error, 1)}
+	return m.writeMany([]store.PlacementGroupOp{op})[0]
+}
+
+// writeMany commits ops through the batcher (in one Raft entry unless the
+// batch is full) and returns each op's outcome.
+func (m *pgManager) writeMany(ops []store.PlacementGroupOp) []error {
+	w := &pgWrite{ops: ops, done: make(chan []error, 1)}
 	select {
 	case m.ops <- w:
 	case <-m.n.ctx.Done():
-		return m.n.ctx.Err()
+		errs := make([]error, len(ops))
+		for i := range errs {
+			errs[i] = m.n.ctx.Err()
+		}
+		return errs
 	}
 	return <-w.done
 }
 
-// batchLoop commits queued ops: the first op waiting and every op queued
-// behind it (up to pgMaxBatch) go into one Raft entry, and while that entry
-// commits the next batch gathers, so concurrent creates and removes share
-// durable writes.
+// batchLoop commits queued writes: the first waiting and every write queued
+// behind it (up to pgMaxBatch ops) go into one Raft entry, and while that
+// entry commits the next batch gathers, so concurrent creates, removes and
+// placements share durable writes.
 func (m *pgManager) batchLoop() {
 	for {
 		var batch []*pgWrite
+		size := 0
 		select {
 		case w := <-m.ops:
-			batch = append(batch, w)
+			batch, size = append(batch, w), len(w.ops)
 		case <-m.n.ctx.Done():
 			return
 		}
 	drain:
-		for len(batch) < pgMaxBatch {
+		for size < pgMaxBatch {
 			select {
 			case w := <-m.ops:
-				batch = append(batch, w)
+				batch, size = append(batch, w), size+len(w.ops)
 			default:
 				break drain
 			}
 		}
-		req := &store.PlacementGroupWriteRequest{Ops: make([]store.PlacementGroupOp, len(batch))}
-		for i, w := range batch {
-			req.Ops[i] = w.op
+		req := &store.PlacementGroupWriteRequest{Ops: make([]store.PlacementGroupOp, 0, size)}
+		for _, w := range batch {
+			req.Ops = append(req.Ops, w.ops...)
 		}
 		res, err := m.n.apply(store.PlacementGroupWriteType, req)
 		r, _ := res.(*store.PlacementGroupWriteResult)
-		for i, w := range batch {
-			switch {
-			case err != nil:
-				w.done <- err
-			case r == nil || i >= len(r.Errors):
-				w.done <- fmt.Errorf("placement group write: unexpected result %T", res)
-			default:
-				w.done <- r.Errors[i]
+		if err == nil && (r == nil || len(r.Errors) != size) {
+			err = fmt.Errorf("placement group write: unexpected result %T", res)
+		}
+		k := 0
+		for _, w := range batch {
+			errs := make([]error, len(w.ops))
+			for i := range errs {
+				if err != nil {
+					errs[i] = err
+				} else {
+					errs[i] = r.Errors[k]
+				}
+				k++
 			}
+			w.done <- errs
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"sync/atomic"
 	"time"
 
 	"github.com/nodeup/nodeup/cluster"
@@ -23,6 +24,8 @@ type PlacementGroup struct {
 	bundles int
 	created chan struct{} // closed once the leader has registered the group
 	err     error         // why registering failed (read after created)
+	placed  bool          // the create's reply said CREATED (read after created)
+	removed atomic.Bool   // Remove succeeded through this handle
 }
 
 // PGOption sets one placement-group option, as the keyword arguments of
@@ -134,9 +137,11 @@ func CreatePlacementGroup(ctx context.Context, bundles []map[string]float64, str
 	pg := &PlacementGroup{id: req.ID, bundles: len(sets), created: make(chan struct{})}
 	if o.name != "" {
 		defer close(pg.created)
-		if err := cw.pool.Call(ctx, cw.nodeAddr, wire.MethodPGCreate, req, &wire.PGInfo{}); err != nil {
+		var info wire.PGInfo
+		if err := cw.pool.Call(ctx, cw.nodeAddr, wire.MethodPGCreate, req, &info); err != nil {
 			return nil, fmt.Errorf("create placement group %q: %w", o.name, err)
 		}
+		pg.placed = info.State == "CREATED"
 		return pg, nil
 	}
 	// Unnamed: nothing to check against other groups, so the ID is made
@@ -146,9 +151,13 @@ func CreatePlacementGroup(ctx context.Context, bundles []map[string]float64, str
 		defer close(pg.created)
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 		defer cancel()
-		if err := cw.pool.Call(cctx, cw.nodeAddr, wire.MethodPGCreate, req, &wire.PGInfo{}); err != nil {
+		var info wire.PGInfo
+		if err := cw.pool.Call(cctx, cw.nodeAddr, wire.MethodPGCreate, req, &info); err != nil {
 			pg.err = fmt.Errorf("create placement group %s: %w", req.ID, err)
 		}
+		// The leader replies CREATED only once every bundle is committed
+		// on its node, so Ready needs no further round trip.
+		pg.placed = info.State == "CREATED"
 	}()
 	return pg, nil
 }
@@ -218,6 +227,12 @@ func (pg *PlacementGroup) Wait(ctx context.Context, timeout time.Duration) (bool
 // when the group cannot ever be placed. A removed group gives
 // ErrPlacementGroupRemoved.
 func (pg *PlacementGroup) Ready(ctx context.Context) error {
+	if err := pg.waitCreated(ctx); err != nil {
+		return err
+	}
+	if pg.placed && !pg.removed.Load() {
+		return nil
+	}
 	for {
 		wait := 10 * time.Second
 		if dl, ok := ctx.Deadline(); ok {
@@ -271,6 +286,7 @@ func (pg *PlacementGroup) Remove(ctx context.Context) error {
 	if err := cw.pool.Call(ctx, cw.nodeAddr, wire.MethodPGRemove, &wire.PGRemoveRequest{ID: pg.id}, nil); err != nil {
 		return fmt.Errorf("remove placement group %s: %w", pg.id, err)
 	}
+	pg.removed.Store(true)
 	return nil
 }
 

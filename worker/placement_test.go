@@ -121,6 +121,10 @@ func TestPlacementGroupInfeasibleAndPendingThenCreated(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Registered first (a leader election may delay it on a busy machine).
+	if _, err := inf.Info(ctx); err != nil {
+		t.Fatal(err)
+	}
 	ok, err := inf.Wait(ctx, 300*time.Millisecond)
 	if ok || !errors.Is(err, sched.ErrInfeasible) {
 		t.Fatalf("STRICT_SPREAD of 2 on 1 node: Wait = %v, %v; want an infeasible error", ok, err)
