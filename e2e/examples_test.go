@@ -14,7 +14,7 @@ import (
 func TestSeedExamplesOnThreeNodes(t *testing.T) {
 	procs := startThree(t)
 	examples := []string{"customresources", "roundrobin", "colocate", "options", "nested", "clusterstate",
-		"counter", "tpu_actor", "queue", "signal", "filelock"}
+		"counter", "tpu_actor", "queue", "signal", "filelock", "placement"}
 	bin := buildExamples(t, examples...)
 	for _, ex := range examples {
 		t.Run(ex, func(t *testing.T) {
