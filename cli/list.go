@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 
 	ucli "github.com/urfave/cli/v2"
@@ -16,8 +17,8 @@ import (
 func listCommand() *ucli.Command {
 	return &ucli.Command{
 		Name:      "list",
-		Usage:     "list cluster state: actors",
-		ArgsUsage: "actors",
+		Usage:     "list cluster state: actors, placement-groups",
+		ArgsUsage: "actors | placement-groups",
 		Subcommands: []*ucli.Command{{
 			Name:  "actors",
 			Usage: "list actors: ID, class, name, namespace, state, node, restarts, PID",
@@ -55,12 +56,12 @@ func listCommand() *ucli.Command {
 				}
 				return tw.Flush()
 			},
-		}},
+		}, listPlacementGroupsCommand()},
 		Action: func(c *ucli.Context) error {
 			if c.NArg() == 0 {
-				return fmt.Errorf("nodeup list needs what to list: actors")
+				return fmt.Errorf("nodeup list needs what to list: actors or placement-groups")
 			}
-			return fmt.Errorf("nodeup list %q: unknown kind; use actors", c.Args().First())
+			return fmt.Errorf("nodeup list %q: unknown kind; use actors or placement-groups", c.Args().First())
 		},
 	}
 }
@@ -90,4 +91,75 @@ func floats(r sched.ResourceSet) map[string]float64 {
 		out[k] = q.Float()
 	}
 	return out
+}
+
+// listPlacementGroupsCommand is Ray's `ray list placement-groups`.
+func listPlacementGroupsCommand() *ucli.Command {
+	return &ucli.Command{
+		Name:  "placement-groups",
+		Usage: "list placement groups: ID, name, strategy, state, bundles with their nodes",
+		Flags: append(clientFlags(), &ucli.BoolFlag{Name: "json", Usage: "print JSON"}),
+		Action: func(c *ucli.Context) error {
+			if c.NArg() > 0 {
+				return fmt.Errorf("nodeup list placement-groups takes no arguments, got %q", c.Args().First())
+			}
+			var list wire.PGList
+			if err := call(c, wire.MethodPGList, &wire.Empty{}, &list); err != nil {
+				return err
+			}
+			rows := make([]pgJSON, 0, len(list.Groups))
+			for _, g := range list.Groups {
+				r := pgJSON{ID: g.ID, Name: g.Name, Namespace: g.Namespace, JobID: g.JobID, State: g.State, Strategy: g.Strategy,
+					Detached: g.Detached, PendingReason: g.PendingReason, Infeasible: g.Infeasible, Bundles: []bundleJSON{}}
+				for _, b := range g.Bundles {
+					r.Bundles = append(r.Bundles, bundleJSON{Index: b.Index, Resources: floats(b.Resources), NodeID: b.NodeID, NodeName: b.NodeName})
+				}
+				rows = append(rows, r)
+			}
+			if c.Bool("json") {
+				return writeJSONOut(c.App.Writer, rows)
+			}
+			tw := tabwriter.NewWriter(c.App.Writer, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "PLACEMENT GROUP ID\tNAME\tSTRATEGY\tSTATE\tBUNDLES\tDETAIL")
+			for _, r := range rows {
+				var bs []string
+				for _, b := range r.Bundles {
+					res := sched.ResourceSet{}
+					for k, v := range b.Resources {
+						res[k], _ = sched.QuantityFromFloat(v)
+					}
+					bs = append(bs, fmt.Sprintf("%d:{%s}@%s", b.Index, res, dash(b.NodeName)))
+				}
+				detail := r.PendingReason
+				if r.Infeasible {
+					detail = "infeasible: " + detail
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.ID, dash(r.Name), r.Strategy, r.State, strings.Join(bs, " "), dash(detail))
+			}
+			return tw.Flush()
+		},
+	}
+}
+
+// pgJSON is one row of `nodeup list placement-groups --json`, named as Ray's
+// state API (ray list placement-groups --format json --detail).
+type pgJSON struct {
+	ID            string       `json:"placement_group_id"`
+	Name          string       `json:"name"`
+	Namespace     string       `json:"ray_namespace"`
+	JobID         string       `json:"creator_job_id"`
+	State         string       `json:"state"`
+	Strategy      string       `json:"strategy"`
+	Detached      bool         `json:"is_detached"`
+	PendingReason string       `json:"pending_reason,omitempty"`
+	Infeasible    bool         `json:"infeasible,omitempty"`
+	Bundles       []bundleJSON `json:"bundles"`
+}
+
+// bundleJSON is one bundle: its index, resources and node.
+type bundleJSON struct {
+	Index     int                `json:"bundle_index"`
+	Resources map[string]float64 `json:"unit_resources"`
+	NodeID    string             `json:"node_id"`
+	NodeName  string             `json:"node_name"`
 }

@@ -79,6 +79,7 @@ func (n *Node) actorEndpoints() {
 	})
 	handleLeader(n, wire.MethodActorJobDone, func(ctx context.Context, r *wire.JobFinishRequest) (*wire.Empty, error) {
 		n.actors.jobDone(r.JobID)
+		n.pgs.jobDone(r.JobID)
 		return &wire.Empty{}, nil
 	})
 	n.actorNodeEndpoints()
@@ -349,7 +350,15 @@ func (m *actorManager) place(id string) {
 		if err != nil || a == nil || (a.State != store.ActorPending && a.State != store.ActorRestarting) {
 			return
 		}
-		cands, reason := actorCandidates(n.clusterView(), a)
+		cands, reason, gone := m.candidates(a)
+		if gone {
+			unlock := m.lock(id)
+			if cur, err := n.fsm.State().ActorByID(id); err == nil && cur != nil && cur.State != store.ActorDead && cur.State != store.ActorAlive {
+				m.setDead(cur, "it cannot be placed: "+reason)
+			}
+			unlock()
+			return
+		}
 		if len(cands) == 0 {
 			if reason != lastReason {
 				lastReason = reason
@@ -437,6 +446,25 @@ func (m *actorManager) tryNode(a *store.Actor, nd wire.NodeInfo) (ok, stop bool)
 	}
 	n.logger.Debug("actor alive", "actor", cur.ID, "class", cur.Class, "node", rep.NodeName, "pid", rep.PID)
 	return true, false
+}
+
+// candidates lists the nodes that could run a: for an actor in a
+// placement group, the nodes holding its bundle (gone: the group is removed
+// or unknown, or the bundle index does not exist); otherwise
+// actorCandidates.
+func (m *actorManager) candidates(a *store.Actor) (cands []wire.NodeInfo, reason string, gone bool) {
+	pg, idx, ok := sched.PlacementGroupOf(a.Resources)
+	if !ok {
+		cands, reason = actorCandidates(m.n.clusterView(), a)
+		return cands, reason, false
+	}
+	ctx, cancel := context.WithTimeout(m.n.ctx, pgPhaseTimeout)
+	defer cancel()
+	bundles, reason, gone := m.n.bundleNodes(ctx, pg, idx)
+	for _, b := range bundles {
+		cands = append(cands, wire.NodeInfo{NodeID: b.NodeID, NodeName: b.NodeName, Addr: b.NodeAddr, Alive: true})
+	}
+	return cands, reason, gone
 }
 
 // actorCandidates orders the nodes that could run a: under node affinity its

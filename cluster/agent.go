@@ -26,9 +26,12 @@ func (n *Node) agentLoop() {
 			}
 		}
 		if registered {
+			for _, b := range n.local.expirePrepared(prepareTimeout) {
+				n.logger.Warn("released a prepared bundle never committed", "bundle", b, "after", prepareTimeout)
+			}
 			var resp HeartbeatResponse
 			err := n.forward(ctx, MethodNodeHeartbeat, &HeartbeatRequest{NodeID: n.id.NodeID, Incarnation: n.id.Incarnation,
-				Available: n.local.available(), Pending: n.local.queued(), GPUs: n.heartbeatGPUs()}, &resp)
+				Available: n.local.available(), Pending: n.local.queued(), GPUs: n.heartbeatGPUs(), Bundles: n.local.heldBundles()}, &resp)
 			if err == nil && resp.View != nil {
 				n.view.Store(resp.View)
 				n.spills.reset()

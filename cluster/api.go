@@ -63,7 +63,8 @@ type HeartbeatRequest struct {
 	Pending     []wire.PendingDemand // queued or infeasible work on this node
 	// GPUs is the node's device status (health, reservations, telemetry:
 	// utilization %, memory bytes, °C, W, processes); nil without GPUs.
-	GPUs *gpu.Status
+	GPUs    *gpu.Status
+	Bundles []wire.BundleHeld // placement-group bundles this node holds
 }
 
 // HeartbeatResponse says whether the leader knows this node's current

@@ -32,6 +32,7 @@ func (n *Node) registerEndpoints() {
 	n.taskEndpoints()
 	n.objectEndpoints()
 	n.actorEndpoints()
+	n.placementEndpoints()
 }
 
 // apply commits one command to the Raft log and returns the FSM's result.
@@ -108,6 +109,7 @@ func (n *Node) nodeHeartbeat(ctx context.Context, req *HeartbeatRequest) (*Heart
 	if known {
 		n.leader.setSoft(req.NodeID, req.Incarnation, req.Available, req.Pending)
 		n.leader.setGPUs(req.NodeID, req.Incarnation, req.GPUs)
+		n.pgs.nodeReport(nd, req.Available, req.Bundles)
 	}
 	resp := &HeartbeatResponse{Known: known, LeaderAddr: n.rpcAddr}
 	if nodes, err := n.fsm.State().Nodes(); err == nil {

@@ -119,6 +119,7 @@ func (n *Node) leaderLoop(ctx context.Context) {
 	}
 	n.establishCluster()
 	n.actors.resume()
+	n.pgs.resume(ctx)
 	n.pilot.Start(ctx)
 	defer func() { <-n.pilot.Stop() }()
 	tick := time.NewTicker(n.cfg.ReconcileInterval)
@@ -180,6 +181,7 @@ func (n *Node) reconcile() {
 	}
 	n.growRaft(members)
 	n.actors.checkNodes()
+	n.pgs.checkNodes()
 }
 
 // growRaft adds live server-eligible members to Raft (as non-voters that

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"sync"
@@ -26,6 +27,7 @@ type localSched struct {
 	nextID  uint64
 	pending map[string]*pendingEntry // demands no node can satisfy, by description
 	gpus    *gpu.Allocator           // this node's devices; nil without any (gpus.go)
+	bundles map[string]*heldBundle   // placement-group bundles held here, by group/index
 }
 
 type lease struct {
@@ -38,8 +40,12 @@ type lease struct {
 
 type leaseWaiter struct {
 	res   sched.ResourceSet
-	grant chan *lease // receives the lease once granted
+	grant chan *lease // receives the lease once granted; closed when it never can be
 }
+
+// errUnfit is wait's error for a request the node can no longer ever grant
+// (the placement-group bundle it waited for was returned).
+var errUnfit = errors.New("the resources it waits for are gone from this node (its placement group was removed)")
 
 type pendingEntry struct {
 	d    wire.PendingDemand
@@ -47,7 +53,8 @@ type pendingEntry struct {
 }
 
 func newLocalSched(total sched.ResourceSet) *localSched {
-	return &localSched{total: total.Clone(), avail: total.Clone(), leases: map[uint64]*lease{}, pending: map[string]*pendingEntry{}}
+	return &localSched{total: total.Clone(), avail: total.Clone(), leases: map[uint64]*lease{}, pending: map[string]*pendingEntry{},
+		bundles: map[string]*heldBundle{}}
 }
 
 // tryGrant reserves res now if it fits.
@@ -84,6 +91,9 @@ func (s *localSched) wait(ctx context.Context, res sched.ResourceSet) (*lease, e
 	s.mu.Unlock()
 	select {
 	case l := <-w.grant:
+		if l == nil {
+			return nil, errUnfit
+		}
 		return l, nil
 	case <-ctx.Done():
 		s.mu.Lock()
@@ -97,7 +107,9 @@ func (s *localSched) wait(ctx context.Context, res sched.ResourceSet) (*lease, e
 		// Granted between the cancel and the lock: give it back.
 		select {
 		case l := <-w.grant:
-			s.release(l.id)
+			if l != nil {
+				s.release(l.id)
+			}
 		default:
 		}
 		return nil, ctx.Err()
@@ -133,6 +145,13 @@ func (s *localSched) release(id uint64) bool {
 	s.releaseGPUs(l)
 	back := l.res.Clone()
 	back[sched.CPU] -= l.lentCPU
+	for name := range back {
+		// A placement-group bundle returned while the lease ran: its
+		// renamed resources are gone, so they do not come back.
+		if _, ok := s.total[name]; !ok {
+			delete(back, name)
+		}
+	}
 	s.avail.Add(back)
 	s.dispatchLocked()
 	return true
@@ -188,6 +207,21 @@ func (s *localSched) unblock(id uint64) {
 	}
 	s.avail[sched.CPU] -= l.lentCPU
 	l.lentCPU = 0
+}
+
+// covers reports whether the node's total (its bundles' renamed resources
+// included) could ever hold res.
+func (s *localSched) covers(res sched.ResourceSet) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.total.Covers(res)
+}
+
+// totals returns a copy of the node's total, committed bundles included.
+func (s *localSched) totals() sched.ResourceSet {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.total.Clone()
 }
 
 // available returns a copy of the free pool.

@@ -62,6 +62,7 @@ type Node struct {
 	local   *localSched
 	workers *workerPool
 	actors  *actorManager
+	pgs     *pgManager
 	objects *objstore.Store
 	pulls   flight
 
@@ -148,6 +149,7 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	n.attachGPUs()
 	n.workers = newWorkerPool(n)
 	n.actors = newActorManager(n)
+	n.pgs = newPGManager(n)
 	n.rpcServer = rpc.NewServer(n.logger.With("component", "rpc"))
 	n.registerEndpoints()
 	if cfg.Server {
@@ -168,6 +170,11 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 		n.goRun(n.monitorLeadership)
 	}
 	n.goRun(n.agentLoop)
+	if cfg.Server {
+		n.goRun(n.pgs.batchLoop)
+		n.goRun(n.pgs.createLoop)
+		n.goRun(n.pgs.removeLoop)
+	}
 	_ = os.WriteFile(n.dir.file(addressFile), []byte(n.rpcAddr+"\n"), 0o640)
 	if cfg.RecordCurrent {
 		writeCurrentAddress(n.rpcAddr)

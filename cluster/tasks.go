@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -121,6 +122,14 @@ func (n *Node) leaseWorker(ctx context.Context, req *wire.LeaseRequest) (*wire.L
 		return nil, &rpc.Error{Code: "worker_failed", Message: err.Error()}
 	}
 	n.local.setWorker(l.id, w.id)
+	// A worker that died before the lease was tied to it (its job finished
+	// meanwhile) released its leases without this one.
+	select {
+	case <-w.dead:
+		n.local.release(l.id)
+		return nil, &rpc.Error{Code: "worker_failed", Message: fmt.Sprintf("worker for job %s exited", req.JobID)}
+	default:
+	}
 	return &wire.LeaseReply{LeaseID: l.id, WorkerAddr: w.addr, WorkerID: w.id, NodeID: n.id.NodeID, NodeName: n.cfg.NodeName, NodeAddr: n.rpcAddr}, nil
 }
 
@@ -165,7 +174,11 @@ func (n *Node) decideLease(ctx context.Context, req *wire.LeaseRequest) (*wire.L
 		n.local.noteInfeasible(req.TaskName, req.Resources, reason)
 		return &wire.LeaseReply{Infeasible: reason}, nil, nil
 	}
-	if !n.local.total.Covers(req.Resources) {
+	if pg, idx, ok := sched.PlacementGroupOf(req.Resources); ok && !n.local.covers(req.Resources) {
+		rep, err := n.leaseInBundle(ctx, req, pg, idx)
+		return rep, nil, err
+	}
+	if !n.local.covers(req.Resources) {
 		if t := pickNode(view(), req.Resources, self, false, sel); t != nil {
 			return n.spillTo(t, req), nil, nil
 		}
@@ -212,7 +225,9 @@ func (n *Node) decideLease(ctx context.Context, req *wire.LeaseRequest) (*wire.L
 	}
 	if l == nil {
 		var err error
-		if l, err = n.local.wait(ctx, req.Resources); err != nil {
+		if l, err = n.local.wait(ctx, req.Resources); errors.Is(err, errUnfit) {
+			return &wire.LeaseReply{Infeasible: err.Error()}, nil, nil
+		} else if err != nil {
 			return nil, nil, err
 		}
 	}
@@ -224,6 +239,29 @@ func (n *Node) decideLease(ctx context.Context, req *wire.LeaseRequest) (*wire.L
 func (n *Node) spillTo(t *wire.NodeInfo, req *wire.LeaseRequest) *wire.LeaseReply {
 	n.spills.add(t.NodeID, req.Resources)
 	return &wire.LeaseReply{Spillback: t.Addr}
+}
+
+// leaseInBundle routes a lease request for placement-group bundle
+// resources this node does not have: to a node holding a matching bundle
+// (spillback), or back as infeasible with the reason (the group is pending,
+// removed or unknown; the submitter retries every second unless the task
+// fails on infeasibility).
+func (n *Node) leaseInBundle(ctx context.Context, req *wire.LeaseRequest, pg string, idx int) (*wire.LeaseReply, error) {
+	nodes, reason, _ := n.bundleNodes(ctx, pg, idx)
+	here := false
+	for _, b := range nodes {
+		if b.NodeID != n.id.NodeID && b.NodeAddr != "" {
+			return &wire.LeaseReply{Spillback: b.NodeAddr}, nil
+		}
+		here = here || b.NodeID == n.id.NodeID
+	}
+	if here {
+		// The bundle is here: the demand is larger than the bundle (or its
+		// commit has not arrived yet).
+		reason = fmt.Sprintf("placement group %s: demand %s does not fit in the bundle on node %s", pg, req.Resources, n.cfg.NodeName)
+	}
+	n.local.noteInfeasible(req.TaskName, req.Resources, reason)
+	return &wire.LeaseReply{Infeasible: reason}, nil
 }
 
 // pickNode chooses a node for demand among alive nodes other than exclude
@@ -306,7 +344,7 @@ func (n *Node) clusterView() []wire.NodeInfo {
 	}
 	if !found {
 		out = append(out, wire.NodeInfo{NodeID: n.id.NodeID, NodeName: n.cfg.NodeName, Addr: n.rpcAddr, Alive: true, State: "alive",
-			Total: n.local.total.Clone(), Available: n.local.available(), Labels: n.cfg.Labels})
+			Total: n.local.totals(), Available: n.local.available(), Labels: n.cfg.Labels})
 	}
 	n.spills.deduct(out)
 	return out

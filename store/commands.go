@@ -32,6 +32,8 @@ const (
 	ActorRegisterType MessageType = 6
 	// ActorUpdateType carries an ActorUpdateRequest.
 	ActorUpdateType MessageType = 7
+	// PlacementGroupWriteType carries a PlacementGroupWriteRequest.
+	PlacementGroupWriteType MessageType = 8
 )
 
 // String returns the name of the message type, or "MessageType(n)" for an
@@ -54,6 +56,8 @@ func (t MessageType) String() string {
 		return "ActorRegister"
 	case ActorUpdateType:
 		return "ActorUpdate"
+	case PlacementGroupWriteType:
+		return "PlacementGroupWrite"
 	}
 	return fmt.Sprintf("MessageType(%d)", uint8(t))
 }
@@ -83,6 +87,17 @@ var (
 	ErrActorDead = errors.New("actor is dead")
 	// ErrActorNameTaken means a live actor of the namespace already has the name.
 	ErrActorNameTaken = errors.New("actor name taken")
+	// ErrPlacementGroupNotFound means the op names a group that is not registered.
+	ErrPlacementGroupNotFound = errors.New("placement group not found")
+	// ErrPlacementGroupRemoved means the op would change a REMOVED group (final).
+	ErrPlacementGroupRemoved = errors.New("placement group removed")
+	// ErrPlacementGroupNameTaken means a group of the namespace that is not
+	// removed already has the name.
+	ErrPlacementGroupNameTaken = errors.New("placement group name taken")
+	// ErrReservation means a placement would break a rule of committed
+	// state: an unregistered or dead node, a node reserved over its total,
+	// or a strategy's hard constraint (STRICT_PACK, STRICT_SPREAD).
+	ErrReservation = errors.New("invalid reservation")
 )
 
 // ClusterInitRequest records the cluster identity. It applies only once: a
@@ -237,6 +252,13 @@ func requestMatches(t MessageType, req any) bool {
 		case *ActorUpdateRequest:
 			return r != nil
 		}
+	case PlacementGroupWriteType:
+		switch r := req.(type) {
+		case PlacementGroupWriteRequest:
+			return true
+		case *PlacementGroupWriteRequest:
+			return r != nil
+		}
 	}
 	return false
 }
@@ -261,6 +283,8 @@ func newRequest(t MessageType) any {
 		return new(ActorRegisterRequest)
 	case ActorUpdateType:
 		return new(ActorUpdateRequest)
+	case PlacementGroupWriteType:
+		return new(PlacementGroupWriteRequest)
 	}
 	return nil
 }

@@ -52,6 +52,10 @@ func (f *FSM) State() *StateStore {
 //     state is unchanged;
 //   - *KVSetResult for a KVSet command;
 //   - *ActorRegisterResult for an ActorRegister command;
+//   - *PlacementGroupWriteResult for a PlacementGroupWrite command (its
+//     ops fail one by one, with ErrPlacementGroupNotFound,
+//     ErrPlacementGroupRemoved, ErrPlacementGroupNameTaken, ErrReservation
+//     or ErrInvalidRequest, without failing the entry);
 //   - nil for every other successful command.
 //
 // Apply never panics on bad input: an empty, truncated or unknown entry is
@@ -121,6 +125,12 @@ func (f *FSM) apply(index uint64, t MessageType, req any) (any, error) {
 		if err := f.state.updateActor(index, r); err != nil {
 			return nil, fmt.Errorf("apply actor update for %s: %w", r.Actor.ID, err)
 		}
+	case *PlacementGroupWriteRequest:
+		res, err := f.state.writePlacementGroups(index, r)
+		if err != nil {
+			return nil, fmt.Errorf("apply placement group write of %d ops: %w", len(r.Ops), err)
+		}
+		return res, nil
 	default:
 		return nil, fmt.Errorf("apply %v: %w", t, ErrUnknownMessageType)
 	}

@@ -24,10 +24,20 @@ const (
 	// tableActors holds *Actor, indexed by "id" (Actor.ID, unique) and
 	// "name" (Actor.NameKey, unique among live named actors).
 	tableActors = "actors"
+	// tablePGs holds *PlacementGroup, indexed by "id" (unique), "name"
+	// (PlacementGroup.NameKey, unique among named groups not removed) and
+	// "removed" (PlacementGroup.RemovedKey: removed groups, oldest first).
+	tablePGs = "placement_groups"
+	// tablePGReserved holds *placementReserved, indexed by "id" (NodeID):
+	// what placement groups hold per node, derived from tablePGs.
+	tablePGReserved = "placement_reserved"
 )
 
 // indexLatest is the tableIndex key of the latest-change index.
 const indexLatest = "latest"
+
+// indexPGRemoved is the tableIndex key counting REMOVED placement groups.
+const indexPGRemoved = "pg_removed"
 
 // indexEntry is one row of tableIndex.
 type indexEntry struct {
@@ -89,6 +99,37 @@ func stateSchema() *memdb.DBSchema {
 						Unique:       true,
 						AllowMissing: true,
 						Indexer:      &memdb.StringFieldIndex{Field: "NameKey"},
+					},
+				},
+			},
+			tablePGs: {
+				Name: tablePGs,
+				Indexes: map[string]*memdb.IndexSchema{
+					"id": {
+						Name:    "id",
+						Unique:  true,
+						Indexer: &memdb.StringFieldIndex{Field: "ID"},
+					},
+					"name": {
+						Name:         "name",
+						Unique:       true,
+						AllowMissing: true,
+						Indexer:      &memdb.StringFieldIndex{Field: "NameKey"},
+					},
+					"removed": {
+						Name:         "removed",
+						AllowMissing: true,
+						Indexer:      &memdb.StringFieldIndex{Field: "RemovedKey"},
+					},
+				},
+			},
+			tablePGReserved: {
+				Name: tablePGReserved,
+				Indexes: map[string]*memdb.IndexSchema{
+					"id": {
+						Name:    "id",
+						Unique:  true,
+						Indexer: &memdb.StringFieldIndex{Field: "NodeID"},
 					},
 				},
 			},

@@ -17,7 +17,7 @@ import (
 //	header  msgpack snapshotHeader{Magic: "nodeup-snapshot", Version: 1, Index}
 //	records zero or more of: record type (msgpack uint8) + msgpack body
 //	          recordMeta -> ClusterMeta, recordNode -> Node, recordKV -> KVEntry,
-//	          recordActor -> Actor
+//	          recordActor -> Actor, recordPlacementGroup -> PlacementGroup
 //	end     recordEnd (msgpack uint8), no body
 //
 // The end marker makes a truncated stream detectable. Record type numbers are
@@ -35,7 +35,10 @@ const (
 	recordNode  snapshotRecordType = 2
 	recordKV    snapshotRecordType = 3
 	recordActor snapshotRecordType = 4
-	recordEnd   snapshotRecordType = 0xff
+	// recordPlacementGroup carries a PlacementGroup; per-node reservations
+	// are derived from the groups on restore, not stored.
+	recordPlacementGroup snapshotRecordType = 5
+	recordEnd            snapshotRecordType = 0xff
 )
 
 // snapshotHeader opens a snapshot stream.
@@ -129,6 +132,16 @@ func (s *fsmSnapshot) write(w io.Writer) error {
 			return fmt.Errorf("write actor %s: %w", a.ID, err)
 		}
 	}
+	it, err = txn.Get(tablePGs, "id")
+	if err != nil {
+		return fmt.Errorf("read placement groups: %w", err)
+	}
+	for raw := it.Next(); raw != nil; raw = it.Next() {
+		g := raw.(*PlacementGroup)
+		if err := record(recordPlacementGroup, g); err != nil {
+			return fmt.Errorf("write placement group %s: %w", g.ID, err)
+		}
+	}
 	if err := enc.EncodeUint8(uint8(recordEnd)); err != nil {
 		return fmt.Errorf("write end marker: %w", err)
 	}
@@ -191,6 +204,9 @@ func readSnapshot(r io.Reader) (*memdb.MemDB, error) {
 		}
 		switch snapshotRecordType(t) {
 		case recordEnd:
+			if err := restorePlacement(txn); err != nil {
+				return nil, fmt.Errorf("rebuild placement reservations: %w", err)
+			}
 			txn.Commit()
 			return db, nil
 		case recordMeta:
@@ -240,6 +256,18 @@ func readSnapshot(r io.Reader) (*memdb.MemDB, error) {
 			a.NameKey = a.nameKey()
 			if err := txn.Insert(tableActors, a); err != nil {
 				return nil, fmt.Errorf("restore actor %s: %w", a.ID, err)
+			}
+		case recordPlacementGroup:
+			g := new(PlacementGroup)
+			if err := dec.Decode(g); err != nil {
+				return nil, fmt.Errorf("read record %d (placement group): %w", n, err)
+			}
+			if err := validPlacementGroup(g); err != nil {
+				return nil, fmt.Errorf("record %d: %w", n, err)
+			}
+			g.NameKey = g.nameKey()
+			if err := txn.Insert(tablePGs, g); err != nil {
+				return nil, fmt.Errorf("restore placement group %s: %w", g.ID, err)
 			}
 		default:
 			return nil, fmt.Errorf("record %d: unknown record type %d", n, t)

@@ -208,7 +208,7 @@ func createActor[T any](ctx context.Context, c actorClass, args ...any) (ActorHa
 	}
 	req := &wire.ActorCreateRequest{JobID: cw.jobID, Class: c.class, Name: o.name, Namespace: ns, GetIfExists: o.getIfExists,
 		Detached: o.detached, MaxRestarts: o.maxRestarts, MaxTaskRetries: o.maxTaskRetries, MaxConcurrency: o.maxConcurrency,
-		Resources: o.res, Strategy: o.strategy, Constructor: c.ctor, Args: wargs, BinaryHash: cw.binHash, BinaryNode: cw.nodeAddr,
+		Resources: o.demandSet(), Strategy: o.strategy, Constructor: c.ctor, Args: wargs, BinaryHash: cw.binHash, BinaryNode: cw.nodeAddr,
 		OwnerAddr: cw.addr}
 	if o.name == "" {
 		// Unnamed: nothing to check against other actors, so the ID is made

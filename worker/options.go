@@ -20,6 +20,9 @@ type taskOptions struct {
 	strategy         wire.Strategy
 	failIfInfeasible bool
 	key              string // scheduling key: resources + strategy, derived once per handle
+	pg               *PlacementGroup
+	bundle           int               // bundle index in pg (-1: any)
+	demand           sched.ResourceSet // res as asked of the scheduler (renamed into pg's bundle), derived
 
 	// Actor options (Ray's actor .options()); actorOnly names the last one
 	// set, so a task handle given one can say which.
@@ -278,6 +281,19 @@ func applyOptions(base taskOptions, opts []Option) (taskOptions, error) {
 			return o, err
 		}
 	}
-	o.key = schedKey(o.res, o.strategy)
+	o.demand = nil
+	if o.pg != nil {
+		o.demand = sched.PlacementGroupDemand(o.pg.id, o.bundle, o.res)
+	}
+	o.key = schedKey(o.demandSet(), o.strategy)
 	return o, nil
+}
+
+// demandSet is what the scheduler is asked for: the resources, renamed into
+// the placement group's bundle when the task or actor runs in one.
+func (o *taskOptions) demandSet() sched.ResourceSet {
+	if o.demand != nil {
+		return o.demand
+	}
+	return o.res
 }

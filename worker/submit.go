@@ -173,7 +173,7 @@ func (s *submitter) enqueue(t *pendingTask) {
 	s.mu.Lock()
 	q := s.queues[key]
 	if q == nil {
-		q = &keyQueue{res: t.opts.res, strategy: t.opts.strategy, gpu: demandsGPU(t.opts.res)}
+		q = &keyQueue{res: t.opts.demandSet(), strategy: t.opts.strategy, gpu: demandsGPU(t.opts.res)}
 		s.queues[key] = q
 	}
 	q.tasks = append(q.tasks, t)

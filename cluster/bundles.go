@@ -1,0 +1,223 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/nodeup/nodeup/rpc"
+	"github.com/nodeup/nodeup/sched"
+	"github.com/nodeup/nodeup/wire"
+)
+
+// prepareTimeout is how long a node holds a prepared bundle that no commit
+// followed (the leader died between the phases, or its Raft write failed
+// and the release was lost) before giving it back itself.
+const prepareTimeout = 30 * time.Second
+
+// heldBundle is one placement-group bundle on this node: its resources,
+// taken out of the free pool at prepare; once committed, offered again
+// under the bundle's renamed resources (sched.BundleResources).
+type heldBundle struct {
+	group     string
+	index     int
+	res       sched.ResourceSet
+	committed bool
+	at        time.Time
+}
+
+func bundleKey(group string, index int) string { return group + "/" + strconv.Itoa(index) }
+
+// prepareBundles holds every bundle of bs not held yet, all or none (Ray's
+// PrepareBundleResources). It returns "" on success or why not.
+func (s *localSched) prepareBundles(group string, bs []wire.BundleSpec) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.prepareLocked(group, bs)
+}
+
+func (s *localSched) prepareLocked(group string, bs []wire.BundleSpec) string {
+	need := sched.ResourceSet{}
+	var fresh []wire.BundleSpec
+	for _, b := range bs {
+		if s.bundles[bundleKey(group, b.Index)] != nil {
+			continue
+		}
+		need.Add(b.Resources)
+		fresh = append(fresh, b)
+	}
+	if !s.avail.Covers(need) {
+		k, have, want, _ := s.avail.Missing(need)
+		return fmt.Sprintf("needs %s=%s but %s is free", k, want, have)
+	}
+	s.avail.Sub(need)
+	now := time.Now()
+	for _, b := range fresh {
+		s.bundles[bundleKey(group, b.Index)] = &heldBundle{group: group, index: b.Index, res: b.Resources.Clone(), at: now}
+	}
+	return ""
+}
+
+// commitBundles offers the bundles of bs as renamed resources (Ray's
+// CommitBundleResources), preparing first any not held (a new leader
+// re-committing after this node restarted). Idempotent. It returns "" on
+// success or why the bundles could not be held.
+func (s *localSched) commitBundles(group string, bs []wire.BundleSpec) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if why := s.prepareLocked(group, bs); why != "" {
+		return why
+	}
+	for _, b := range bs {
+		h := s.bundles[bundleKey(group, b.Index)]
+		if h.committed {
+			continue
+		}
+		h.committed = true
+		r := sched.BundleResources(group, b.Index, h.res)
+		s.total.Add(r)
+		s.avail.Add(r)
+	}
+	s.dispatchLocked()
+	return ""
+}
+
+// returnBundles gives a group's bundles (indexes nil: all) back to the free
+// pool, withdrawing their renamed resources. Work still running in them
+// keeps its lease; what it holds of the renamed resources is simply gone
+// when it ends, and requests queued for them are refused (the group is gone).
+func (s *localSched) returnBundles(group string, indexes []int) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k := 0
+	for key, h := range s.bundles {
+		if h.group != group || (indexes != nil && !containsInt(indexes, h.index)) {
+			continue
+		}
+		delete(s.bundles, key)
+		k++
+		s.avail.Add(h.res)
+		if !h.committed {
+			continue
+		}
+		r := sched.BundleResources(group, h.index, h.res)
+		for name, q := range r {
+			s.total[name] -= q
+			s.avail[name] -= q
+			if s.total[name] <= 0 {
+				delete(s.total, name)
+				delete(s.avail, name)
+			}
+		}
+	}
+	if k > 0 {
+		s.failUnfitLocked()
+		s.dispatchLocked()
+	}
+	return k
+}
+
+// failUnfitLocked refuses queued requests the node can no longer ever
+// grant (their placement group's bundles were returned).
+func (s *localSched) failUnfitLocked() {
+	kept := s.queue[:0]
+	for _, w := range s.queue {
+		if s.total.Covers(w.res) {
+			kept = append(kept, w)
+			continue
+		}
+		close(w.grant)
+	}
+	for i := len(kept); i < len(s.queue); i++ {
+		s.queue[i] = nil
+	}
+	s.queue = kept
+}
+
+// expirePrepared returns bundles prepared longer than d ago and never
+// committed.
+func (s *localSched) expirePrepared(d time.Duration) []string {
+	s.mu.Lock()
+	var stale []*heldBundle
+	for _, h := range s.bundles {
+		if !h.committed && time.Since(h.at) > d {
+			stale = append(stale, h)
+		}
+	}
+	s.mu.Unlock()
+	var out []string
+	for _, h := range stale {
+		s.returnBundles(h.group, []int{h.index})
+		out = append(out, bundleKey(h.group, h.index))
+	}
+	return out
+}
+
+// heldBundles lists the bundles this node holds, for the heartbeat.
+func (s *localSched) heldBundles() []wire.BundleHeld {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]wire.BundleHeld, 0, len(s.bundles))
+	for _, h := range s.bundles {
+		out = append(out, wire.BundleHeld{Group: h.group, Index: h.index, Resources: h.res.Clone(), Committed: h.committed})
+	}
+	sort.Slice(out, func(i, j int) bool {
+		return out[i].Group < out[j].Group || out[i].Group == out[j].Group && out[i].Index < out[j].Index
+	})
+	return out
+}
+
+func containsInt(xs []int, x int) bool {
+	for _, v := range xs {
+		if v == x {
+			return true
+		}
+	}
+	return false
+}
+
+// bundleEndpoints registers the node side of the two-phase reservation.
+func (n *Node) bundleEndpoints() {
+	rpc.Handle(n.rpcServer, wire.MethodPGPrepare, func(ctx context.Context, r *wire.BundlesRequest) (*wire.BundlesReply, error) {
+		return n.bundleCall(wire.MethodPGPrepare, r)
+	})
+	rpc.Handle(n.rpcServer, wire.MethodPGCommit, func(ctx context.Context, r *wire.BundlesRequest) (*wire.BundlesReply, error) {
+		return n.bundleCall(wire.MethodPGCommit, r)
+	})
+	rpc.Handle(n.rpcServer, wire.MethodPGReturn, func(ctx context.Context, r *wire.BundlesRequest) (*wire.BundlesReply, error) {
+		return n.bundleCall(wire.MethodPGReturn, r)
+	})
+}
+
+// bundleCall serves one bundle request on this node; the leader calls it
+// directly for its own node and through RPC for the others.
+func (n *Node) bundleCall(method string, r *wire.BundlesRequest) (*wire.BundlesReply, error) {
+	if !validHexID(r.Group) {
+		return nil, &rpc.Error{Code: CodeBadInput, Message: fmt.Sprintf("placement group ID %q: use 8 to 64 hex digits", r.Group)}
+	}
+	for _, b := range r.Bundles {
+		if b.Index < 0 || len(b.Resources) == 0 {
+			return nil, &rpc.Error{Code: CodeBadInput, Message: fmt.Sprintf("placement group %s: bundle %d: needs an index ≥ 0 and resources", r.Group, b.Index)}
+		}
+		if err := checkNonNegative(b.Resources); err != nil {
+			return nil, &rpc.Error{Code: CodeBadInput, Message: fmt.Sprintf("placement group %s: bundle %d: %v", r.Group, b.Index, err)}
+		}
+	}
+	why := ""
+	switch method {
+	case wire.MethodPGPrepare:
+		why = n.local.prepareBundles(r.Group, r.Bundles)
+	case wire.MethodPGCommit:
+		why = n.local.commitBundles(r.Group, r.Bundles)
+	case wire.MethodPGReturn:
+		if k := n.local.returnBundles(r.Group, r.Indexes); k > 0 {
+			n.logger.Debug("placement group bundles returned", "group", r.Group, "bundles", k)
+		}
+	}
+	if why != "" {
+		return &wire.BundlesReply{Reason: fmt.Sprintf("node %s: %s", n.cfg.NodeName, why)}, nil
+	}
+	return &wire.BundlesReply{OK: true}, nil
+}

@@ -1,0 +1,934 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nodeup/nodeup/rpc"
+	"github.com/nodeup/nodeup/sched"
+	"github.com/nodeup/nodeup/store"
+	"github.com/nodeup/nodeup/wire"
+)
+
+// Placement-group tuning: how often pending groups are retried (also on
+// every removal and node change), how many ops one Raft entry carries at
+// most, and how long one node call of the two phases may take.
+const (
+	pgRetryEvery   = 250 * time.Millisecond
+	pgMaxBatch     = 1024
+	pgPhaseTimeout = 5 * time.Second
+	pgLinger       = 500 * time.Microsecond
+)
+
+// pgManager is the leader's placement-group authority (Ray's
+// GcsPlacementGroupManager and scheduler). It decides where bundles go with
+// sched.PlaceBundles under one mutex, so two groups racing for the same last
+// resources never both get them; holds the decision in memory (inflight)
+// while each chosen node prepares its bundles; then commits the whole
+// reservation in one Raft op (all bundles or none) and tells the nodes to
+// commit. Ops of concurrent groups are batched into one Raft entry.
+type pgManager struct {
+	n *Node
+
+	mu         sync.Mutex
+	inflight   map[string]map[string]sched.ResourceSet // group → node → resources being prepared there
+	used       map[string]sched.ResourceSet            // node → resources in use outside bundles (heartbeats)
+	committing map[string]chan struct{}                // group → closed when its node commits are done
+
+	ops     chan *pgWrite
+	creates chan *pgJob
+	removes chan *pgJob
+	kick    chan struct{}
+}
+
+type pgWrite struct {
+	ops  []store.PlacementGroupOp
+	done chan []error
+}
+
+// pgJob is one create or remove waiting for the leader's create or remove
+// loop, which handles every job queued at once as one batch.
+type pgJob struct {
+	g    *store.PlacementGroup
+	done chan error
+}
+
+func newPGManager(n *Node) *pgManager {
+	return &pgManager{n: n, inflight: map[string]map[string]sched.ResourceSet{}, used: map[string]sched.ResourceSet{},
+		committing: map[string]chan struct{}{}, ops: make(chan *pgWrite, pgMaxBatch),
+		creates: make(chan *pgJob, pgMaxBatch), removes: make(chan *pgJob, pgMaxBatch), kick: make(chan struct{}, 1)}
+}
+
+func (n *Node) placementEndpoints() {
+	handleLeader(n, wire.MethodPGCreate, n.pgCreate)
+	handleLeader(n, wire.MethodPGGet, n.pgGet)
+	handleLeader(n, wire.MethodPGList, func(ctx context.Context, _ *wire.Empty) (*wire.PGList, error) {
+		all, err := n.fsm.State().PlacementGroups()
+		if err != nil {
+			return nil, err
+		}
+		out := &wire.PGList{Groups: make([]wire.PGInfo, 0, len(all))}
+		names := n.nodeNames()
+		for _, g := range all {
+			out.Groups = append(out.Groups, pgInfo(g, names))
+		}
+		return out, nil
+	})
+	handleLeader(n, wire.MethodPGRemove, n.pgRemove)
+	n.bundleEndpoints()
+}
+
+type nodeRef struct{ name, addr string }
+
+func (n *Node) nodeNames() map[string]nodeRef {
+	out := map[string]nodeRef{}
+	if nodes, err := n.fsm.State().Nodes(); err == nil {
+		for _, nd := range nodes {
+			out[nd.ID] = nodeRef{nd.Name, nd.Address}
+		}
+	}
+	return out
+}
+
+func pgInfo(g *store.PlacementGroup, names map[string]nodeRef) wire.PGInfo {
+	info := wire.PGInfo{ID: g.ID, Name: g.Name, Namespace: g.Namespace, JobID: g.JobID, Detached: g.Detached,
+		Strategy: string(g.Strategy), State: string(g.State), PendingReason: g.PendingReason, Infeasible: g.Infeasible,
+		CreatedAt: g.CreatedAt, Bundles: make([]wire.PGBundle, len(g.Bundles))}
+	for i, b := range g.Bundles {
+		nd := g.Nodes[i]
+		info.Bundles[i] = wire.PGBundle{Index: i, Resources: b, NodeID: nd, NodeName: names[nd].name, NodeAddr: names[nd].addr}
+	}
+	return info
+}
+
+func badInput(format string, a ...any) error {
+	return &rpc.Error{Code: CodeBadInput, Message: fmt.Sprintf(format, a...)}
+}
+
+// pgCreate validates and registers a group, placing it at once when it
+// fits: the reply comes after one durable write (batched with concurrent
+// creates), with the group CREATED or PENDING and the reason.
+func (n *Node) pgCreate(ctx context.Context, req *wire.PGCreateRequest) (*wire.PGInfo, error) {
+	if !validHexID(req.ID) {
+		return nil, badInput("placement group ID %q: use 8 to 64 hex digits", req.ID)
+	}
+	strategy, err := sched.ParsePlacementStrategy(req.Strategy)
+	if err != nil {
+		return nil, badInput("placement group: %v", err)
+	}
+	if err := sched.ValidateBundles(req.Bundles); err != nil {
+		return nil, badInput("placement group: %v", err)
+	}
+	if strings.IndexByte(req.Name, 0) >= 0 || strings.IndexByte(req.Namespace, 0) >= 0 {
+		return nil, badInput("placement group name %q: must not contain a NUL byte", req.Name)
+	}
+	st := n.fsm.State()
+	m := n.pgs
+	if g, err := st.PlacementGroupByID(req.ID); err != nil {
+		return nil, err
+	} else if g != nil {
+		// A retried create: answer with the group as it is.
+		info := pgInfo(g, n.nodeNames())
+		return &info, nil
+	}
+	if req.Name != "" {
+		if g, err := st.PlacementGroupByName(req.Namespace, req.Name); err != nil {
+			return nil, err
+		} else if g != nil {
+			return nil, badInput("placement group name %q is taken in namespace %q (by group %s)", req.Name, req.Namespace, g.ID)
+		}
+	}
+	now := time.Now().UnixNano()
+	g := &store.PlacementGroup{ID: req.ID, Name: req.Name, Namespace: req.Namespace, JobID: req.JobID, Detached: req.Detached,
+		Strategy: strategy, Bundles: req.Bundles, Nodes: make([]string, len(req.Bundles)), State: store.PGPending,
+		CreatedAt: now, StateChangedAt: now}
+	if err := m.submit(m.creates, g); err != nil {
+		if errors.Is(err, store.ErrPlacementGroupNameTaken) {
+			return nil, badInput("placement group name %q is taken in namespace %q", req.Name, req.Namespace)
+		}
+		return nil, fmt.Errorf("register placement group %s: %w", g.ID, err)
+	}
+	info := pgInfo(g, n.nodeNames())
+	return &info, nil
+}
+
+// submit queues a job for the create or remove loop and waits for it.
+func (m *pgManager) submit(ch chan *pgJob, g *store.PlacementGroup) error {
+	j := &pgJob{g: g, done: make(chan error, 1)}
+	select {
+	case ch <- j:
+	case <-m.n.ctx.Done():
+		return m.n.ctx.Err()
+	}
+	return <-j.done
+}
+
+// collect waits for a job on ch and returns it with every job queued behind
+// it (up to pgMaxBatch); nil when the node stops.
+func (m *pgManager) collect(ch chan *pgJob) []*pgJob {
+	var jobs []*pgJob
+	select {
+	case j := <-ch:
+		jobs = append(jobs, j)
+	case <-m.n.ctx.Done():
+		return nil
+	}
+	// Linger briefly for the rest of a burst (a driver creating groups in
+	// a loop), so it shares one durable write instead of the first job
+	// paying for one alone.
+	linger := time.NewTimer(pgLinger)
+	defer linger.Stop()
+	for len(jobs) < pgMaxBatch {
+		select {
+		case j := <-ch:
+			jobs = append(jobs, j)
+		case <-linger.C:
+			return jobs
+		}
+	}
+	return jobs
+}
+
+// createLoop registers queued groups in batches: each is placed (and its
+// bundles prepared) in turn, all are registered in one Raft entry, CREATED
+// or PENDING with the reason, and the created ones are committed on their
+// nodes before their creators hear back.
+func (m *pgManager) createLoop() {
+	n := m.n
+	for {
+		jobs := m.collect(m.creates)
+		if jobs == nil {
+			return
+		}
+		ops := make([]store.PlacementGroupOp, len(jobs))
+		placed := make([]bool, len(jobs))
+		dones := make([]chan struct{}, len(jobs))
+		for i, j := range jobs {
+			g := j.g
+			if nodes, reason, infeasible := m.tryPlace(g); nodes != nil {
+				g.State, g.Nodes, placed[i] = store.PGCreated, nodes, true
+				dones[i] = m.startCommit(g.ID)
+			} else {
+				g.PendingReason, g.Infeasible = reason, infeasible
+			}
+			ops[i] = store.PlacementGroupOp{Kind: store.PGOpCreate, Group: *g}
+		}
+		errs := m.writeMany(ops)
+		var wg sync.WaitGroup
+		for i, j := range jobs {
+			g := j.g
+			m.clearInflight(g.ID)
+			switch {
+			case errs[i] != nil && placed[i]:
+				m.finishCommit(g.ID, dones[i])
+				m.returnBundles(g.ID, g.Nodes, nil)
+				j.done <- errs[i]
+			case errs[i] != nil:
+				j.done <- errs[i]
+			case placed[i]:
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					m.commitOnNodes(g)
+					m.finishCommit(g.ID, dones[i])
+					n.logger.Debug("placement group created", "group", g.ID, "strategy", g.Strategy, "nodes", g.Nodes)
+					j.done <- nil
+				}()
+			default:
+				n.logger.Info("placement group pending", "group", g.ID, "strategy", g.Strategy, "reason", g.PendingReason, "infeasible", g.Infeasible)
+				m.wake()
+				j.done <- nil
+			}
+		}
+		wg.Wait()
+	}
+}
+
+// removeLoop removes queued groups in batches: one Raft entry records them
+// all REMOVED, then every node gives their bundles back.
+func (m *pgManager) removeLoop() {
+	for {
+		jobs := m.collect(m.removes)
+		if jobs == nil {
+			return
+		}
+		now := time.Now().UnixNano()
+		ops := make([]store.PlacementGroupOp, len(jobs))
+		for i, j := range jobs {
+			ops[i] = store.PlacementGroupOp{Kind: store.PGOpRemove, ID: j.g.ID, At: now}
+		}
+		errs := m.writeMany(ops)
+		st := m.n.fsm.State()
+		var wg sync.WaitGroup
+		for i, j := range jobs {
+			if errs[i] != nil {
+				j.done <- errs[i]
+				continue
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				// The record as removed: the nodes it held at the removal.
+				if g, err := st.PlacementGroupByID(j.g.ID); err == nil && g != nil {
+					m.returnBundles(g.ID, g.Nodes, nil)
+				}
+				go m.killActorsIn(j.g.ID)
+				j.done <- nil
+			}()
+		}
+		wg.Wait()
+		m.wake()
+	}
+}
+
+// pgGet answers a lookup, waiting (see wire.PGGetRequest) on the state
+// store's watch channel and on the group's node commits, never polling.
+func (n *Node) pgGet(ctx context.Context, req *wire.PGGetRequest) (*wire.PGInfo, error) {
+	var deadline <-chan time.Time
+	if req.WaitMillis > 0 {
+		t := time.NewTimer(time.Duration(req.WaitMillis) * time.Millisecond)
+		defer t.Stop()
+		deadline = t.C
+	}
+	st := n.fsm.State()
+	for {
+		watch := st.WatchCh()
+		var g *store.PlacementGroup
+		var err error
+		if req.ID != "" {
+			g, err = st.PlacementGroupByID(req.ID)
+		} else {
+			g, err = st.PlacementGroupByName(req.Namespace, req.Name)
+		}
+		if err != nil {
+			return nil, err
+		}
+		if g == nil {
+			if req.ID != "" {
+				return nil, &rpc.Error{Code: CodeNotFound, Message: fmt.Sprintf("no placement group with ID %s", req.ID)}
+			}
+			return nil, &rpc.Error{Code: CodeNotFound, Message: fmt.Sprintf("no placement group named %q in namespace %q", req.Name, req.Namespace)}
+		}
+		commit := n.pgs.committingCh(g.ID)
+		done := g.State == store.PGRemoved || (g.State == store.PGCreated && commit == nil)
+		if done || deadline == nil {
+			info := pgInfo(g, n.nodeNames())
+			return &info, nil
+		}
+		select {
+		case <-watch:
+		case <-commit:
+		case <-deadline:
+			info := pgInfo(g, n.nodeNames())
+			return &info, nil
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// pgRemove records the group REMOVED (one durable write, batched with
+// concurrent removals), then has every node give its bundles back before
+// it replies. Actors placed in the group are killed, as in Ray.
+func (n *Node) pgRemove(ctx context.Context, req *wire.PGRemoveRequest) (*wire.Empty, error) {
+	m := n.pgs
+	st := n.fsm.State()
+	g, err := st.PlacementGroupByID(req.ID)
+	if err != nil {
+		return nil, err
+	}
+	if g == nil {
+		return nil, &rpc.Error{Code: CodeNotFound, Message: fmt.Sprintf("no placement group with ID %s", req.ID)}
+	}
+	if g.State == store.PGRemoved {
+		return &wire.Empty{}, nil
+	}
+	if err := m.submit(m.removes, g); err != nil {
+		return nil, fmt.Errorf("remove placement group %s: %w", g.ID, err)
+	}
+	return &wire.Empty{}, nil
+}
+
+// write commits one op through the batcher and returns its own outcome.
+func (m *pgManager) write(op store.PlacementGroupOp) error {
+	return m.writeMany([]store.PlacementGroupOp{op})[0]
+}
+
+// writeMany commits ops through the batcher (in one Raft entry unless the
+// batch is full) and returns each op's outcome.
+func (m *pgManager) writeMany(ops []store.PlacementGroupOp) []error {
+	w := &pgWrite{ops: ops, done: make(chan []error, 1)}
+	select {
+	case m.ops <- w:
+	case <-m.n.ctx.Done():
+		errs := make([]error, len(ops))
+		for i := range errs {
+			errs[i] = m.n.ctx.Err()
+		}
+		return errs
+	}
+	return <-w.done
+}
+
+// batchLoop commits queued writes: the first waiting and every write queued
+// behind it (up to pgMaxBatch ops) go into one Raft entry, and while that
+// entry commits the next batch gathers, so concurrent creates, removes and
+// placements share durable writes.
+func (m *pgManager) batchLoop() {
+	for {
+		var batch []*pgWrite
+		size := 0
+		select {
+		case w := <-m.ops:
+			batch, size = append(batch, w), len(w.ops)
+		case <-m.n.ctx.Done():
+			return
+		}
+	drain:
+		for size < pgMaxBatch {
+			select {
+			case w := <-m.ops:
+				batch, size = append(batch, w), size+len(w.ops)
+			default:
+				break drain
+			}
+		}
+		req := &store.PlacementGroupWriteRequest{Ops: make([]store.PlacementGroupOp, 0, size)}
+		for _, w := range batch {
+			req.Ops = append(req.Ops, w.ops...)
+		}
+		res, err := m.n.apply(store.PlacementGroupWriteType, req)
+		r, _ := res.(*store.PlacementGroupWriteResult)
+		if err == nil && (r == nil || len(r.Errors) != size) {
+			err = fmt.Errorf("placement group write: unexpected result %T", res)
+		}
+		k := 0
+		for _, w := range batch {
+			errs := make([]error, len(w.ops))
+			for i := range errs {
+				if err != nil {
+					errs[i] = err
+				} else {
+					errs[i] = r.Errors[k]
+				}
+				k++
+			}
+			w.done <- errs
+		}
+	}
+}
+
+func (m *pgManager) wake() {
+	select {
+	case m.kick <- struct{}{}:
+	default:
+	}
+}
+
+// view is the cluster as placement sees it: each node's registered total,
+// and free = total − committed reservations − reservations being prepared
+// − what runs outside bundles (last heartbeat), floored at zero. Callers
+// hold m.mu.
+func (m *pgManager) viewLocked() ([]sched.Node, error) {
+	st := m.n.fsm.State()
+	nodes, err := st.Nodes()
+	if err != nil {
+		return nil, err
+	}
+	reserved, err := st.PlacementReserved()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]sched.Node, 0, len(nodes))
+	for _, nd := range nodes {
+		avail := nd.Resources.Clone()
+		avail.Sub(reserved[nd.ID])
+		avail.Sub(m.used[nd.ID])
+		for _, per := range m.inflight {
+			avail.Sub(per[nd.ID])
+		}
+		for k, q := range avail {
+			if q < 0 {
+				avail[k] = 0
+			}
+		}
+		out = append(out, sched.Node{ID: nd.ID, Total: nd.Resources, Available: avail, Labels: nd.Labels,
+			Alive: nd.Status == store.NodeAlive || nd.Status == store.NodeSuspect})
+	}
+	return out, nil
+}
+
+// tryPlace decides where g's unplaced bundles go and has each chosen node
+// prepare them. It returns the full assignment (its new bundles prepared
+// and counted in inflight until clearInflight), or the reason the group
+// must wait, and whether that is because it can never fit.
+func (m *pgManager) tryPlace(g *store.PlacementGroup) (nodes []string, reason string, infeasible bool) {
+	m.mu.Lock()
+	view, err := m.viewLocked()
+	if err != nil {
+		m.mu.Unlock()
+		return nil, err.Error(), false
+	}
+	got, err := sched.RePlaceBundles(view, g.Bundles, g.Strategy, g.Nodes)
+	if err != nil {
+		m.mu.Unlock()
+		return nil, strings.TrimPrefix(strings.TrimPrefix(err.Error(), "pending: "), "infeasible: "), errors.Is(err, sched.ErrInfeasible)
+	}
+	specs := map[string][]wire.BundleSpec{}
+	per := map[string]sched.ResourceSet{}
+	for i, nd := range got {
+		if nd == g.Nodes[i] {
+			continue
+		}
+		specs[nd] = append(specs[nd], wire.BundleSpec{Index: i, Resources: g.Bundles[i]})
+		if per[nd] == nil {
+			per[nd] = sched.ResourceSet{}
+		}
+		per[nd].Add(g.Bundles[i])
+	}
+	m.inflight[g.ID] = per
+	m.mu.Unlock()
+
+	// Phase one: every chosen node holds its bundles, or none keeps any.
+	errs := m.eachNode(specs, wire.MethodPGPrepare, g.ID)
+	var failed []string
+	for nd, e := range errs {
+		if e != nil {
+			failed = append(failed, e.Error())
+			delete(specs, nd)
+		}
+	}
+	if len(failed) > 0 {
+		for nd, bs := range specs {
+			idx := make([]int, len(bs))
+			for i, b := range bs {
+				idx[i] = b.Index
+			}
+			m.callNode(nd, wire.MethodPGReturn, &wire.BundlesRequest{Group: g.ID, Indexes: idx})
+		}
+		m.clearInflight(g.ID)
+		return nil, "a chosen node could not hold its bundles: " + strings.Join(failed, "; "), false
+	}
+	return got, "", false
+}
+
+func (m *pgManager) clearInflight(id string) {
+	m.mu.Lock()
+	delete(m.inflight, id)
+	m.mu.Unlock()
+}
+
+func (m *pgManager) isInflight(group, node string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	_, ok := m.inflight[group][node]
+	return ok
+}
+
+// eachNode calls method with each node's bundles, concurrently when there
+// are several nodes, and returns each node's error (nil: OK).
+func (m *pgManager) eachNode(specs map[string][]wire.BundleSpec, method, group string) map[string]error {
+	out := make(map[string]error, len(specs))
+	if len(specs) == 1 {
+		for nd, bs := range specs {
+			out[nd] = m.callNode(nd, method, &wire.BundlesRequest{Group: group, Bundles: bs})
+		}
+		return out
+	}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for nd, bs := range specs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			err := m.callNode(nd, method, &wire.BundlesRequest{Group: group, Bundles: bs})
+			mu.Lock()
+			out[nd] = err
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	return out
+}
+
+// callNode runs one bundle request on a node: directly on this node,
+// through RPC elsewhere. A refusal (not enough free) is an error too.
+func (m *pgManager) callNode(nodeID, method string, req *wire.BundlesRequest) error {
+	n := m.n
+	var rep *wire.BundlesReply
+	if nodeID == n.id.NodeID {
+		var err error
+		if rep, err = n.bundleCall(method, req); err != nil {
+			return err
+		}
+	} else {
+		nd, err := n.fsm.State().NodeByID(nodeID)
+		if err != nil || nd == nil {
+			return fmt.Errorf("node %s is not registered", nodeID)
+		}
+		ctx, cancel := context.WithTimeout(n.ctx, pgPhaseTimeout)
+		defer cancel()
+		rep = &wire.BundlesReply{}
+		if err := n.pool.Call(ctx, nd.Address, method, req, rep); err != nil {
+			return fmt.Errorf("node %s: %s: %w", nd.Name, method, err)
+		}
+	}
+	if !rep.OK && method != wire.MethodPGReturn {
+		return errors.New(rep.Reason)
+	}
+	return nil
+}
+
+// startCommit marks g as having node commits under way; Get waits for it.
+func (m *pgManager) startCommit(id string) chan struct{} {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	ch := make(chan struct{})
+	m.committing[id] = ch
+	return ch
+}
+
+func (m *pgManager) finishCommit(id string, ch chan struct{}) {
+	m.mu.Lock()
+	if m.committing[id] == ch {
+		delete(m.committing, id)
+	}
+	m.mu.Unlock()
+	close(ch)
+}
+
+func (m *pgManager) committingCh(id string) chan struct{} {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.committing[id]
+}
+
+// commitOnNodes is phase two: every node holding bundles of the (committed)
+// group g offers them. A node that cannot (it restarted and its free pool
+// is taken meanwhile) loses those bundles, which are placed again.
+func (m *pgManager) commitOnNodes(g *store.PlacementGroup) {
+	specs := map[string][]wire.BundleSpec{}
+	for i, nd := range g.Nodes {
+		if nd != "" {
+			specs[nd] = append(specs[nd], wire.BundleSpec{Index: i, Resources: g.Bundles[i]})
+		}
+	}
+	var lost []string
+	for nd, err := range m.eachNode(specs, wire.MethodPGCommit, g.ID) {
+		if err == nil {
+			continue
+		}
+		var re *rpc.Error
+		if errors.As(err, &re) || rpc.IsTransport(err) {
+			// The node is unreachable or failing: gossip decides whether it
+			// is dead; the next heartbeat retries the commit otherwise.
+			m.n.logger.Warn("commit placement group bundles", "group", g.ID, "node", nd, "err", err)
+			continue
+		}
+		m.n.logger.Warn("node could not hold committed bundles; placing them again", "group", g.ID, "node", nd, "err", err)
+		lost = append(lost, nd)
+	}
+	if len(lost) > 0 {
+		if err := m.write(store.PlacementGroupOp{Kind: store.PGOpLose, ID: g.ID, Nodes: lost, At: time.Now().UnixNano()}); err != nil {
+			m.n.logger.Warn("record lost bundles", "group", g.ID, "err", err)
+		}
+		m.wake()
+	}
+}
+
+// returnBundles has each distinct node in nodes give back the group's
+// bundles (indexes nil: all of them).
+func (m *pgManager) returnBundles(group string, nodes []string, indexes []int) {
+	specs := map[string][]wire.BundleSpec{}
+	for _, nd := range nodes {
+		if nd != "" {
+			specs[nd] = nil
+		}
+	}
+	var wg sync.WaitGroup
+	for nd := range specs {
+		if nd == m.n.id.NodeID {
+			m.n.local.returnBundles(group, indexes)
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := m.callNode(nd, wire.MethodPGReturn, &wire.BundlesRequest{Group: group, Indexes: indexes}); err != nil {
+				m.n.logger.Warn("return placement group bundles", "group", group, "node", nd, "err", err)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// run places pending and rescheduling groups while this node leads: every
+// pgRetryEvery, and at once after a removal or a node change.
+func (m *pgManager) run(ctx context.Context) {
+	t := time.NewTicker(pgRetryEvery)
+	defer t.Stop()
+	for {
+		m.placePending()
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-m.kick:
+		}
+	}
+}
+
+// placePending tries every PENDING and RESCHEDULING group in creation
+// order (Ray's pending queue is FIFO too).
+func (m *pgManager) placePending() {
+	n := m.n
+	all, err := n.fsm.State().PlacementGroups()
+	if err != nil {
+		return
+	}
+	for _, g := range all {
+		if n.ctx.Err() != nil || !n.IsLeader() {
+			return
+		}
+		if g.State != store.PGPending && g.State != store.PGRescheduling {
+			continue
+		}
+		nodes, reason, infeasible := m.tryPlace(g)
+		if nodes == nil {
+			if reason != g.PendingReason || infeasible != g.Infeasible {
+				_ = m.write(store.PlacementGroupOp{Kind: store.PGOpPending, ID: g.ID, Reason: reason, Infeasible: infeasible})
+			}
+			continue
+		}
+		done := m.startCommit(g.ID)
+		err := m.write(store.PlacementGroupOp{Kind: store.PGOpReserve, ID: g.ID, Nodes: nodes, At: time.Now().UnixNano()})
+		m.clearInflight(g.ID)
+		if err != nil {
+			m.finishCommit(g.ID, done)
+			var moved []int
+			var where []string
+			for i, nd := range nodes {
+				if nd != g.Nodes[i] {
+					moved = append(moved, i)
+					where = append(where, nd)
+				}
+			}
+			m.returnBundles(g.ID, where, moved)
+			n.logger.Warn("reserve placement group", "group", g.ID, "err", err)
+			continue
+		}
+		was := g.State
+		g.Nodes, g.State = nodes, store.PGCreated
+		m.commitOnNodes(g)
+		m.finishCommit(g.ID, done)
+		n.logger.Info("placement group created", "group", g.ID, "was", was, "nodes", nodes)
+	}
+}
+
+// resume picks up when this node becomes leader: every committed bundle is
+// committed again on its node (idempotent; finishes a reservation the old
+// leader committed to Raft but not to every node), bundles on dead nodes
+// are rescheduled, and pending groups are retried. Prepared bundles that no
+// committed group owns are released through the heartbeat check
+// (nodeReport) or, at the latest, by the node's prepare timeout.
+func (m *pgManager) resume(ctx context.Context) {
+	all, err := m.n.fsm.State().PlacementGroups()
+	if err == nil {
+		for _, g := range all {
+			if g.State != store.PGCreated && g.State != store.PGRescheduling {
+				continue
+			}
+			done := m.startCommit(g.ID)
+			go func() {
+				defer m.finishCommit(g.ID, done)
+				m.commitOnNodes(g)
+			}()
+		}
+	}
+	m.checkNodes()
+	go m.run(ctx)
+}
+
+// checkNodes unplaces the bundles held on nodes that are dead, left or
+// gone from the table; their groups go RESCHEDULING and are placed again.
+func (m *pgManager) checkNodes() {
+	st := m.n.fsm.State()
+	all, err := st.PlacementGroups()
+	if err != nil {
+		return
+	}
+	status := map[string]store.NodeStatus{}
+	if nodes, err := st.Nodes(); err == nil {
+		for _, nd := range nodes {
+			status[nd.ID] = nd.Status
+		}
+	}
+	now := time.Now().UnixNano()
+	lostAny := false
+	for _, g := range all {
+		if g.State != store.PGCreated && g.State != store.PGRescheduling {
+			continue
+		}
+		var lost []string
+		for _, nd := range g.Nodes {
+			if s, ok := status[nd]; nd != "" && (!ok || s == store.NodeDead || s == store.NodeLeft) {
+				lost = append(lost, nd)
+			}
+		}
+		if len(lost) == 0 {
+			continue
+		}
+		m.n.logger.Info("placement group lost bundles with their node; rescheduling", "group", g.ID, "nodes", lost)
+		if err := m.write(store.PlacementGroupOp{Kind: store.PGOpLose, ID: g.ID, Nodes: lost, At: now}); err != nil {
+			m.n.logger.Warn("record lost bundles", "group", g.ID, "err", err)
+			continue
+		}
+		lostAny = true
+	}
+	if lostAny {
+		m.wake()
+	}
+}
+
+// nodeReport takes a node's heartbeat: its usage outside bundles, for
+// placement, and the bundles it holds, which are reconciled with Raft state:
+// held bundles no committed or in-flight group owns are released, and
+// committed bundles the node lacks (it restarted) are committed again.
+func (m *pgManager) nodeReport(nd *store.Node, avail sched.ResourceSet, held []wire.BundleHeld) {
+	used := sched.ResourceSet{}
+	heldSum := sched.ResourceSet{}
+	for _, h := range held {
+		heldSum.Add(h.Resources)
+	}
+	for k, t := range nd.Resources {
+		if u := t - avail[k] - heldSum[k]; u > 0 {
+			used[k] = u
+		}
+	}
+	m.mu.Lock()
+	m.used[nd.ID] = used
+	m.mu.Unlock()
+
+	st := m.n.fsm.State()
+	stray := map[string][]int{}
+	has := map[string]bool{}
+	for _, h := range held {
+		has[bundleKey(h.Group, h.Index)] = true
+		if m.isInflight(h.Group, nd.ID) || m.committingCh(h.Group) != nil {
+			continue
+		}
+		g, err := st.PlacementGroupByID(h.Group)
+		if err != nil {
+			continue
+		}
+		owned := g != nil && (g.State == store.PGCreated || g.State == store.PGRescheduling) &&
+			h.Index < len(g.Nodes) && g.Nodes[h.Index] == nd.ID
+		if !owned {
+			stray[h.Group] = append(stray[h.Group], h.Index)
+		}
+	}
+	for group, idx := range stray {
+		m.n.logger.Info("releasing bundles no committed placement group owns", "group", group, "node", nd.Name, "bundles", idx)
+		go m.returnBundles(group, []string{nd.ID}, idx)
+	}
+	all, err := st.PlacementGroups()
+	if err != nil {
+		return
+	}
+	for _, g := range all {
+		if g.State != store.PGCreated && g.State != store.PGRescheduling {
+			continue
+		}
+		for i, on := range g.Nodes {
+			if on != nd.ID || has[bundleKey(g.ID, i)] || m.committingCh(g.ID) != nil || m.isInflight(g.ID, nd.ID) {
+				continue
+			}
+			m.n.logger.Info("node lacks committed bundles; committing again", "group", g.ID, "node", nd.Name)
+			done := m.startCommit(g.ID)
+			go func() {
+				defer m.finishCommit(g.ID, done)
+				m.commitOnNodes(g)
+			}()
+			break
+		}
+	}
+}
+
+// jobDone removes the groups a finished job created, except detached ones
+// (Ray's owner-based placement-group lifetime).
+func (m *pgManager) jobDone(job string) {
+	all, err := m.n.fsm.State().PlacementGroups()
+	if err != nil {
+		return
+	}
+	var wg sync.WaitGroup
+	for _, g := range all {
+		if g.JobID != job || g.Detached || g.State == store.PGRemoved {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(m.n.ctx, 30*time.Second)
+			defer cancel()
+			if _, err := m.n.pgRemove(ctx, &wire.PGRemoveRequest{ID: g.ID}); err != nil {
+				m.n.logger.Warn("remove a finished job's placement group", "group", g.ID, "job", job, "err", err)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// killActorsIn ends the actors placed in a removed group (Ray kills them).
+func (m *pgManager) killActorsIn(group string) {
+	all, err := m.n.fsm.State().Actors()
+	if err != nil {
+		return
+	}
+	for _, a := range all {
+		if pg, _, ok := sched.PlacementGroupOf(a.Resources); !ok || pg != group || a.State == store.ActorDead {
+			continue
+		}
+		unlock := m.n.actors.lock(a.ID)
+		m.n.actors.setDead(a, fmt.Sprintf("its placement group %s was removed", group))
+		unlock()
+		if a.NodeAddr != "" {
+			ctx, cancel := context.WithTimeout(m.n.ctx, 10*time.Second)
+			_ = m.n.pool.Call(ctx, a.NodeAddr, wire.MethodActorStop, &wire.ActorStopRequest{ActorID: a.ID}, nil)
+			cancel()
+		}
+	}
+}
+
+// bundleNodes returns the nodes holding the bundles a placement-group
+// demand may use (index -1: any bundle), for actor placement and lease
+// routing; gone is set when the group is removed or unknown, and reason
+// says why there are none otherwise.
+func (n *Node) bundleNodes(ctx context.Context, pg string, index int) (nodes []wire.PGBundle, reason string, gone bool) {
+	var info wire.PGInfo
+	err := n.forward(ctx, wire.MethodPGGet, &wire.PGGetRequest{ID: pg}, &info)
+	var re *rpc.Error
+	switch {
+	case errors.As(err, &re) && re.Code == CodeNotFound:
+		return nil, fmt.Sprintf("no placement group with ID %s", pg), true
+	case err != nil:
+		return nil, fmt.Sprintf("look up placement group %s: %v", pg, err), false
+	case info.State == string(store.PGRemoved):
+		return nil, fmt.Sprintf("placement group %s was removed", pg), true
+	case index >= len(info.Bundles):
+		return nil, fmt.Sprintf("placement group %s has %d bundles; bundle index %d does not exist", pg, len(info.Bundles), index), true
+	}
+	for _, b := range info.Bundles {
+		if b.NodeID != "" && (index < 0 || b.Index == index) {
+			nodes = append(nodes, b)
+		}
+	}
+	if len(nodes) == 0 {
+		return nil, fmt.Sprintf("placement group %s is %s: %s", pg, info.State, info.PendingReason), false
+	}
+	return nodes, "", false
+}

@@ -1,0 +1,87 @@
+package sched
+
+import (
+	"strconv"
+	"strings"
+)
+
+// Placement-group bundle resources, named as Ray names them. When a bundle
+// of group <pg> at index <i> is committed on a node, the node takes the
+// bundle's resources out of its free pool and offers them renamed:
+//
+//	<res>_group_<i>_<pg>   the bundle's own resources (index-specific)
+//	<res>_group_<pg>       the same amounts, for work that takes any bundle
+//	bundle_group_<i>_<pg>  BundleMarkerUnits of a marker, so that work with
+//	bundle_group_<pg>      no resources of its own still lands in the bundle
+//
+// Work in a group asks for the renamed resources (PlacementGroupDemand), so
+// the ordinary local scheduler, leases and spillback place it in the bundle
+// and it uses the bundle's resources, not the node's free pool.
+const (
+	// BundleMarker is the marker resource's base name ("bundle").
+	BundleMarker = "bundle"
+	// groupInfix joins a resource name to the group part.
+	groupInfix = "_group_"
+)
+
+// BundleMarkerUnits is how much of the marker resource a committed bundle
+// offers (Ray: 1000); work in the group asks for BundleMarkerDemand of it.
+var (
+	BundleMarkerUnits  = QuantityOf(1000)
+	BundleMarkerDemand = Quantity(10) // 0.001
+)
+
+// BundleResources returns what a committed bundle offers on its node:
+// every resource of bundle under its index-specific and its wildcard name,
+// plus the two markers (see the package comment above). pg is the group ID
+// (hex, no underscore); index is the bundle's index.
+func BundleResources(pg string, index int, bundle ResourceSet) ResourceSet {
+	out := make(ResourceSet, 2*len(bundle)+2)
+	idx := strconv.Itoa(index)
+	for k, q := range bundle {
+		out[k+groupInfix+idx+"_"+pg] = q
+		out[k+groupInfix+pg] = q
+	}
+	out[BundleMarker+groupInfix+idx+"_"+pg] = BundleMarkerUnits
+	out[BundleMarker+groupInfix+pg] = BundleMarkerUnits
+	return out
+}
+
+// PlacementGroupDemand turns a task's or actor's demand into the demand on
+// bundle index of group pg (index -1: any bundle of the group), as Ray's
+// PlacementGroupSchedulingStrategy: each resource renamed, plus
+// BundleMarkerDemand of the marker, so a demand of nothing still needs the
+// bundle. The result is a new set.
+func PlacementGroupDemand(pg string, index int, demand ResourceSet) ResourceSet {
+	suffix := groupInfix + pg
+	if index >= 0 {
+		suffix = groupInfix + strconv.Itoa(index) + "_" + pg
+	}
+	out := make(ResourceSet, len(demand)+1)
+	for k, q := range demand {
+		if q > 0 {
+			out[k+suffix] = q
+		}
+	}
+	out[BundleMarker+suffix] = BundleMarkerDemand
+	return out
+}
+
+// PlacementGroupOf returns the group and bundle index (-1: any) a
+// placement-group demand names through its marker resource, or ok=false
+// when demand is not a placement-group demand.
+func PlacementGroupOf(demand ResourceSet) (pg string, index int, ok bool) {
+	for k := range demand {
+		rest, found := strings.CutPrefix(k, BundleMarker+groupInfix)
+		if !found {
+			continue
+		}
+		if i := strings.IndexByte(rest, '_'); i > 0 {
+			if n, err := strconv.Atoi(rest[:i]); err == nil && n >= 0 {
+				return rest[i+1:], n, true
+			}
+		}
+		return rest, -1, true
+	}
+	return "", 0, false
+}

@@ -1,0 +1,150 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nodeup/nodeup/sched"
+)
+
+func TestPlacementGroupTasksAndActorsUseTheirBundle(t *testing.T) {
+	startCluster(t, 3, nil)
+	ctx := ctxT(t)
+	pg, err := CreatePlacementGroup(ctx, []map[string]float64{{"CPU": 1}, {"CPU": 2}}, "strict_spread", PGName("pair"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pg.Ready(ctx); err != nil {
+		t.Fatal(err)
+	}
+	info, err := pg.Info(ctx)
+	if err != nil || info.State != "CREATED" || info.Bundles[0].NodeName == info.Bundles[1].NodeName {
+		t.Fatalf("info = %+v, %v", info, err)
+	}
+	// Tasks land on their bundle's node.
+	for i := 0; i < 2; i++ {
+		got, err := where.Options(InPlacementGroup(pg, i)).Remote(ctx).Get(ctx)
+		if err != nil || got != info.Bundles[i].NodeName {
+			t.Fatalf("task in bundle %d ran on %q (%v), want %s", i, got, err, info.Bundles[i].NodeName)
+		}
+	}
+	// A task larger than its bundle cannot run in it, although the node
+	// has the CPUs free: it uses the bundle's resources, not the node's.
+	_, err = where.Options(InPlacementGroup(pg, 0), CPUs(2), FailIfInfeasible()).Remote(ctx).Get(ctx)
+	var inf *InfeasibleError
+	if !errors.As(err, &inf) || !strings.Contains(err.Error(), "does not fit in the bundle") {
+		t.Fatalf("2 CPUs in a 1-CPU bundle: %v, want InfeasibleError", err)
+	}
+	// Actors too (an actor asks for no CPU; the bundle marker pins it).
+	h, err := logActorClass.Options(InPlacementGroup(pg, 1)).Remote(ctx, "in-bundle")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := entriesCall.Remote(ctx, h).Get(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if a := actorState(t, ctx, h.ID()); a.NodeName != info.Bundles[1].NodeName {
+		t.Fatalf("actor in bundle 1 on %s, want %s", a.NodeName, info.Bundles[1].NodeName)
+	}
+	// Found by name; bad options are named.
+	same, err := GetPlacementGroup(ctx, "pair")
+	if err != nil || same.ID() != pg.ID() || same.BundleCount() != 2 {
+		t.Fatalf("GetPlacementGroup = %v, %v", same, err)
+	}
+	if _, err := where.Options(InPlacementGroup(pg, 2)).Remote(ctx).Get(ctx); err == nil || !strings.Contains(err.Error(), "bundle index 2 out of range") {
+		t.Fatalf("bundle index 2: %v", err)
+	}
+	for _, tc := range []struct {
+		bundles  []map[string]float64
+		strategy string
+		want     string
+	}{
+		{[]map[string]float64{{"CPU": 1}}, "ROUND", `"ROUND": accepted are PACK, SPREAD, STRICT_PACK, STRICT_SPREAD`},
+		{[]map[string]float64{{}}, "PACK", "bundle 0 is empty"},
+		{[]map[string]float64{{"CPU": -1}}, "PACK", `resource "CPU" has negative amount -1`},
+		{nil, "PACK", "at least one bundle"},
+	} {
+		if _, err := CreatePlacementGroup(ctx, tc.bundles, tc.strategy); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("create %v %s: %v, want %q", tc.bundles, tc.strategy, err, tc.want)
+		}
+	}
+
+	// Remove: the actor dies, and every node's pool is whole again.
+	if err := pg.Remove(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitActorState(t, ctx, h.ID(), "DEAD")
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		err := poolsWhole(ctx)
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal(err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if ok, err := pg.Wait(ctx, time.Second); ok || !errors.Is(err, ErrPlacementGroupRemoved) {
+		t.Fatalf("Wait after Remove = %v, %v", ok, err)
+	}
+}
+
+// poolsWhole checks that every node reports its full CPU free and no bundle
+// resources.
+func poolsWhole(ctx context.Context) error {
+	nodes, err := Nodes(ctx)
+	if err != nil {
+		return err
+	}
+	for _, nd := range nodes {
+		if nd.Available[sched.CPU] != nd.Total[sched.CPU] {
+			return fmt.Errorf("node %s: %s of %s CPU free", nd.NodeName, nd.Available[sched.CPU], nd.Total[sched.CPU])
+		}
+		for k := range nd.Available {
+			if strings.Contains(k, "_group_") {
+				return fmt.Errorf("node %s still offers %s", nd.NodeName, k)
+			}
+		}
+	}
+	return nil
+}
+
+func TestPlacementGroupInfeasibleAndPendingThenCreated(t *testing.T) {
+	startCluster(t, 1, nil)
+	ctx := ctxT(t)
+	inf, err := CreatePlacementGroup(ctx, []map[string]float64{{"CPU": 1}, {"CPU": 1}}, "STRICT_SPREAD")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Registered first (a leader election may delay it on a busy machine).
+	if _, err := inf.Info(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ok, err := inf.Wait(ctx, 300*time.Millisecond)
+	if ok || !errors.Is(err, sched.ErrInfeasible) {
+		t.Fatalf("STRICT_SPREAD of 2 on 1 node: Wait = %v, %v; want an infeasible error", ok, err)
+	}
+	a, _ := CreatePlacementGroup(ctx, []map[string]float64{{"CPU": 2}}, "PACK")
+	b, _ := CreatePlacementGroup(ctx, []map[string]float64{{"CPU": 2}}, "PACK")
+	if err := a.Ready(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := b.Wait(ctx, 200*time.Millisecond); ok || err != nil {
+		t.Fatalf("second group while the first holds every CPU: %v, %v (want pending)", ok, err)
+	}
+	list, err := ListPlacementGroups(ctx)
+	if err != nil || len(list) != 3 || list[2].State != "PENDING" || list[2].PendingReason == "" {
+		t.Fatalf("list = %+v, %v", list, err)
+	}
+	if err := a.Remove(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := b.Wait(ctx, 10*time.Second); !ok || err != nil {
+		t.Fatalf("second group after the first was removed: %v, %v", ok, err)
+	}
+}
