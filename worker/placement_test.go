@@ -130,10 +130,10 @@ func TestPlacementGroupInfeasibleAndPendingThenCreated(t *testing.T) {
 		t.Fatalf("STRICT_SPREAD of 2 on 1 node: Wait = %v, %v; want an infeasible error", ok, err)
 	}
 	a, _ := CreatePlacementGroup(ctx, []map[string]float64{{"CPU": 2}}, "PACK")
-	b, _ := CreatePlacementGroup(ctx, []map[string]float64{{"CPU": 2}}, "PACK")
 	if err := a.Ready(ctx); err != nil {
 		t.Fatal(err)
 	}
+	b, _ := CreatePlacementGroup(ctx, []map[string]float64{{"CPU": 2}}, "PACK")
 	if ok, err := b.Wait(ctx, 200*time.Millisecond); ok || err != nil {
 		t.Fatalf("second group while the first holds every CPU: %v, %v (want pending)", ok, err)
 	}
