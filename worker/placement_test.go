@@ -148,3 +148,46 @@ func TestPlacementGroupInfeasibleAndPendingThenCreated(t *testing.T) {
 		t.Fatalf("second group after the first was removed: %v, %v", ok, err)
 	}
 }
+
+// A group is owned by the job that created it and removed when that job
+// ends, giving its resources back; a detached group outlives it.
+func TestPlacementGroupRemovedWithItsJob(t *testing.T) {
+	nodes := startCluster(t, 1, nil)
+	ctx := ctxT(t)
+	owned, err := CreatePlacementGroup(ctx, []map[string]float64{{"CPU": 1}}, "PACK")
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept, err := CreatePlacementGroup(ctx, []map[string]float64{{"CPU": 1}}, "PACK", PGDetached())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, pg := range []*PlacementGroup{owned, kept} {
+		if err := pg.Ready(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	Shutdown()
+	if err := Init(ctx, Address(nodes[0].RPCAddr()), Logger(quietLogger())); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		list, err := ListPlacementGroups(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		state := map[string]string{}
+		for _, g := range list {
+			state[g.ID] = g.State
+		}
+		free, _ := AvailableResources(ctx)
+		if state[owned.ID()] == "REMOVED" && state[kept.ID()] == "CREATED" && free["CPU"] == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after the job ended: owned %s, detached %s, %v CPU free (want REMOVED, CREATED, 1)", state[owned.ID()], state[kept.ID()], free["CPU"])
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
