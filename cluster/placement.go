@@ -164,7 +164,13 @@ func (m *pgManager) submit(ch chan *pgJob, g *store.PlacementGroup) error {
 	case <-m.n.ctx.Done():
 		return m.n.ctx.Err()
 	}
-	return <-j.done
+	// The loop may stop (node shutdown) with the job queued, never done.
+	select {
+	case err := <-j.done:
+		return err
+	case <-m.n.ctx.Done():
+		return m.n.ctx.Err()
+	}
 }
 
 // collect waits for a job on ch and returns it with every job queued behind
@@ -362,16 +368,25 @@ func (m *pgManager) write(op store.PlacementGroupOp) error {
 // batch is full) and returns each op's outcome.
 func (m *pgManager) writeMany(ops []store.PlacementGroupOp) []error {
 	w := &pgWrite{ops: ops, done: make(chan []error, 1)}
-	select {
-	case m.ops <- w:
-	case <-m.n.ctx.Done():
+	stopped := func() []error {
 		errs := make([]error, len(ops))
 		for i := range errs {
 			errs[i] = m.n.ctx.Err()
 		}
 		return errs
 	}
-	return <-w.done
+	select {
+	case m.ops <- w:
+	case <-m.n.ctx.Done():
+		return stopped()
+	}
+	// batchLoop may stop (node shutdown) with the write queued, never done.
+	select {
+	case errs := <-w.done:
+		return errs
+	case <-m.n.ctx.Done():
+		return stopped()
+	}
 }
 
 // batchLoop commits queued writes: the first waiting and every write queued
