@@ -141,17 +141,12 @@ func (n *Node) actorCreate(ctx context.Context, req *wire.ActorCreateRequest) (*
 }
 
 // actorGet answers a lookup, waiting (see wire.ActorGetRequest) with the
-// state store's watch channel, never polling.
+// state store's watch channel, never polling. An unknown ID is waited for
+// too: unnamed actors register in the background.
 func (n *Node) actorGet(ctx context.Context, req *wire.ActorGetRequest) (*wire.ActorInfo, error) {
-	var deadline <-chan time.Time
-	if req.WaitMillis > 0 {
-		t := time.NewTimer(time.Duration(req.WaitMillis) * time.Millisecond)
-		defer t.Stop()
-		deadline = t.C
-	}
 	st := n.fsm.State()
-	for {
-		watch := st.WatchCh()
+	var info wire.ActorInfo
+	err := n.longPoll(ctx, req.WaitMillis, func() (bool, <-chan struct{}, error) {
 		var a *store.Actor
 		var err error
 		if req.ActorID != "" {
@@ -159,43 +154,21 @@ func (n *Node) actorGet(ctx context.Context, req *wire.ActorGetRequest) (*wire.A
 		} else {
 			a, err = st.ActorByName(req.Namespace, req.Name)
 		}
-		if err != nil {
-			return nil, err
+		switch {
+		case err != nil:
+			return false, nil, err
+		case a == nil && req.ActorID != "":
+			return false, nil, errNotYet{&rpc.Error{Code: CodeNotFound, Message: fmt.Sprintf("no actor with ID %s", req.ActorID)}}
+		case a == nil:
+			return false, nil, &rpc.Error{Code: CodeNotFound, Message: fmt.Sprintf("no live actor named %q in namespace %q", req.Name, req.Namespace)}
 		}
-		if a == nil {
-			if req.ActorID != "" {
-				// Unnamed actors register in the background under an ID their
-				// creator chose, and a handle can reach another process before
-				// the registration commits: a waiting lookup waits for it.
-				notFound := &rpc.Error{Code: CodeNotFound, Message: fmt.Sprintf("no actor with ID %s", req.ActorID)}
-				if deadline == nil {
-					return nil, notFound
-				}
-				select {
-				case <-watch:
-					continue
-				case <-deadline:
-					return nil, notFound
-				case <-ctx.Done():
-					return nil, ctx.Err()
-				}
-			}
-			return nil, &rpc.Error{Code: CodeNotFound, Message: fmt.Sprintf("no live actor named %q in namespace %q", req.Name, req.Namespace)}
-		}
-		done := a.State == store.ActorDead || (a.State == store.ActorAlive && a.Restarts != req.NotIncarnation)
-		if done || deadline == nil {
-			info := actorInfo(a)
-			return &info, nil
-		}
-		select {
-		case <-watch:
-		case <-deadline:
-			info := actorInfo(a)
-			return &info, nil
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
+		info = actorInfo(a)
+		return a.State == store.ActorDead || (a.State == store.ActorAlive && a.Restarts != req.NotIncarnation), nil, nil
+	})
+	if err != nil {
+		return nil, err
 	}
+	return &info, nil
 }
 
 func (n *Node) actorKill(ctx context.Context, req *wire.ActorKillRequest) (*wire.Empty, error) {

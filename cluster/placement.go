@@ -294,15 +294,9 @@ func (m *pgManager) removeLoop() {
 // pgGet answers a lookup, waiting (see wire.PGGetRequest) on the state
 // store's watch channel and on the group's node commits, never polling.
 func (n *Node) pgGet(ctx context.Context, req *wire.PGGetRequest) (*wire.PGInfo, error) {
-	var deadline <-chan time.Time
-	if req.WaitMillis > 0 {
-		t := time.NewTimer(time.Duration(req.WaitMillis) * time.Millisecond)
-		defer t.Stop()
-		deadline = t.C
-	}
 	st := n.fsm.State()
-	for {
-		watch := st.WatchCh()
+	var info wire.PGInfo
+	err := n.longPoll(ctx, req.WaitMillis, func() (bool, <-chan struct{}, error) {
 		var g *store.PlacementGroup
 		var err error
 		if req.ID != "" {
@@ -310,31 +304,24 @@ func (n *Node) pgGet(ctx context.Context, req *wire.PGGetRequest) (*wire.PGInfo,
 		} else {
 			g, err = st.PlacementGroupByName(req.Namespace, req.Name)
 		}
-		if err != nil {
-			return nil, err
+		switch {
+		case err != nil:
+			return false, nil, err
+		case g == nil && req.ID != "":
+			// Groups are registered in the background under IDs their
+			// creators chose, as unnamed actors are.
+			return false, nil, errNotYet{&rpc.Error{Code: CodeNotFound, Message: fmt.Sprintf("no placement group with ID %s", req.ID)}}
+		case g == nil:
+			return false, nil, &rpc.Error{Code: CodeNotFound, Message: fmt.Sprintf("no placement group named %q in namespace %q", req.Name, req.Namespace)}
 		}
-		if g == nil {
-			if req.ID != "" {
-				return nil, &rpc.Error{Code: CodeNotFound, Message: fmt.Sprintf("no placement group with ID %s", req.ID)}
-			}
-			return nil, &rpc.Error{Code: CodeNotFound, Message: fmt.Sprintf("no placement group named %q in namespace %q", req.Name, req.Namespace)}
-		}
+		info = pgInfo(g, n.nodeNames())
 		commit := n.pgs.committingCh(g.ID)
-		done := g.State == store.PGRemoved || (g.State == store.PGCreated && commit == nil)
-		if done || deadline == nil {
-			info := pgInfo(g, n.nodeNames())
-			return &info, nil
-		}
-		select {
-		case <-watch:
-		case <-commit:
-		case <-deadline:
-			info := pgInfo(g, n.nodeNames())
-			return &info, nil
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
+		return g.State == store.PGRemoved || (g.State == store.PGCreated && commit == nil), commit, nil
+	})
+	if err != nil {
+		return nil, err
 	}
+	return &info, nil
 }
 
 // pgRemove records the group REMOVED (one durable write, batched with

@@ -47,7 +47,9 @@ type PGCreateRequest struct {
 // PGGetRequest looks a group up by ID, or by Namespace and Name when ID is
 // empty. With WaitMillis > 0 the leader answers once the group is CREATED
 // (and its bundles are committed on their nodes) or REMOVED, or when
-// WaitMillis pass, with the record as it is then.
+// WaitMillis pass, with the record as it is then. An ID not yet
+// registered is waited for too (its creator registers it in the
+// background); it is a not_found error only once WaitMillis pass.
 type PGGetRequest struct {
 	ID         string
 	Namespace  string
