@@ -153,43 +153,20 @@ type ActorUpdateRequest struct {
 
 // Actors returns every actor sorted by creation (an empty, non-nil slice if none).
 func (s *StateStore) Actors() ([]*Actor, error) {
-	it, err := s.readTxn().Get(tableActors, "id")
-	if err != nil {
-		return nil, fmt.Errorf("list actors: %w", err)
-	}
-	out := []*Actor{}
-	for raw := it.Next(); raw != nil; raw = it.Next() {
-		out = append(out, raw.(*Actor).Copy())
-	}
-	slices.SortFunc(out, func(a, b *Actor) int {
+	return all(s, "actors", tableActors, "id", func(a, b *Actor) int {
 		return cmp.Or(cmp.Compare(a.CreateIndex, b.CreateIndex), cmp.Compare(a.ID, b.ID))
 	})
-	return out, nil
 }
 
 // ActorByID returns the actor with that ID, or (nil, nil).
 func (s *StateStore) ActorByID(id string) (*Actor, error) {
-	raw, err := s.readTxn().First(tableActors, "id", id)
-	if err != nil {
-		return nil, fmt.Errorf("get actor %s: %w", id, err)
-	}
-	if raw == nil {
-		return nil, nil
-	}
-	return raw.(*Actor).Copy(), nil
+	return first[*Actor](s, "actor "+id, tableActors, "id", id)
 }
 
 // ActorByName returns the live (not DEAD) actor named name in namespace, or
 // (nil, nil).
 func (s *StateStore) ActorByName(namespace, name string) (*Actor, error) {
-	raw, err := s.readTxn().First(tableActors, "name", namespace+"/"+name)
-	if err != nil {
-		return nil, fmt.Errorf("get actor %s/%s: %w", namespace, name, err)
-	}
-	if raw == nil {
-		return nil, nil
-	}
-	return raw.(*Actor).Copy(), nil
+	return first[*Actor](s, "actor "+namespace+"/"+name, tableActors, "name", namespace+"/"+name)
 }
 
 func validActor(a *Actor) error {

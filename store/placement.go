@@ -174,43 +174,20 @@ type placementReserved struct {
 // PlacementGroups returns every group (removed ones included, up to
 // MaxRemovedPlacementGroups of them) in creation order.
 func (s *StateStore) PlacementGroups() ([]*PlacementGroup, error) {
-	it, err := s.readTxn().Get(tablePGs, "id")
-	if err != nil {
-		return nil, fmt.Errorf("list placement groups: %w", err)
-	}
-	out := []*PlacementGroup{}
-	for raw := it.Next(); raw != nil; raw = it.Next() {
-		out = append(out, raw.(*PlacementGroup).Copy())
-	}
-	slices.SortFunc(out, func(a, b *PlacementGroup) int {
+	return all(s, "placement groups", tablePGs, "id", func(a, b *PlacementGroup) int {
 		return cmp.Or(cmp.Compare(a.CreateIndex, b.CreateIndex), cmp.Compare(a.ID, b.ID))
 	})
-	return out, nil
 }
 
 // PlacementGroupByID returns the group with that ID, or (nil, nil).
 func (s *StateStore) PlacementGroupByID(id string) (*PlacementGroup, error) {
-	raw, err := s.readTxn().First(tablePGs, "id", id)
-	if err != nil {
-		return nil, fmt.Errorf("get placement group %s: %w", id, err)
-	}
-	if raw == nil {
-		return nil, nil
-	}
-	return raw.(*PlacementGroup).Copy(), nil
+	return first[*PlacementGroup](s, "placement group "+id, tablePGs, "id", id)
 }
 
 // PlacementGroupByName returns the group named name in namespace that is not
 // removed, or (nil, nil).
 func (s *StateStore) PlacementGroupByName(namespace, name string) (*PlacementGroup, error) {
-	raw, err := s.readTxn().First(tablePGs, "name", namespace+"/"+name)
-	if err != nil {
-		return nil, fmt.Errorf("get placement group %s/%s: %w", namespace, name, err)
-	}
-	if raw == nil {
-		return nil, nil
-	}
-	return raw.(*PlacementGroup).Copy(), nil
+	return first[*PlacementGroup](s, "placement group "+namespace+"/"+name, tablePGs, "name", namespace+"/"+name)
 }
 
 // PlacementReserved returns, per node ID, what CREATED and RESCHEDULING

@@ -103,84 +103,74 @@ func latestIndex(txn *memdb.Txn) uint64 {
 
 // Nodes returns all nodes sorted by ID (an empty, non-nil slice if none).
 func (s *StateStore) Nodes() ([]*Node, error) {
-	it, err := s.readTxn().Get(tableNodes, "id")
-	if err != nil {
-		return nil, fmt.Errorf("list nodes: %w", err)
-	}
-	return collectNodes(it), nil
+	return all(s, "nodes", tableNodes, "id", byNodeID)
 }
 
 // NodesByName returns the nodes named name, sorted by ID (an empty, non-nil
 // slice if none). Names are not unique.
 func (s *StateStore) NodesByName(name string) ([]*Node, error) {
-	it, err := s.readTxn().Get(tableNodes, "name", name)
-	if err != nil {
-		return nil, fmt.Errorf("list nodes named %q: %w", name, err)
-	}
-	return collectNodes(it), nil
+	return all(s, fmt.Sprintf("nodes named %q", name), tableNodes, "name", byNodeID, name)
 }
 
-// collectNodes copies every node of it into a slice sorted by ID.
-func collectNodes(it memdb.ResultIterator) []*Node {
-	out := []*Node{}
-	for raw := it.Next(); raw != nil; raw = it.Next() {
-		out = append(out, raw.(*Node).Copy())
+// copier is a table record that hands out copies, so that readers never
+// share a record with the FSM.
+type copier[T any] interface{ Copy() T }
+
+// first returns a copy of the first record of table whose index equals
+// args, or the zero value (nil) when there is none; what names the record
+// in the error.
+func first[T copier[T]](s *StateStore, what, table, index string, args ...any) (T, error) {
+	var zero T
+	raw, err := s.readTxn().First(table, index, args...)
+	if err != nil {
+		return zero, fmt.Errorf("get %s: %w", what, err)
 	}
-	slices.SortFunc(out, func(a, b *Node) int { return cmp.Compare(a.ID, b.ID) })
-	return out
+	if raw == nil {
+		return zero, nil
+	}
+	return raw.(T).Copy(), nil
 }
+
+// all returns copies of every record of table whose index equals args,
+// sorted by cmpFn (an empty, non-nil slice if none); what names them in the
+// error.
+func all[T copier[T]](s *StateStore, what, table, index string, cmpFn func(a, b T) int, args ...any) ([]T, error) {
+	it, err := s.readTxn().Get(table, index, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list %s: %w", what, err)
+	}
+	out := []T{}
+	for raw := it.Next(); raw != nil; raw = it.Next() {
+		out = append(out, raw.(T).Copy())
+	}
+	slices.SortFunc(out, cmpFn)
+	return out, nil
+}
+
+func byNodeID(a, b *Node) int { return cmp.Compare(a.ID, b.ID) }
 
 // NodeByID returns the node with the given ID, or (nil, nil) if there is
 // none.
 func (s *StateStore) NodeByID(id string) (*Node, error) {
-	raw, err := s.readTxn().First(tableNodes, "id", id)
-	if err != nil {
-		return nil, fmt.Errorf("get node %s: %w", id, err)
-	}
-	if raw == nil {
-		return nil, nil
-	}
-	return raw.(*Node).Copy(), nil
+	return first[*Node](s, "node "+id, tableNodes, "id", id)
 }
 
 // ClusterMeta returns the cluster identity, or (nil, nil) before the
 // ClusterInit command has been applied.
 func (s *StateStore) ClusterMeta() (*ClusterMeta, error) {
-	raw, err := s.readTxn().First(tableMeta, "id", true)
-	if err != nil {
-		return nil, fmt.Errorf("get cluster meta: %w", err)
-	}
-	if raw == nil {
-		return nil, nil
-	}
-	return raw.(*ClusterMeta).Copy(), nil
+	return first[*ClusterMeta](s, "cluster meta", tableMeta, "id", true)
 }
 
 // KVGet returns the entry for key, or (nil, nil) if there is none.
 func (s *StateStore) KVGet(key string) (*KVEntry, error) {
-	raw, err := s.readTxn().First(tableKV, "id", key)
-	if err != nil {
-		return nil, fmt.Errorf("get key %q: %w", key, err)
-	}
-	if raw == nil {
-		return nil, nil
-	}
-	return raw.(*KVEntry).Copy(), nil
+	return first[*KVEntry](s, fmt.Sprintf("key %q", key), tableKV, "id", key)
 }
 
 // KVList returns the entries whose key starts with prefix ("" lists all),
 // sorted by key (an empty, non-nil slice if none).
 func (s *StateStore) KVList(prefix string) ([]*KVEntry, error) {
-	it, err := s.readTxn().Get(tableKV, "id_prefix", prefix)
-	if err != nil {
-		return nil, fmt.Errorf("list keys with prefix %q: %w", prefix, err)
-	}
-	out := []*KVEntry{}
-	for raw := it.Next(); raw != nil; raw = it.Next() {
-		out = append(out, raw.(*KVEntry).Copy())
-	}
-	slices.SortFunc(out, func(a, b *KVEntry) int { return cmp.Compare(a.Key, b.Key) })
-	return out, nil
+	return all(s, fmt.Sprintf("keys with prefix %q", prefix), tableKV, "id_prefix",
+		func(a, b *KVEntry) int { return cmp.Compare(a.Key, b.Key) }, prefix)
 }
 
 // write runs fn in a write transaction; if fn reports a change, the latest
