@@ -45,106 +45,42 @@ type indexEntry struct {
 	Value uint64
 }
 
+// stringIndex is an index on a string field of a table's records; records
+// whose field is empty are left out of a non-"id" index (AllowMissing).
+func stringIndex(name, field string, unique bool) *memdb.IndexSchema {
+	return &memdb.IndexSchema{Name: name, Unique: unique, AllowMissing: name != "id",
+		Indexer: &memdb.StringFieldIndex{Field: field}}
+}
+
+// table builds a table schema from its indexes (the first is "id").
+func table(name string, indexes ...*memdb.IndexSchema) *memdb.TableSchema {
+	t := &memdb.TableSchema{Name: name, Indexes: map[string]*memdb.IndexSchema{}}
+	for _, ix := range indexes {
+		t.Indexes[ix.Name] = ix
+	}
+	return t
+}
+
 // stateSchema returns the go-memdb schema of the state store.
 func stateSchema() *memdb.DBSchema {
-	return &memdb.DBSchema{
-		Tables: map[string]*memdb.TableSchema{
-			tableNodes: {
-				Name: tableNodes,
-				Indexes: map[string]*memdb.IndexSchema{
-					"id": {
-						Name:    "id",
-						Unique:  true,
-						Indexer: &memdb.StringFieldIndex{Field: "ID"},
-					},
-					"name": {
-						Name:         "name",
-						AllowMissing: true,
-						Indexer:      &memdb.StringFieldIndex{Field: "Name"},
-					},
-				},
-			},
-			tableKV: {
-				Name: tableKV,
-				Indexes: map[string]*memdb.IndexSchema{
-					"id": {
-						Name:    "id",
-						Unique:  true,
-						Indexer: &memdb.StringFieldIndex{Field: "Key"},
-					},
-				},
-			},
-			tableMeta: {
-				Name: tableMeta,
-				Indexes: map[string]*memdb.IndexSchema{
-					"id": {
-						Name:   "id",
-						Unique: true,
-						Indexer: &memdb.ConditionalIndex{
-							Conditional: func(any) (bool, error) { return true, nil },
-						},
-					},
-				},
-			},
-			tableActors: {
-				Name: tableActors,
-				Indexes: map[string]*memdb.IndexSchema{
-					"id": {
-						Name:    "id",
-						Unique:  true,
-						Indexer: &memdb.StringFieldIndex{Field: "ID"},
-					},
-					"name": {
-						Name:         "name",
-						Unique:       true,
-						AllowMissing: true,
-						Indexer:      &memdb.StringFieldIndex{Field: "NameKey"},
-					},
-				},
-			},
-			tablePGs: {
-				Name: tablePGs,
-				Indexes: map[string]*memdb.IndexSchema{
-					"id": {
-						Name:    "id",
-						Unique:  true,
-						Indexer: &memdb.StringFieldIndex{Field: "ID"},
-					},
-					"name": {
-						Name:         "name",
-						Unique:       true,
-						AllowMissing: true,
-						Indexer:      &memdb.StringFieldIndex{Field: "NameKey"},
-					},
-					"removed": {
-						Name:         "removed",
-						AllowMissing: true,
-						Indexer:      &memdb.StringFieldIndex{Field: "RemovedKey"},
-					},
-				},
-			},
-			tablePGReserved: {
-				Name: tablePGReserved,
-				Indexes: map[string]*memdb.IndexSchema{
-					"id": {
-						Name:    "id",
-						Unique:  true,
-						Indexer: &memdb.StringFieldIndex{Field: "NodeID"},
-					},
-				},
-			},
-			tableIndex: {
-				Name: tableIndex,
-				Indexes: map[string]*memdb.IndexSchema{
-					"id": {
-						Name:    "id",
-						Unique:  true,
-						Indexer: &memdb.StringFieldIndex{Field: "Key"},
-					},
-				},
-			},
-		},
+	// The meta table holds one record: its "id" index matches everything.
+	meta := &memdb.IndexSchema{Name: "id", Unique: true,
+		Indexer: &memdb.ConditionalIndex{Conditional: func(any) (bool, error) { return true, nil }}}
+	tables := []*memdb.TableSchema{
+		table(tableNodes, stringIndex("id", "ID", true), stringIndex("name", "Name", false)),
+		table(tableKV, stringIndex("id", "Key", true)),
+		table(tableMeta, meta),
+		table(tableActors, stringIndex("id", "ID", true), stringIndex("name", "NameKey", true)),
+		table(tablePGs, stringIndex("id", "ID", true), stringIndex("name", "NameKey", true),
+			stringIndex("removed", "RemovedKey", false)),
+		table(tablePGReserved, stringIndex("id", "NodeID", true)),
+		table(tableIndex, stringIndex("id", "Key", true)),
 	}
+	db := &memdb.DBSchema{Tables: map[string]*memdb.TableSchema{}}
+	for _, t := range tables {
+		db.Tables[t.Name] = t
+	}
+	return db
 }
 
 // newMemDB returns an empty database with the state schema.
