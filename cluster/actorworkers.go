@@ -21,7 +21,11 @@ type actorProc struct {
 
 // actorJobID is the job under which an actor's worker stores objects and
 // runs nested tasks, so they live as long as the actor, not its creator.
-func actorJobID(actorID string) string { return "a-" + actorID }
+// Each incarnation is a job of its own: a restarted actor starts fresh, and
+// the node's memory of the old incarnation's finished job cannot refuse it.
+func actorJobID(actorID string, incarnation int) string {
+	return fmt.Sprintf("a-%s-%d", actorID, incarnation)
+}
 
 // actorStart runs an actor here (the leader chose this node): reserve its
 // resources, start its dedicated worker process, run its constructor. A
@@ -56,13 +60,12 @@ func (n *Node) actorStart(ctx context.Context, req *wire.ActorStartRequest) (*wi
 	if l == nil {
 		return &wire.ActorStartReply{Busy: true}, nil
 	}
-	job := actorJobID(req.ActorID)
+	job := actorJobID(req.ActorID, req.Incarnation)
 	if err := p.ensureBinary(ctx, req.JobID, req.BinaryHash, req.BinaryNode); err != nil {
 		n.local.release(l.id)
 		return nil, &rpc.Error{Code: "worker_failed", Message: err.Error()}
 	}
 	p.mu.Lock()
-	delete(p.finished, job) // a restarted actor reuses its job ID
 	w, err := p.start(procSpec{job: job, actor: req.ActorID, binHash: req.BinaryHash, gpus: l.gpus})
 	if err != nil {
 		p.mu.Unlock()
@@ -133,7 +136,7 @@ func (p *workerPool) actorExited(w *workerProc) {
 	n := p.n
 	n.local.release(ap.lease)
 	// The actor's own objects and nested task workers go with it.
-	job := actorJobID(ap.id)
+	job := actorJobID(ap.id, ap.incarnation)
 	n.workers.stopJob(job)
 	n.objects.DeletePrefix(job + "/")
 	if n.ctx.Err() != nil {

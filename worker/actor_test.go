@@ -44,6 +44,9 @@ func (a *logActor) Entries(ctx context.Context) ([]string, error) {
 
 func (a *logActor) PID(ctx context.Context) (int, error) { return os.Getpid(), nil }
 
+// Nested runs a task from inside the actor and returns where it ran.
+func (a *logActor) Nested(ctx context.Context) (string, error) { return where.Remote(ctx).Get(ctx) }
+
 // Overlap waits until n calls are inside at once (or 5 s pass) and returns
 // the most it saw.
 func (a *logActor) Overlap(ctx context.Context, n int) (int, error) {
@@ -72,6 +75,7 @@ var (
 	appendCall    = RegisterMethod1((*logActor).Append)
 	entriesCall   = RegisterMethod0((*logActor).Entries)
 	pidCall       = RegisterMethod0((*logActor).PID)
+	nestedCall    = RegisterMethod0((*logActor).Nested)
 	overlapCall   = RegisterMethod1((*logActor).Overlap)
 	// appender is a task that appends tag-0..tag-(n-1) to the actor it is given.
 	appender = Register3(func(ctx context.Context, h ActorHandle[logActor], tag string, n int) (int, error) {
@@ -270,6 +274,11 @@ func TestActorRestartsThenDies(t *testing.T) {
 	info := waitActorState(t, ctx, h.ID(), "ALIVE")
 	if info.Restarts != 1 || info.PID == pid {
 		t.Fatalf("after restart: %+v", info)
+	}
+	// The restarted actor runs nested tasks: the first incarnation's job
+	// ended with its process, the new one is a job of its own.
+	if node, err := nestedCall.Remote(ctx, h).Get(ctx); err != nil || node == "" {
+		t.Fatalf("nested task from the restarted actor: %q, %v", node, err)
 	}
 	_ = syscall.Kill(info.PID, syscall.SIGKILL)
 	dead := waitActorState(t, ctx, h.ID(), "DEAD")
