@@ -81,6 +81,9 @@ type LabelSelector map[string]LabelMatch
 // Validate checks every condition: a known operator, and at least one value
 // for In and NotIn. Errors wrap ErrInvalidLabelSelector and name the key.
 func (s LabelSelector) Validate() error {
+	if len(s) == 0 {
+		return nil // every lease request checks its selector; most have none
+	}
 	for _, k := range s.keys() {
 		m := s[k]
 		switch m.Op {
@@ -104,6 +107,9 @@ func (s LabelSelector) Validate() error {
 // also returns the first failing condition (by key order) in words, e.g.
 // `label zone="rack3" is not in (rack1, rack2)`.
 func (s LabelSelector) Matches(labels map[string]string) (bool, string) {
+	if len(s) == 0 {
+		return true, ""
+	}
 	for _, k := range s.keys() {
 		m := s[k]
 		v, ok := labels[k]

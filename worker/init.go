@@ -197,11 +197,6 @@ func runWorker(cw *coreWorker) {
 	// which hash; hashing the executable here would cost every worker start
 	// tens of milliseconds of CPU.
 	cw.binHash = os.Getenv(cluster.EnvBinaryHash)
-	if cw.binHash == "" {
-		if exe, err := os.Executable(); err == nil {
-			cw.binHash, _ = fileHash(exe)
-		}
-	}
 	if err := cw.serve(os.Getenv(cluster.EnvBindIP)); err != nil {
 		fatal(err)
 	}
