@@ -63,6 +63,13 @@ func hybridTarget(view []wire.NodeInfo, demand sched.ResourceSet, self string, s
 	return best
 }
 
+// othersInView reports whether the leader's last view names any node
+// besides this one, so a lone node's busy leases skip copying the view.
+func (n *Node) othersInView() bool {
+	v, _ := n.view.Load().([]wire.NodeInfo)
+	return len(v) > 1
+}
+
 // spillLedger remembers what this node sent to other nodes since the last
 // view from the leader, so that a burst of spillbacks does not pile onto one
 // node whose reported free resources are up to a heartbeat old (Ray's

@@ -205,7 +205,7 @@ func (n *Node) decideLease(ctx context.Context, req *wire.LeaseRequest) (*wire.L
 		// Hybrid policy: take it here while this node is below the spread
 		// threshold (checked and granted under one lock), else prefer a
 		// node still below it.
-		if l = n.local.tryGrantBelow(req.Resources, SpreadThreshold); l == nil {
+		if l = n.local.tryGrantBelow(req.Resources, SpreadThreshold); l == nil && n.othersInView() {
 			if t := hybridTarget(view(), req.Resources, self, sel); t != nil {
 				return n.spillTo(t, req), nil, nil
 			}

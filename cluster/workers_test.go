@@ -26,7 +26,7 @@ func TestLeaseForFinishedJobHoldsNothing(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "has finished") {
 		t.Fatalf("lease for a finished job: %v (want an error saying it has finished)", err)
 	}
-	if got, want := n.local.available()[sched.CPU], n.local.total[sched.CPU]; got != want {
+	if got, want := n.local.available()[sched.CPU], n.local.totals()[sched.CPU]; got != want {
 		t.Fatalf("CPU free after the refused lease: %s of %s", got, want)
 	}
 }
