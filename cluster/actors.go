@@ -239,7 +239,7 @@ func (m *actorManager) died(id string, inc int, cause string) {
 // jobDone ends the actors a finished job owned, except detached ones (Ray's
 // owner-based actor lifetime).
 func (m *actorManager) jobDone(job string) {
-	all, err := m.n.fsm.State().Actors()
+	all, err := m.n.fsm.State().LiveActors()
 	if err != nil {
 		return
 	}
@@ -261,7 +261,7 @@ func (m *actorManager) jobDone(job string) {
 // resume picks up every actor's unfinished business when this node becomes
 // leader: placements that were pending and actors on nodes that died.
 func (m *actorManager) resume() {
-	all, err := m.n.fsm.State().Actors()
+	all, err := m.n.fsm.State().LiveActors()
 	if err != nil {
 		return
 	}
@@ -276,7 +276,7 @@ func (m *actorManager) resume() {
 // checkNodes restarts (or ends) ALIVE actors whose node is dead or left.
 func (m *actorManager) checkNodes() {
 	st := m.n.fsm.State()
-	all, err := st.Actors()
+	all, err := st.LiveActors()
 	if err != nil {
 		return
 	}

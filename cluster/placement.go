@@ -887,7 +887,7 @@ func (m *pgManager) jobDone(job string) {
 
 // killActorsIn ends the actors placed in a removed group (Ray kills them).
 func (m *pgManager) killActorsIn(group string) {
-	all, err := m.n.fsm.State().Actors()
+	all, err := m.n.fsm.State().LiveActors()
 	if err != nil {
 		return
 	}

@@ -153,9 +153,17 @@ type ActorUpdateRequest struct {
 
 // Actors returns every actor sorted by creation (an empty, non-nil slice if none).
 func (s *StateStore) Actors() ([]*Actor, error) {
-	return all(s, "actors", tableActors, "id", func(a, b *Actor) int {
-		return cmp.Or(cmp.Compare(a.CreateIndex, b.CreateIndex), cmp.Compare(a.ID, b.ID))
-	})
+	return all(s, "actors", tableActors, "id", byActorCreation)
+}
+
+// LiveActors returns the actors that are not DEAD, in creation order,
+// read through an index so dead ones cost nothing.
+func (s *StateStore) LiveActors() ([]*Actor, error) {
+	return all(s, "live actors", tableActors, "live", byActorCreation, true)
+}
+
+func byActorCreation(a, b *Actor) int {
+	return cmp.Or(cmp.Compare(a.CreateIndex, b.CreateIndex), cmp.Compare(a.ID, b.ID))
 }
 
 // ActorByID returns the actor with that ID, or (nil, nil).

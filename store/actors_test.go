@@ -74,6 +74,10 @@ func TestActorUpdateDeadIsFinalAndFreesName(t *testing.T) {
 	}
 	// The name is free again.
 	mustApply(t, f, 5, ActorRegisterType, ActorRegisterRequest{Actor: testActor("a2", "ns", "c")})
+	live, _ := f.State().LiveActors()
+	if all, _ := f.State().Actors(); len(all) != 2 || len(live) != 1 || live[0].ID != "a2" {
+		t.Fatalf("live actors %v of %d: want only a2", live, len(all))
+	}
 	if err := applyErr(t, f, 6, ActorUpdateType, ActorUpdateRequest{Actor: testActor("zz", "ns", "")}); !errors.Is(err, ErrActorNotFound) {
 		t.Fatalf("update of unknown actor: %v", err)
 	}

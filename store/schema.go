@@ -66,11 +66,15 @@ func stateSchema() *memdb.DBSchema {
 	// The meta table holds one record: its "id" index matches everything.
 	meta := &memdb.IndexSchema{Name: "id", Unique: true,
 		Indexer: &memdb.ConditionalIndex{Conditional: func(any) (bool, error) { return true, nil }}}
+	// Live (not DEAD) actors, so the leader's scans skip the dead, which
+	// accumulate.
+	liveActors := &memdb.IndexSchema{Name: "live", Indexer: &memdb.ConditionalIndex{
+		Conditional: func(obj any) (bool, error) { return obj.(*Actor).State != ActorDead, nil }}}
 	tables := []*memdb.TableSchema{
 		table(tableNodes, stringIndex("id", "ID", true), stringIndex("name", "Name", false)),
 		table(tableKV, stringIndex("id", "Key", true)),
 		table(tableMeta, meta),
-		table(tableActors, stringIndex("id", "ID", true), stringIndex("name", "NameKey", true)),
+		table(tableActors, stringIndex("id", "ID", true), stringIndex("name", "NameKey", true), liveActors),
 		table(tablePGs, stringIndex("id", "ID", true), stringIndex("name", "NameKey", true),
 			stringIndex("removed", "RemovedKey", false)),
 		table(tablePGReserved, stringIndex("id", "NodeID", true)),
