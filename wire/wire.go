@@ -85,6 +85,10 @@ const (
 	MethodPushTask = "Task.Push"
 	// MethodObjectGet: borrower → owner: wait for an object and return it. ObjectGetRequest → ObjectGetReply.
 	MethodObjectGet = "Object.Get"
+	// MethodObjectGetMany: borrower → owner: wait until any of several
+	// objects is ready and return every ready one. ObjectGetManyRequest →
+	// ObjectGetManyReply.
+	MethodObjectGetMany = "Object.GetMany"
 )
 
 // Empty is the body of calls that carry nothing.
@@ -272,6 +276,22 @@ type TaskFailure struct {
 type ObjectGetRequest struct {
 	ID         string
 	WaitMillis int64
+}
+
+// ObjectGetManyRequest asks the owner for several objects at once, waiting
+// up to WaitMillis (milliseconds) until at least one is ready. MaxBytes caps
+// the reply's values (bytes; 0: the owner's default of 8 MiB); objects past
+// the cap come back NotReady and are asked for again.
+type ObjectGetManyRequest struct {
+	IDs        []string
+	WaitMillis int64
+	MaxBytes   int64
+}
+
+// ObjectGetManyReply holds one ObjectGetReply per requested ID, in the
+// request's order.
+type ObjectGetManyReply struct {
+	Objects []ObjectGetReply
 }
 
 // ObjectGetReply is the object's value, its failure, or NotReady.

@@ -89,6 +89,7 @@ func (cw *coreWorker) serve(ip string) error {
 	cw.addr = ln.Addr().String()
 	cw.server = rpc.NewServer(cw.logger.With("component", "rpc"))
 	rpc.Handle(cw.server, wire.MethodObjectGet, cw.handleObjectGet)
+	rpc.Handle(cw.server, wire.MethodObjectGetMany, cw.handleObjectGetMany)
 	if cw.isWorker {
 		rpc.Handle(cw.server, wire.MethodPushTask, cw.handlePushTask)
 		rpc.Handle(cw.server, wire.MethodActorConstruct, cw.handleActorConstruct)
@@ -120,73 +121,30 @@ func (l *preambleListener) Accept() (net.Conn, error) {
 }
 
 // getValue returns an object's msgpack value, waiting for it: from this
-// process's table, else from its owner.
+// process's table, else fetched from its owner (see prefetch).
 func (cw *coreWorker) getValue(ctx context.Context, id, owner string) ([]byte, error) {
-	if o := cw.objects.get(id); o != nil {
-		if !o.ready() {
-			unblock := cw.blocked(ctx)
-			err := o.wait(ctx)
-			unblock()
-			if err != nil {
-				return nil, fmt.Errorf("get %s: %w", id, err)
-			}
+	o := cw.objects.get(id)
+	if o == nil {
+		if owner == cw.addr || owner == "" {
+			return nil, &ObjectLostError{ObjectID: id, Reason: "this process owns no object with that ID"}
 		}
-		if o.loc != nil && o.err == nil {
-			return cw.readLarge(ctx, o.loc)
+		cw.prefetch(1, func(int) (string, string) { return id, owner })
+		if o = cw.objects.get(id); o == nil {
+			return nil, &ObjectLostError{ObjectID: id, Reason: "dropped while being fetched (the job ended)"}
 		}
-		return o.value, o.err
 	}
-	if owner == cw.addr || owner == "" {
-		return nil, &ObjectLostError{ObjectID: id, Reason: "this process owns no object with that ID"}
-	}
-	unblock := cw.blocked(ctx)
-	defer unblock()
-	for {
-		wait := int64(10_000)
-		if dl, ok := ctx.Deadline(); ok {
-			wait = min(wait, max(time.Until(dl).Milliseconds(), 0))
-		}
-		var rep wire.ObjectGetReply
-		err := cw.pool.Call(ctx, owner, wire.MethodObjectGet, &wire.ObjectGetRequest{ID: id, WaitMillis: wait}, &rep)
+	if !o.ready() {
+		unblock := cw.blocked(ctx)
+		err := o.wait(ctx)
+		unblock()
 		if err != nil {
-			if ctx.Err() != nil {
-				return nil, fmt.Errorf("get %s: %w", id, ctx.Err())
-			}
-			if rpc.IsTransport(err) {
-				return nil, &ObjectLostError{ObjectID: id, Reason: fmt.Sprintf("its owner at %s is unreachable: %v", owner, err)}
-			}
-			return nil, fmt.Errorf("get %s from its owner: %w", id, err)
+			return nil, fmt.Errorf("get %s: %w", id, err)
 		}
-		switch {
-		case rep.Lost != "":
-			return nil, &ObjectLostError{ObjectID: id, Reason: rep.Lost}
-		case rep.NotReady:
-			if ctx.Err() != nil {
-				return nil, fmt.Errorf("get %s: %w", id, ctx.Err())
-			}
-			continue
-		}
-		if rep.Loc != nil {
-			cw.objects.completeLoc(id, rep.Loc)
-			return cw.readLarge(ctx, rep.Loc)
-		}
-		var ferr error
-		if rep.Error != nil {
-			ferr = taskErrorFrom(rep.TaskName, rep.Error)
-		}
-		cw.objects.complete(id, rep.Value, ferr)
-		return rep.Value, ferr
 	}
-}
-
-// waitReady returns nil once the object is ready (value or error).
-func (cw *coreWorker) waitReady(ctx context.Context, id, owner string) error {
-	if o := cw.objects.get(id); o != nil {
-		return o.wait(ctx)
+	if o.loc != nil && o.err == nil {
+		return cw.readLarge(ctx, o.loc)
 	}
-	// Any answer, a value or a failure, means the object is ready.
-	_, _ = cw.getValue(ctx, id, owner)
-	return ctx.Err()
+	return o.value, o.err
 }
 
 // handleObjectGet serves a borrower's Get of an object this process owns.

@@ -75,6 +75,7 @@ func (cw *coreWorker) handlePushTask(ctx context.Context, req *wire.PushTaskRequ
 	s := slots.acquire(req.LeaseID)
 	defer slots.release(req.LeaseID, s)
 	ctx = context.WithValue(context.WithValue(ctx, leaseKey{}, req.LeaseID), slotKey{}, s)
+	ctx = context.WithValue(ctx, taskBlockKey{}, &taskBlock{})
 	return cw.execute(ctx, &req.Spec), nil
 }
 
@@ -98,6 +99,12 @@ func (cw *coreWorker) taskFailure(msg, stack string, panicked bool) *wire.TaskFa
 // resolveArgs returns each argument's msgpack value, fetching refs.
 func (cw *coreWorker) resolveArgs(ctx context.Context, in []wire.Arg) ([][]byte, error) {
 	args := make([][]byte, len(in))
+	cw.prefetch(len(in), func(i int) (string, string) {
+		if !in[i].IsRef {
+			return "", "" // not a ref: nothing to fetch
+		}
+		return in[i].RefID, in[i].Owner
+	})
 	for i, a := range in {
 		if !a.IsRef {
 			args[i] = a.Inline
@@ -152,11 +159,13 @@ func (cw *coreWorker) run(ctx context.Context, spec *wire.TaskSpec, numArgs int,
 // blocked tells the node that the task on ctx's lease waits in Get, so its
 // CPU is lent to other work, and lets the next task pipelined on the same
 // lease run meanwhile (it may be the very task this one waits for). The
-// returned call undoes both.
+// returned call undoes both. Goroutines of one task may block at once: the
+// first to block lends the task's share and the last to wake takes it back.
 func (cw *coreWorker) blocked(ctx context.Context) func() {
 	id, _ := ctx.Value(leaseKey{}).(uint64)
 	s, _ := ctx.Value(slotKey{}).(*leaseSlot)
-	if !cw.isWorker || id == 0 || s == nil {
+	tb, _ := ctx.Value(taskBlockKey{}).(*taskBlock)
+	if !cw.isWorker || id == 0 || s == nil || tb == nil {
 		return func() {}
 	}
 	call := func(method string) {
@@ -166,14 +175,33 @@ func (cw *coreWorker) blocked(ctx context.Context) func() {
 			cw.logger.Warn("tell node about blocked task", "method", method, "err", err)
 		}
 	}
-	if slots.block(s) {
-		call(wire.MethodBlocked)
-	}
-	s.mu.Unlock()
-	return func() {
-		if slots.unblock(s) {
-			call(wire.MethodUnblocked)
+	// tb.mu is held across each transition so that a goroutine blocking
+	// while another wakes never gives back a slot the task does not hold.
+	tb.mu.Lock()
+	if tb.n++; tb.n == 1 {
+		if slots.block(s) {
+			call(wire.MethodBlocked)
 		}
-		s.mu.Lock()
+		s.mu.Unlock()
+	}
+	tb.mu.Unlock()
+	return func() {
+		tb.mu.Lock()
+		defer tb.mu.Unlock()
+		if tb.n--; tb.n == 0 {
+			if slots.unblock(s) {
+				call(wire.MethodUnblocked)
+			}
+			s.mu.Lock()
+		}
 	}
 }
+
+// taskBlock counts the goroutines of one running task that wait in Get or
+// Wait.
+type taskBlock struct {
+	mu sync.Mutex
+	n  int
+}
+
+type taskBlockKey struct{}

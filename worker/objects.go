@@ -10,15 +10,23 @@ import (
 // object is one value this process owns or has fetched: ready once done is
 // closed, then either value (msgpack) or err is set.
 type object struct {
-	done  chan struct{}
-	value []byte          // msgpack value of a small object
-	loc   *wire.ObjectLoc // where a large object's primary copy lives
-	err   error
+	done     chan struct{}
+	value    []byte          // msgpack value of a small object
+	loc      *wire.ObjectLoc // where a large object's primary copy lives
+	err      error
+	watchers []watcher // guarded by objectTable.mu; told once, when done closes
+}
+
+// watcher is one position in a Wait (or a borrower's batch get) that is told
+// on ch when its object becomes ready.
+type watcher struct {
+	ch chan<- int
+	i  int
 }
 
 // objectTable is the owner's in-memory store (Ray's CoreWorkerMemoryStore):
 // results of tasks this process submitted, its Puts, and cached copies of
-// borrowed objects.
+// borrowed objects (or fetches of them in flight).
 type objectTable struct {
 	mu   sync.Mutex
 	objs map[string]*object
@@ -30,6 +38,10 @@ func newObjectTable() *objectTable { return &objectTable{objs: map[string]*objec
 func (t *objectTable) pending(id string) *object {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	return t.pendingLocked(id)
+}
+
+func (t *objectTable) pendingLocked(id string) *object {
 	o, ok := t.objs[id]
 	if !ok {
 		o = &object{done: make(chan struct{})}
@@ -52,16 +64,18 @@ func (t *objectTable) complete(id string, value []byte, err error) { t.set(id, v
 func (t *objectTable) completeLoc(id string, loc *wire.ObjectLoc) { t.set(id, nil, loc, nil) }
 
 func (t *objectTable) set(id string, value []byte, loc *wire.ObjectLoc, err error) {
-	o := t.pending(id)
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	select {
-	case <-o.done:
+	o := t.pendingLocked(id)
+	if o.ready() {
 		return
-	default:
 	}
 	o.value, o.loc, o.err = value, loc, err
 	close(o.done)
+	for _, w := range o.watchers {
+		w.ch <- w.i // never blocks: ch has room for every position watched
+	}
+	o.watchers = nil
 }
 
 // clear drops every object (job end).
@@ -69,6 +83,96 @@ func (t *objectTable) clear() {
 	t.mu.Lock()
 	t.objs = map[string]*object{}
 	t.mu.Unlock()
+}
+
+// scan marks isReady[i] for the ready objects among id(0..n-1) (ready refs
+// already marked are kept), in order, and stops once want are marked. It
+// returns how many are marked, and the positions not checked because
+// this process does not know their object (missing; only when the scan did
+// not stop early). One lock for the whole scan: Wait calls it on every call.
+func (t *objectTable) scan(n int, id func(int) string, isReady []bool, want int) (count int, missing []int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for i := range n {
+		if isReady[i] {
+			count++
+		}
+	}
+	for i := 0; i < n && count < want; i++ {
+		if isReady[i] {
+			continue
+		}
+		o := t.objs[id(i)]
+		switch {
+		case o == nil:
+			missing = append(missing, i)
+		case o.ready():
+			isReady[i] = true
+			count++
+		}
+	}
+	return count, missing
+}
+
+// watch arranges for i to be sent on ch once id(i)'s object is ready, for
+// each i in idx; i is sent at once if it is ready already or its object is
+// unknown (dropped at job end). ch needs room for every position of idx.
+// unwatch undoes it.
+func (t *objectTable) watch(idx []int, id func(int) string, ch chan<- int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, i := range idx {
+		o := t.objs[id(i)]
+		if o == nil || o.ready() {
+			ch <- i
+			continue
+		}
+		o.watchers = append(o.watchers, watcher{ch: ch, i: i})
+	}
+}
+
+// unwatch removes ch's watchers from the objects of idx.
+func (t *objectTable) unwatch(idx []int, id func(int) string, ch chan<- int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, i := range idx {
+		o := t.objs[id(i)]
+		if o == nil || len(o.watchers) == 0 {
+			continue
+		}
+		kept := o.watchers[:0]
+		for _, w := range o.watchers {
+			if w.ch != ch {
+				kept = append(kept, w)
+			}
+		}
+		clear(o.watchers[len(kept):])
+		o.watchers = kept
+	}
+}
+
+// claim adds a pending object for each id of ids(0..n-1) this process does
+// not know and whose owner is another process, and returns those ids grouped
+// by owner: the caller fetches them (each object is fetched by one claimer).
+func (t *objectTable) claim(n int, ref func(int) (id, owner string), self string) map[string][]string {
+	var byOwner map[string][]string
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for i := range n {
+		id, owner := ref(i)
+		if owner == "" || owner == self {
+			continue
+		}
+		if _, ok := t.objs[id]; ok {
+			continue
+		}
+		t.objs[id] = &object{done: make(chan struct{})}
+		if byOwner == nil {
+			byOwner = map[string][]string{}
+		}
+		byOwner[owner] = append(byOwner[owner], id)
+	}
+	return byOwner
 }
 
 func (o *object) ready() bool {

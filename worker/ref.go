@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/vmihailenco/msgpack/v5"
@@ -104,8 +105,12 @@ func (r Ref[T]) Get(ctx context.Context) (T, error) {
 func Get[T any](ctx context.Context, r Ref[T]) (T, error) { return r.Get(ctx) }
 
 // GetAll waits for every ref and returns their values in order; the first
-// error wins.
+// error wins. Objects owned by other processes are fetched together, one
+// batch per owner, before the first is needed (as ray.get of a list).
 func GetAll[T any](ctx context.Context, refs []Ref[T]) ([]T, error) {
+	if cw, err := current(); err == nil && len(refs) > 1 {
+		cw.prefetch(len(refs), func(i int) (string, string) { return refs[i].id, refs[i].owner })
+	}
 	out := make([]T, len(refs))
 	for i, r := range refs {
 		v, err := r.Get(ctx)
@@ -124,11 +129,20 @@ func Put[T any](ctx context.Context, v T) (Ref[T], error) {
 	if err != nil {
 		return Ref[T]{}, err
 	}
+	id := cw.newObjectID("p")
+	if raw, ok := any(v).([]byte); ok && len(raw) > inlineMax && uint64(len(raw)) <= math.MaxUint32 {
+		// One copy, straight into the store, of what Marshal would write.
+		loc, err := cw.storeLargeParts(ctx, id, binHeader(len(raw)), raw)
+		if err != nil {
+			return Ref[T]{}, fmt.Errorf("put %T: %w", v, err)
+		}
+		cw.objects.completeLoc(id, loc)
+		return Ref[T]{id: id, owner: cw.addr}, nil
+	}
 	b, err := msgpack.Marshal(v)
 	if err != nil {
 		return Ref[T]{}, fmt.Errorf("put %T: %w", v, err)
 	}
-	id := cw.newObjectID("p")
 	if len(b) > inlineMax {
 		loc, err := cw.storeLarge(ctx, id, b)
 		if err != nil {
@@ -142,8 +156,14 @@ func Put[T any](ctx context.Context, v T) (Ref[T], error) {
 }
 
 // Wait returns once numReturns of refs are ready or timeout passes (or ctx
-// ends), as ray.wait: ready and not-ready refs, each in submission order.
-// A timeout of zero or less waits without limit.
+// ends), as ray.wait: ready holds at most numReturns refs (the first ready
+// ones in the order of refs) and notReady the rest, each in the order of
+// refs. A ref is ready once its task finished, successfully or not. On
+// timeout it returns what is ready with a nil error; if ctx ends first, the
+// partial lists and ctx's error. A timeout of zero or less waits without
+// limit. Objects owned by other processes are fetched (small values, and the
+// location of large ones; Get pulls those). Errors: a numReturns outside
+// 0..len(refs), ErrNotInitialized.
 func Wait[R ObjectRef](ctx context.Context, refs []R, numReturns int, timeout time.Duration) (ready, notReady []R, err error) {
 	if numReturns < 0 || numReturns > len(refs) {
 		return nil, nil, fmt.Errorf("wait: numReturns %d is outside 0..%d (the number of refs)", numReturns, len(refs))
@@ -152,49 +172,82 @@ func Wait[R ObjectRef](ctx context.Context, refs []R, numReturns int, timeout ti
 	if err != nil {
 		return nil, nil, err
 	}
-	parent := ctx
-	if timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, timeout)
-		defer cancel()
-	}
-	done := make(chan int, len(refs))
-	wctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	for i, r := range refs {
-		go func(i int, r R) {
-			if cw.waitReady(wctx, r.ID(), r.Owner()) == nil {
-				done <- i
+	n := len(refs)
+	id := func(i int) string { return refs[i].ID() }
+	isReady := make([]bool, n)
+	count, missing := cw.objects.scan(n, id, isReady, numReturns)
+	if count < numReturns && len(missing) > 0 {
+		// Unknown here: fetch those of other owners; one of our own that is
+		// unknown is lost, which counts as ready (Get reports the loss).
+		for _, i := range missing {
+			if o := refs[i].Owner(); o == "" || o == cw.addr {
+				isReady[i] = true
 			}
-		}(i, r)
+		}
+		cw.prefetch(len(missing), func(k int) (string, string) { return refs[missing[k]].ID(), refs[missing[k]].Owner() })
+		count, _ = cw.objects.scan(n, id, isReady, numReturns)
 	}
-	isReady := make([]bool, len(refs))
-	for count := 0; count < numReturns; count++ {
-		select {
-		case i := <-done:
-			isReady[i] = true
-		case <-ctx.Done():
-			count = numReturns // deadline: report what is ready
+	if count < numReturns {
+		parent := ctx
+		if timeout > 0 {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, timeout)
+			defer cancel()
+		}
+		pending := make([]int, 0, n-count)
+		for i, r := range isReady {
+			if !r {
+				pending = append(pending, i)
+			}
+		}
+		ch := make(chan int, len(pending))
+		cw.objects.watch(pending, id, ch)
+		unblock := cw.blocked(ctx)
+		for count < numReturns {
+			select {
+			case i := <-ch:
+				if !isReady[i] {
+					isReady[i] = true
+					count++
+				}
+				continue
+			case <-ctx.Done():
+			}
+			break
+		}
+		unblock()
+		cw.objects.unwatch(pending, id, ch)
+		for drained := false; !drained; {
+			select {
+			case i := <-ch:
+				isReady[i] = true
+			default:
+				drained = true
+			}
+		}
+		if err := parent.Err(); err != nil {
+			ready, notReady = splitReady(refs, isReady, numReturns)
+			if len(ready) < numReturns {
+				return ready, notReady, err
+			}
+			return ready, notReady, nil
 		}
 	}
-	for {
-		select {
-		case i := <-done:
-			isReady[i] = true
-			continue
-		default:
-		}
-		break
-	}
+	ready, notReady = splitReady(refs, isReady, numReturns)
+	return ready, notReady, nil
+}
+
+// splitReady puts the first max ready refs in ready and the rest, in order,
+// in notReady.
+func splitReady[R ObjectRef](refs []R, isReady []bool, max int) (ready, notReady []R) {
+	ready = make([]R, 0, max)
+	notReady = make([]R, 0, len(refs)-max)
 	for i, r := range refs {
-		if isReady[i] {
+		if isReady[i] && len(ready) < max {
 			ready = append(ready, r)
 		} else {
 			notReady = append(notReady, r)
 		}
 	}
-	if err := parent.Err(); err != nil && len(ready) < numReturns {
-		return ready, notReady, err
-	}
-	return ready, notReady, nil
+	return ready, notReady
 }
