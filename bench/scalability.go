@@ -23,14 +23,15 @@ const (
 
 var (
 	// sumArgs gets every ref it is passed and sums the values (Ray's
-	// sum_args(*args); the SDK passes the refs as one list).
+	// sum_args(*args), whose arguments Ray resolves before the task runs;
+	// the SDK passes the refs as one list, fetched with one GetAll).
 	sumArgs = worker.Register1(func(ctx context.Context, refs []worker.Ref[[]int]) (int, error) {
+		vals, err := worker.GetAll(ctx, refs)
+		if err != nil {
+			return 0, err
+		}
 		sum := 0
-		for _, r := range refs {
-			v, err := r.Get(ctx)
-			if err != nil {
-				return 0, err
-			}
+		for _, v := range vals {
 			for _, x := range v {
 				sum += x
 			}

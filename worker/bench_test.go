@@ -128,3 +128,24 @@ func startedBenchActor(b *testing.B, ctx context.Context) ActorHandle[benchActor
 	}
 	return h
 }
+
+// BenchmarkGetAllLocal is scalability_get_10000_refs in miniature: GetAll
+// of 1,000 refs to lists of 1,000 ints this process Put (per op: 1,000 Gets).
+func BenchmarkGetAllLocal(b *testing.B) {
+	startCluster(b, 1, nil)
+	ctx := context.Background()
+	v := make([]int, 1000)
+	refs := make([]Ref[[]int], 1000)
+	for i := range refs {
+		var err error
+		if refs[i], err = Put(ctx, v); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ResetTimer()
+	for b.Loop() {
+		if _, err := GetAll(ctx, refs); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -52,24 +52,51 @@ func (a *arena) close() {
 // this job (create, write through the mapping, seal: plasma's protocol).
 // Errors name the object and say when the store is full.
 func (cw *coreWorker) storeLarge(ctx context.Context, id string, data []byte) (*wire.ObjectLoc, error) {
+	return cw.storeLargeParts(ctx, id, data)
+}
+
+// storeLargeParts is storeLarge of the concatenation of parts, written
+// straight into the store (a Put of a []byte writes its msgpack header and
+// the caller's bytes, with no encoded copy in between).
+func (cw *coreWorker) storeLargeParts(ctx context.Context, id string, parts ...[]byte) (*wire.ObjectLoc, error) {
 	if err := cw.arena.open(); err != nil {
 		return nil, fmt.Errorf("store object %s: %w", id, err)
 	}
+	var size int64
+	for _, p := range parts {
+		size += int64(len(p))
+	}
 	key := cw.jobID + "/" + id
 	var loc wire.ObjectLocation
-	if err := cw.pool.Call(ctx, cw.nodeAddr, wire.MethodObjectCreate, &wire.ObjectCreateRequest{Key: key, Size: int64(len(data))}, &loc); err != nil {
-		return nil, fmt.Errorf("store object %s (%d bytes): %w", id, len(data), err)
+	if err := cw.pool.Call(ctx, cw.nodeAddr, wire.MethodObjectCreate, &wire.ObjectCreateRequest{Key: key, Size: size}, &loc); err != nil {
+		return nil, fmt.Errorf("store object %s (%d bytes): %w", id, size, err)
 	}
 	view, err := cw.arena.rw.Slice(objstore.Location{Offset: loc.Offset, Size: loc.Size})
 	if err == nil {
-		copy(view, data)
+		for _, p := range parts {
+			view = view[copy(view, p):]
+		}
 		err = cw.pool.Call(ctx, cw.nodeAddr, wire.MethodObjectSeal, &wire.ObjectKey{Key: key}, nil)
 	}
 	if err != nil {
 		_ = cw.pool.Call(context.WithoutCancel(ctx), cw.nodeAddr, wire.MethodObjectAbort, &wire.ObjectKey{Key: key}, nil)
 		return nil, fmt.Errorf("store object %s: %w", id, err)
 	}
-	return &wire.ObjectLoc{Key: key, NodeAddr: cw.nodeAddr, Size: int64(len(data))}, nil
+	return &wire.ObjectLoc{Key: key, NodeAddr: cw.nodeAddr, Size: size}, nil
+}
+
+// binHeader is the msgpack bin header msgpack.Marshal writes before n bytes.
+func binHeader(n int) []byte {
+	switch {
+	case n <= 0xff:
+		return []byte{0xc4, byte(n)}
+	case n <= 0xffff:
+		return []byte{0xc5, byte(n >> 8), byte(n)}
+	default:
+		h := []byte{0xc6, 0, 0, 0, 0}
+		binary.BigEndian.PutUint32(h[1:], uint32(n))
+		return h
+	}
 }
 
 // readLarge returns a read-only view of a large object in the local node's

@@ -9,6 +9,7 @@ import (
 	"unsafe"
 
 	"github.com/nodeup/nodeup/sched"
+	"github.com/vmihailenco/msgpack/v5"
 )
 
 // blob makes n bytes of a recognisable pattern.
@@ -97,5 +98,20 @@ func TestFullObjectStoreIsAClearError(t *testing.T) {
 	// The store still works.
 	if _, err := Put(ctx, blob(200<<10, 1)); err != nil {
 		t.Fatalf("put after a refused one: %v", err)
+	}
+}
+
+// TestBinHeaderMatchesMarshal: a large []byte Put writes binHeader and the
+// bytes itself; the stored object must be exactly what Marshal gives.
+func TestBinHeaderMatchesMarshal(t *testing.T) {
+	for _, n := range []int{0, 1, 255, 256, 65535, 65536, 200_000} {
+		data := bytes.Repeat([]byte{7}, n)
+		want, err := msgpack.Marshal(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := append(binHeader(n), data...); !bytes.Equal(got, want) {
+			t.Errorf("%d bytes: header %x, Marshal's %x", n, got[:min(len(got), 5)], want[:min(len(want), 5)])
+		}
 	}
 }
