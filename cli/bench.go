@@ -2,7 +2,9 @@ package cli
 
 import (
 	"fmt"
+	"os"
 	"regexp"
+	"runtime/pprof"
 	"strings"
 
 	ucli "github.com/urfave/cli/v2"
@@ -24,6 +26,7 @@ func benchCommand() *ucli.Command {
 			&ucli.IntFlag{Name: "runs", Value: bench.DefaultRuns, Usage: "timed runs per metric after a warm-up; the median is reported"},
 			&ucli.Float64Flag{Name: "scale", Value: 1, Usage: "multiplies the sizes of the scalability metrics"},
 			&ucli.BoolFlag{Name: "list", Usage: "list the metrics and exit"},
+			&ucli.StringFlag{Name: "cpuprofile", Usage: "write a Go CPU profile of this process (the driver, and the embedded node) to this file; worker processes are not in it"},
 		},
 		Action: func(c *ucli.Context) error {
 			if c.NArg() > 0 {
@@ -50,6 +53,17 @@ func benchCommand() *ucli.Command {
 			}
 			if opts.Duration <= 0 || opts.Runs <= 0 || opts.Scale <= 0 {
 				return fmt.Errorf("--duration, --runs and --scale must be positive")
+			}
+			if path := c.String("cpuprofile"); path != "" {
+				f, err := os.Create(path)
+				if err != nil {
+					return fmt.Errorf("--cpuprofile: %w", err)
+				}
+				defer f.Close()
+				if err := pprof.StartCPUProfile(f); err != nil {
+					return fmt.Errorf("--cpuprofile %s: %w", path, err)
+				}
+				defer pprof.StopCPUProfile()
 			}
 			rep, err := bench.Run(c.Context, opts)
 			if err != nil {
