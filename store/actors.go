@@ -104,6 +104,29 @@ type Actor struct {
 	// CreateIndex and ModifyIndex are Raft indexes set by the FSM.
 	CreateIndex uint64
 	ModifyIndex uint64
+	// DeadKey orders DEAD actors for pruning (set by the FSM; empty while
+	// not DEAD).
+	DeadKey string `msgpack:",omitempty"`
+}
+
+// MaxDeadActors is how many DEAD actors the table keeps for listings and
+// for the death cause of late calls (the oldest are dropped first; a call
+// to a dropped one fails with "the cluster does not know this actor"), as
+// Ray's GCS keeps a bounded number (its maximum_gcs_destroyed_actor_cached_count
+// is 100,000; nodeup's records live in every snapshot, so fewer).
+const MaxDeadActors = 10000
+
+// markDead sets a DEAD actor's DeadKey at index and prunes the oldest dead
+// actors beyond MaxDeadActors; it does nothing for a live actor.
+func markDead(txn *memdb.Txn, a *Actor, index uint64) error {
+	if a.State != ActorDead {
+		return nil
+	}
+	a.DeadKey = fmt.Sprintf("%020d", index)
+	if err := txn.Insert(tableActors, a); err != nil {
+		return err
+	}
+	return pruneOldest(txn, tableActors, "dead", indexActorsDead, MaxDeadActors, 1)
 }
 
 // Copy returns a deep copy of a; a nil a yields nil.
@@ -218,8 +241,11 @@ func (s *StateStore) registerActor(index uint64, req *ActorRegisterRequest) (*Ac
 				return false, fmt.Errorf("actor name %q in namespace %q belongs to actor %s: %w", a.Name, a.Namespace, raw.(*Actor).ID, ErrActorNameTaken)
 			}
 		}
-		a.CreateIndex, a.ModifyIndex = index, index
-		return true, txn.Insert(tableActors, a)
+		a.CreateIndex, a.ModifyIndex, a.DeadKey = index, index, ""
+		if err := txn.Insert(tableActors, a); err != nil {
+			return false, err
+		}
+		return true, markDead(txn, a, index)
 	})
 	if err != nil {
 		return nil, err
@@ -254,7 +280,27 @@ func (s *StateStore) updateActor(index uint64, req *ActorUpdateRequest) error {
 				return false, err
 			}
 		}
-		a.CreateIndex, a.ModifyIndex = cur.CreateIndex, index
-		return true, txn.Insert(tableActors, a)
+		a.CreateIndex, a.ModifyIndex, a.DeadKey = cur.CreateIndex, index, ""
+		if err := txn.Insert(tableActors, a); err != nil {
+			return false, err
+		}
+		return true, markDead(txn, a, index)
 	})
+}
+
+// restoreDeadActors rebuilds the DEAD count after a snapshot's actors are
+// inserted, pruning beyond MaxDeadActors.
+func restoreDeadActors(txn *memdb.Txn) error {
+	it, err := txn.Get(tableActors, "dead")
+	if err != nil {
+		return err
+	}
+	dead := 0
+	for raw := it.Next(); raw != nil; raw = it.Next() {
+		dead++
+	}
+	if dead == 0 {
+		return nil
+	}
+	return pruneOldest(txn, tableActors, "dead", indexActorsDead, MaxDeadActors, dead)
 }

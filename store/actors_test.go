@@ -3,6 +3,7 @@ package store
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"testing"
 
@@ -111,4 +112,56 @@ func TestActorsSurviveSnapshotRestore(t *testing.T) {
 	if all, _ := g.State().Actors(); len(all) != 2 {
 		t.Fatalf("restored %d actors", len(all))
 	}
+}
+
+// TestDeadActorsArePruned: the table keeps the newest MaxDeadActors dead
+// actors, never a live one, and a restored snapshot keeps counting.
+func TestDeadActorsArePruned(t *testing.T) {
+	f := NewFSM(nil)
+	idx := uint64(1)
+	mustApply(t, f, idx, ActorRegisterType, ActorRegisterRequest{Actor: testActor("live", "ns", "keep")})
+	idx++
+	kill := func(f *FSM, id string) {
+		mustApply(t, f, idx, ActorRegisterType, ActorRegisterRequest{Actor: testActor(id, "ns", "")})
+		a := testActor(id, "ns", "")
+		a.State, a.DeathCause = ActorDead, "killed"
+		mustApply(t, f, idx+1, ActorUpdateType, ActorUpdateRequest{Actor: a})
+		idx += 2
+	}
+	for i := range MaxDeadActors + 5 {
+		kill(f, fmt.Sprintf("d%06d", i))
+	}
+	check := func(f *FSM, oldest string, total int) {
+		t.Helper()
+		all, _ := f.State().Actors()
+		if len(all) != total {
+			t.Fatalf("%d actors kept, want %d", len(all), total)
+		}
+		if a, _ := f.State().ActorByID("live"); a == nil || a.State != ActorPending {
+			t.Fatalf("the live actor was pruned: %+v", a)
+		}
+		if a, _ := f.State().ActorByID(oldest); a == nil || a.State != ActorDead || a.DeathCause != "killed" {
+			t.Fatalf("oldest kept dead actor %s = %+v", oldest, a)
+		}
+	}
+	check(f, "d000005", MaxDeadActors+1)
+	if a, _ := f.State().ActorByID("d000004"); a != nil {
+		t.Fatalf("d000004 was kept: %+v", a)
+	}
+
+	snap, err := f.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := snap.(*fsmSnapshot).write(&buf); err != nil {
+		t.Fatal(err)
+	}
+	g := NewFSM(nil)
+	if err := g.Restore(io.NopCloser(&buf)); err != nil {
+		t.Fatal(err)
+	}
+	check(g, "d000005", MaxDeadActors+1)
+	kill(g, "z")
+	check(g, "d000006", MaxDeadActors+1)
 }

@@ -504,26 +504,33 @@ func checkStrategy(g *PlacementGroup) error {
 // pruneRemoved counts added newly removed groups and deletes the oldest
 // removed ones beyond MaxRemovedPlacementGroups.
 func pruneRemoved(txn *memdb.Txn, added int) error {
+	return pruneOldest(txn, tablePGs, "removed", indexPGRemoved, MaxRemovedPlacementGroups, added)
+}
+
+// pruneOldest adds added to the count kept under tableIndex key counter and
+// deletes the rows of table first in index (oldest first) while the count
+// is above max.
+func pruneOldest(txn *memdb.Txn, table, index, counter string, max uint64, added int) error {
 	count := uint64(added)
-	if raw, err := txn.First(tableIndex, "id", indexPGRemoved); err != nil {
+	if raw, err := txn.First(tableIndex, "id", counter); err != nil {
 		return err
 	} else if raw != nil {
 		count += raw.(*indexEntry).Value
 	}
-	for count > MaxRemovedPlacementGroups {
-		raw, err := txn.First(tablePGs, "removed")
+	for count > max {
+		raw, err := txn.First(table, index)
 		if err != nil {
 			return err
 		}
 		if raw == nil {
 			break
 		}
-		if err := txn.Delete(tablePGs, raw); err != nil {
+		if err := txn.Delete(table, raw); err != nil {
 			return err
 		}
 		count--
 	}
-	return txn.Insert(tableIndex, &indexEntry{Key: indexPGRemoved, Value: count})
+	return txn.Insert(tableIndex, &indexEntry{Key: counter, Value: count})
 }
 
 // restorePlacement rebuilds the derived placement rows (per-node

@@ -39,6 +39,9 @@ const indexLatest = "latest"
 // indexPGRemoved is the tableIndex key counting REMOVED placement groups.
 const indexPGRemoved = "pg_removed"
 
+// indexActorsDead is the tableIndex key counting DEAD actors.
+const indexActorsDead = "actors_dead"
+
 // indexEntry is one row of tableIndex.
 type indexEntry struct {
 	Key   string
@@ -74,7 +77,8 @@ func stateSchema() *memdb.DBSchema {
 		table(tableNodes, stringIndex("id", "ID", true), stringIndex("name", "Name", false)),
 		table(tableKV, stringIndex("id", "Key", true)),
 		table(tableMeta, meta),
-		table(tableActors, stringIndex("id", "ID", true), stringIndex("name", "NameKey", true), liveActors),
+		table(tableActors, stringIndex("id", "ID", true), stringIndex("name", "NameKey", true), liveActors,
+			stringIndex("dead", "DeadKey", false)),
 		table(tablePGs, stringIndex("id", "ID", true), stringIndex("name", "NameKey", true),
 			stringIndex("removed", "RemovedKey", false)),
 		table(tablePGReserved, stringIndex("id", "NodeID", true)),

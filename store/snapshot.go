@@ -207,6 +207,9 @@ func readSnapshot(r io.Reader) (*memdb.MemDB, error) {
 			if err := restorePlacement(txn); err != nil {
 				return nil, fmt.Errorf("rebuild placement reservations: %w", err)
 			}
+			if err := restoreDeadActors(txn); err != nil {
+				return nil, fmt.Errorf("count dead actors: %w", err)
+			}
 			txn.Commit()
 			return db, nil
 		case recordMeta:
@@ -254,6 +257,11 @@ func readSnapshot(r io.Reader) (*memdb.MemDB, error) {
 				return nil, fmt.Errorf("record %d: %w", n, err)
 			}
 			a.NameKey = a.nameKey()
+			if a.State != ActorDead {
+				a.DeadKey = ""
+			} else if a.DeadKey == "" { // a snapshot from before pruning
+				a.DeadKey = fmt.Sprintf("%020d", a.ModifyIndex)
+			}
 			if err := txn.Insert(tableActors, a); err != nil {
 				return nil, fmt.Errorf("restore actor %s: %w", a.ID, err)
 			}
