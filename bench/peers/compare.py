@@ -64,7 +64,11 @@ def main(argv):
     for d in dask["metrics"]:
         if d["name"] in seen or "value" not in d:
             continue
-        rows.append((d["name"], "—", fmt(d["value"]), d["unit"], "", "Dask-only extra: " + d.get("note", "").removeprefix("extra: ")))
+        if d.get("extra"):
+            note = "Dask-only extra: " + d.get("note", "").removeprefix("extra: ")
+        else:  # a shared metric the nodeup JSON lacks (e.g. nodeup bench --filter)
+            note = "nodeup: not in this nodeup run"
+        rows.append((d["name"], "—", fmt(d["value"]), d["unit"], "", note))
 
     nm = nodeup["machine"]
     dm = dask["machine"]

@@ -18,7 +18,7 @@ Setup: LocalCluster(processes=True, n_workers=2, threads_per_worker=1) on 127.0.
 of the 2-core target, as nodeup's node runs one task per CPU. Dask defaults are kept
 (scatter/gather go through the scheduler) unless a metric says direct=True.
 
-Run:   /usr/bin/python3 peer_dask.py [--out /tmp/peer_dask.json] [--quick] [--only a,b]
+Run:   /usr/bin/python3 peer_dask.py [--out /tmp/peer_dask.json] [--quick] [--only a,b] [--filter REGEX]
 Output: one line per metric on stderr as it finishes; JSON to --out
         ({"machine": ..., "metrics": [{name, value, unit, runs, min, median, max, ...}]}).
 Requires (Debian): python3-distributed (pulls dask, psutil, msgpack, cloudpickle) and
@@ -29,6 +29,7 @@ import json
 import logging
 import os
 import platform
+import re
 import statistics
 import sys
 import threading
@@ -130,8 +131,72 @@ def rss_of_self():
 
 
 class Actor:
+    """Ray's Actor of ray_perf.py (nodeup's benchActor): no-op methods run one at a time on the
+    worker's actor thread (Dask's default for methods that are not `async def`)."""
+
     def small_value(self):
         return b"ok"
+
+    def small_value_arg(self, x):
+        # Dask does not resolve a future passed to an actor method (dask/distributed#3113, #4832):
+        # the method gets the Future itself and fetches the value, as a Dask user has to.
+        if x.result() != b"ok":
+            raise RuntimeError("bad argument value")
+        return b"ok"
+
+
+class AsyncActor:
+    """The concurrent actor of 1_1_actor_calls_concurrent. Dask actors have no max_concurrency;
+    the documented way to make one serve calls concurrently is `async def` methods, which run on
+    the worker's event loop instead of the single actor thread (docs: actors.rst, "Coroutines and
+    async/await on the Actor"). Concurrency is then unbounded (nodeup: MaxConcurrency(16))."""
+
+    async def small_value(self):
+        return b"ok"
+
+
+def call_actors(servers, n):
+    """n calls spread over server actors (round robin), then every result awaited."""
+    k = len(servers)
+    fs = [servers[i % k].small_value() for i in range(n)]
+    for f in fs:
+        if f.result() != b"ok":
+            raise RuntimeError("bad actor result")
+    return n
+
+
+def call_actors_task(servers, n):
+    """A client task of n_n_actor_calls_async (Ray's `work`, nodeup's CPUs(0) callServersTask).
+    secede() takes the task out of the worker's thread pool while it waits on actor calls (the
+    Dask idiom for a task that waits on other cluster work), so the 4 clients all run at once on
+    2 one-thread workers, as nodeup's CPUs(0) clients do. The Actor handles a task receives call
+    the server's worker directly (worker rpc), not through the scheduler."""
+    from distributed import secede
+    secede()
+    return call_actors(servers, n)
+
+
+class ClientActor:
+    """Ray's Client actor (nodeup's clientActor): calls its server actors from inside the cluster."""
+
+    def __init__(self, servers):
+        self.servers = servers
+
+    def small_value_batch(self, n):
+        return call_actors(self.servers, n)
+
+    def small_value_batch_arg(self, n):
+        """n calls to its server, each with a scattered value as argument (Ray's
+        small_value_batch_arg: one ray.put, then n calls taking the ref)."""
+        from distributed import get_client
+        # From inside an actor method, scatter stores the value on this worker (the put's owner).
+        x = get_client().scatter(b"ok", hash=False)
+        s = self.servers[0]
+        fs = [s.small_value_arg(x) for _ in range(n)]
+        for f in fs:
+            if f.result() != b"ok":
+                raise RuntimeError("bad actor result")
+        return n
 
 
 # ----------------------------------------------------------------- timing harness
@@ -147,6 +212,8 @@ class Bench:
 
     def wanted(self, name):
         a = self.args
+        if a.filter and not re.search(a.filter, name):
+            return False
         return not a.only or any(p in name for p in a.only.split(","))
 
     def record(self, name, unit, samples=None, note="", skipped="", error="", lower=False, items=0, extra=False):
@@ -190,7 +257,7 @@ class Bench:
             return
         self.record(name, unit, samples, note=note, lower=lower, items=items, extra=extra)
 
-    def timeit(self, name, fn, multiplier=1, unit="ops/s", note="", extra=False, max_ops=0):
+    def timeit(self, name, fn, multiplier=1, unit="ops/s", note="", extra=False, max_ops=0, reps=None):
         """Ray-style throughput: fn repeats until the window has passed; multiplier units per call."""
         a = self.args
 
@@ -204,7 +271,7 @@ class Bench:
                 if el >= seconds or n >= a.max_calls or (max_ops and n >= max_ops):
                     break
             return multiplier * n / el
-        self.measure(name, unit, run, note=note, extra=extra)
+        self.measure(name, unit, run, note=note, extra=extra, reps=reps)
 
 
 # ----------------------------------------------------------------- loopback check
@@ -245,6 +312,19 @@ def start_watchdog(seconds):
 
 
 # ----------------------------------------------------------------- benchmarks
+
+def actor_shape(b, name, setup, op, calls, note="", reps=None):
+    """An actor metric whose actors are created (untimed) only when the metric runs."""
+    if not b.wanted(name):
+        return
+    try:
+        state = setup()
+    except Exception as e:
+        b.record(name, "calls/s", error="setup: " + repr(e)[:300])
+        return
+    b.timeit(name, lambda: op(state), calls, unit="calls/s", note=note, reps=reps)
+    del state
+
 
 def run_benchmarks(client, cluster, b, args, idle_rss):
     import numpy as np
@@ -307,11 +387,61 @@ def run_benchmarks(client, cluster, b, args, idle_rss):
     b.timeit("actor_creation", actor_creation, ACTOR_CREATION_BATCH, unit="actors/s",
              note=f"{ACTOR_CREATION_BATCH} x client.submit(cls, actor=True), one call each; a Dask actor is an "
                   "object in an existing worker process, a nodeup actor gets a process of its own")
-    b.skip("1_1_actor_calls_concurrent", "calls/s",
-           "Dask actors have no max_concurrency: sync methods run one at a time on the worker's actor thread")
-    for name in ("1_n_actor_calls_async", "n_n_actor_calls_async", "n_n_actor_calls_with_arg_async"):
-        b.skip(name, "calls/s", "not written for Dask yet (actors calling actors from tasks); "
-                                "nodeup does not have actors yet either")
+    def concurrent_setup():
+        return [client.submit(AsyncActor, actor=True, pure=False).result(timeout=T)]
+    actor_shape(b, "1_1_actor_calls_concurrent", concurrent_setup,
+                lambda a: call_actors(a, ASYNC_BATCH), ASYNC_BATCH,
+                note=f"{ASYNC_BATCH} calls to one actor whose method is `async def` (Dask's way to a concurrent "
+                     "actor: methods run on the worker's event loop, unbounded; nodeup: MaxConcurrency(16)), "
+                     "then all results awaited")
+
+    # Actor-to-actor shapes. Dask runs a call from an actor's (sync) method to an actor on the same
+    # worker as a plain local method call (EagerActorFuture), which is not an actor call; nodeup
+    # gives each actor a process of its own. So client actors go on one worker and server actors on
+    # the other, and every call is a message to another process, as in nodeup.
+    k = max(1, (os.cpu_count() or 1) // 2)  # nodeup's serverCount(): max(1, CPUs/2)
+    # One n:n operation takes seconds in Dask (4,000 calls; 1,000 calls whose argument is fetched):
+    # 3 timed windows of one operation each, not 5, so that the whole run stays in its budget.
+    slow_reps = min(3, args.reps)
+    client_w, server_w = workers[0], workers[-1]
+
+    def servers():
+        return client.gather([client.submit(Actor, actor=True, pure=False, workers=[server_w])
+                              for _ in range(k)])
+
+    def one_n_setup():
+        s = servers()
+        c = client.submit(ClientActor, s, actor=True, pure=False, workers=[client_w]).result(timeout=T)
+        return s, c
+    actor_shape(b, "1_n_actor_calls_async", one_n_setup,
+                lambda sc: sc[1].small_value_batch(ASYNC_BATCH).result(timeout=T), ASYNC_BATCH,
+                note=f"one client actor makes {ASYNC_BATCH} calls spread over {k} server actor(s) on the other "
+                     "worker, then awaits them all (Ray: 5,000 per server)")
+
+    actor_shape(b, "n_n_actor_calls_async", servers,
+                lambda s: client.gather([client.submit(call_actors_task, s, ASYNC_BATCH, pure=False)
+                                         for _ in range(MULTI_CLIENTS)]),
+                MULTI_CLIENTS * ASYNC_BATCH,
+                reps=slow_reps,
+                note=f"{MULTI_CLIENTS} client tasks (secede()d, as nodeup's CPUs(0)) each make {ASYNC_BATCH} calls "
+                     f"spread over {k} server actor(s) and await them; tasks placed by the scheduler; "
+                     f"{slow_reps} timed runs (one operation takes seconds)")
+
+    def with_arg_setup():
+        s = servers()
+        cs = client.gather([client.submit(ClientActor, [x], actor=True, pure=False, workers=[client_w])
+                            for x in s])
+        return s, cs
+
+    def with_arg(sc):
+        fs = [c.small_value_batch_arg(ASYNC_BATCH) for c in sc[1]]  # all clients start, then all awaited
+        for f in fs:
+            f.result(timeout=T)
+    actor_shape(b, "n_n_actor_calls_with_arg_async", with_arg_setup, with_arg, k * ASYNC_BATCH, reps=slow_reps,
+                note=f"{k} client actor(s) each scatter one value and make {ASYNC_BATCH} calls with its future as "
+                     "argument to their own server actor on the other worker; Dask does not resolve futures in "
+                     "actor arguments, so the server's method calls .result() on it (dask/distributed#3113); "
+                     f"{slow_reps} timed runs (one operation takes seconds)")
 
     # --- object store: put / get ------------------------------------------
     def put_small_call():
@@ -483,6 +613,8 @@ def main():
     p.add_argument("--queued", type=int, default=2000, help="tasks of scalability_100000_queued_tasks")
     p.add_argument("--scale", type=float, default=1.0, help="multiplies the scalability sizes")
     p.add_argument("--only", default="", help="comma-separated substrings: run only matching metrics")
+    p.add_argument("--filter", default="", help="regular expression: run only metrics whose name it matches "
+                                               "(re.search, as nodeup bench --filter)")
     p.add_argument("--quick", action="store_true", help="smoke test: 1 short rep each, scale 0.1")
     args = p.parse_args()
     if args.quick:
