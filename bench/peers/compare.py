@@ -76,7 +76,7 @@ def main(argv):
           f"{dm.get('distributed_version')} (Python {dm.get('python')}), {nm.get('cpus')} CPUs, "
           f"{nm.get('memory_gib', 0):.1f} GiB RAM; nodeup {nodeup.get('runs')} runs of "
           f"{nodeup.get('duration_per_run_s')}s, Dask {dask['settings']['reps']} runs of {dask['settings']['rep_time']}s; "
-          f"medians.\n")
+          f"medians (the scalability metrics, and Dask's n:n actor metrics, use 3 runs).\n")
     print("| metric | nodeup | Dask | unit | nodeup/Dask | notes |")
     print("| --- | ---: | ---: | --- | ---: | --- |")
     for r in rows:
