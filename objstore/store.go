@@ -57,6 +57,8 @@ type Store struct {
 	lru      list.List // sealed secondary copies, most recently used at the front
 	log      *slog.Logger
 
+	populated []uint64 // Prefault's bitmap of 2 MiB blocks of the mapping already populated (the mapping keeps them)
+
 	views   int                  // outstanding Views, of all objects
 	dead    map[*object]struct{} // removed while viewed; their space waits for the views
 	unmapAt []byte               // the mapping, kept by Close until the last View is released
