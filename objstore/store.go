@@ -57,7 +57,7 @@ type Store struct {
 	lru      list.List // sealed secondary copies, most recently used at the front
 	log      *slog.Logger
 
-	populated []uint64 // Prefault's bitmap of 2 MiB blocks of the mapping already populated (the mapping keeps them)
+	populated []uint64 // Prefault's bitmap of the mapping's blocks already populated (the mapping keeps them)
 
 	views   int                  // outstanding Views, of all objects
 	dead    map[*object]struct{} // removed while viewed; their space waits for the views
