@@ -23,7 +23,7 @@ func testLogger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(io.Discard, nil))
 }
 
-func testConfig(t *testing.T, dir, name string) Config {
+func testConfig(t testing.TB, dir, name string) Config {
 	t.Helper()
 	return Config{
 		NodeName: name, DataDir: filepath.Join(dir, name), BindAddr: "127.0.0.1", Port: 0, GossipPort: 0, HTTPPort: 0,

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"sync"
 
 	"golang.org/x/sys/unix"
@@ -19,6 +18,9 @@ import (
 const (
 	pullChunk    = 4 << 20
 	pullInFlight = 4
+	// maxReadChunk caps what one Obj.Read answers, so a request cannot make
+	// a response frame exceed rpc.MaxFrameSize.
+	maxReadChunk = 16 << 20
 )
 
 // CodeObjectStoreFull is the rpc error code of a create that does not fit.
@@ -74,14 +76,22 @@ func (n *Node) objectEndpoints() {
 		return &wire.Empty{}, nil
 	})
 	rpc.Handle(n.rpcServer, wire.MethodObjectLocate, n.objectLocate)
-	rpc.Handle(n.rpcServer, wire.MethodObjectRead, func(ctx context.Context, r *wire.ObjectReadRequest) (*wire.ObjectReadReply, error) {
-		buf := make([]byte, min(max(r.Length, 0), pullChunk))
-		k, err := n.objects.ReadAt(r.Key, buf, r.Offset)
-		if err != nil && !errors.Is(err, io.EOF) {
-			return nil, &rpc.Error{Code: CodeNotFound, Message: fmt.Sprintf("node %s: %v", n.cfg.NodeName, err)}
+	rpc.Handle(n.rpcServer, wire.MethodObjectRead, n.objectRead)
+}
+
+// objectRead answers a chunk of a sealed object as a bulk result (a bare
+// msgpack bin) written to the connection straight from the arena: the view
+// keeps the chunk's bytes from being reused until the write is done.
+func (n *Node) objectRead(ctx context.Context, r *wire.ObjectReadRequest) (*rpc.Bulk, error) {
+	view, release, err := n.objects.View(r.Key, r.Offset, min(max(r.Length, 0), maxReadChunk))
+	if err != nil {
+		code := CodeNotFound
+		if errors.Is(err, objstore.ErrInvalid) {
+			code = CodeBadInput
 		}
-		return &wire.ObjectReadReply{Data: buf[:k]}, nil
-	})
+		return nil, &rpc.Error{Code: code, Message: fmt.Sprintf("node %s: %v", n.cfg.NodeName, err)}
+	}
+	return &rpc.Bulk{Data: view, Release: release}, nil
 }
 
 // objectLocate makes the object local (pulling it if needed) and returns
@@ -105,7 +115,9 @@ func (n *Node) objectLocate(ctx context.Context, r *wire.ObjectLocateRequest) (*
 }
 
 // pull copies another node's object into this node's arena as a secondary
-// (evictable) copy, several chunks in flight.
+// (evictable) copy: pullInFlight Obj.Read calls of pullChunk bytes at a
+// time, each answer read from the connection straight into the copy's
+// space (rpc.Pool.CallInto), whose pages are mapped just before.
 func (n *Node) pull(ctx context.Context, from wire.ObjectLoc) error {
 	if n.objects.Contains(from.Key) {
 		return nil
@@ -121,32 +133,41 @@ func (n *Node) pull(ctx context.Context, from wire.ObjectLoc) error {
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var first error
-	for off := int64(0); off < from.Size; off += pullChunk {
+	failed := func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return first != nil
+	}
+	for off := int64(0); off < from.Size && !failed(); off += pullChunk {
 		sem <- struct{}{}
 		wg.Add(1)
 		go func(off int64) {
 			defer func() { <-sem; wg.Done() }()
 			length := min(int64(pullChunk), from.Size-off)
-			var rep wire.ObjectReadReply
-			err := n.pool.Call(ctx, from.NodeAddr, wire.MethodObjectRead, &wire.ObjectReadRequest{Key: from.Key, Offset: off, Length: length}, &rep)
-			if err == nil && int64(len(rep.Data)) != length {
-				err = fmt.Errorf("short chunk: %d of %d bytes at %d", len(rep.Data), length, off)
+			chunk := dst[off : off+length]
+			// Map the chunk's pages before the bytes arrive: page faults
+			// on never-used arena space cost more than the copy.
+			n.objects.Prefault(chunk)
+			got, err := n.pool.CallInto(ctx, from.NodeAddr, wire.MethodObjectRead,
+				&wire.ObjectReadRequest{Key: from.Key, Offset: off, Length: length}, chunk)
+			if err == nil && int64(got) != length {
+				err = fmt.Errorf("short chunk: %d of %d bytes", got, length)
 			}
 			if err != nil {
 				mu.Lock()
 				if first == nil {
-					first = err
+					first = fmt.Errorf("chunk at byte %d: %w", off, err)
 				}
 				mu.Unlock()
-				return
 			}
-			copy(dst[off:], rep.Data)
 		}(off)
 	}
+	// Every call has returned, so nothing writes into dst any more (CallInto
+	// waits for an answer already arriving) and Abort may free it.
 	wg.Wait()
 	if first != nil {
 		_ = n.objects.Abort(from.Key)
-		return fmt.Errorf("pull object %s from %s: %w", from.Key, from.NodeAddr, first)
+		return fmt.Errorf("pull object %s (%d bytes) from %s: %w", from.Key, from.Size, from.NodeAddr, first)
 	}
 	// Pinned: processes read pulled copies in place, so eviction must not
 	// reuse their bytes; the copy is freed with its job.

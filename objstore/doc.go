@@ -20,5 +20,8 @@
 //
 // The store does not count readers: a slice returned by [Store.Get] or
 // [Mapping.Slice] stays valid only while the object exists. Callers free
-// objects ([Store.Delete]) only once no task can still read them.
+// objects ([Store.Delete]) only once no task can still read them. The one
+// counted reader is [Store.View], which the node uses to send chunks to
+// other nodes without copying them: a viewed object that is deleted or
+// evicted keeps its space until the view is released.
 package objstore

@@ -9,17 +9,25 @@ import (
 	"testing"
 )
 
-// checkInvariants verifies that live allocations lie in the arena and do not
+// checkInvariants verifies that live allocations (objects in the index, and
+// removed ones whose space waits for their Views) lie in the arena and do not
 // overlap each other or any free range, that free and used bytes add up to the
-// capacity, that Used is the sum of live aligned sizes, and that the free list
-// is sorted and coalesced.
+// capacity, that Used is the sum of their aligned sizes, that the view counts
+// add up, and that the free list is sorted and coalesced.
 func checkInvariants(t *testing.T, s *Store) {
 	t.Helper()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var spans []span
 	var sum int64
-	for _, o := range s.objects {
+	views := 0
+	for o := range s.dead {
+		if !o.dead || o.views == 0 || s.objects[o.id] == o {
+			t.Fatalf("dead object %s: dead=%v views=%d, indexed=%v", o.id, o.dead, o.views, s.objects[o.id] == o)
+		}
+	}
+	for o := range chainObjects(s) {
+		views += o.views
 		if o.off%Alignment != 0 {
 			t.Fatalf("%s at unaligned offset %d", o.id, o.off)
 		}
@@ -27,6 +35,9 @@ func checkInvariants(t *testing.T, s *Store) {
 			spans = append(spans, span{o.off, n})
 			sum += n
 		}
+	}
+	if views != s.views {
+		t.Fatalf("Store.views %d != sum of object views %d", s.views, views)
 	}
 	if sum != s.alloc.used {
 		t.Fatalf("Used %d != sum of live aligned sizes %d", s.alloc.used, sum)
@@ -55,11 +66,29 @@ func checkInvariants(t *testing.T, s *Store) {
 	}
 }
 
-// TestRandomOps runs random create/seal/abort/delete/pin sequences against a
-// small store, checking the allocator invariants after every step and each
-// sealed object's bytes at the end of each round.
+// chainObjects yields the indexed objects, then the dead ones still viewed.
+func chainObjects(s *Store) func(func(*object) bool) {
+	return func(yield func(*object) bool) {
+		for _, o := range s.objects {
+			if !yield(o) {
+				return
+			}
+		}
+		for o := range s.dead {
+			if !yield(o) {
+				return
+			}
+		}
+	}
+}
+
+// TestRandomOps runs random create/seal/abort/delete/pin/view sequences
+// against a small store, checking the allocator invariants after every step,
+// each sealed object's bytes at the end of each round, and that a View's
+// bytes never change before it is released, even when its object is deleted
+// or evicted and its space is wanted.
 func TestRandomOps(t *testing.T) {
-	var fulls, evicted int
+	var fulls, evicted, deadViewed int
 	for seed := range uint64(20) {
 		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(seed, 42))
@@ -67,6 +96,12 @@ func TestRandomOps(t *testing.T) {
 			contents := map[string][]byte{} // sealed objects we wrote
 			secondary := map[string]bool{}
 			next := 0
+			type held struct {
+				view    []byte
+				want    []byte
+				release func()
+			}
+			var views []held
 			for step := range 2000 {
 				ids := make([]string, 0, len(s.objects))
 				s.mu.Lock()
@@ -124,11 +159,38 @@ func TestRandomOps(t *testing.T) {
 					} else {
 						_ = s.Unpin(id)
 					}
+				case op == 9 && rng.IntN(2) == 0: // take a view, or release one
+					if len(views) > 0 && rng.IntN(2) == 0 {
+						i := rng.IntN(len(views))
+						if !bytes.Equal(views[i].view, views[i].want) {
+							t.Fatalf("step %d: a view changed before its release", step)
+						}
+						views[i].release()
+						views = slices.Delete(views, i, i+1)
+						continue
+					}
+					id := pick()
+					if want, ok := contents[id]; ok {
+						off := int64(rng.IntN(len(want) + 1))
+						v, release, err := s.View(id, off, int64(rng.IntN(3000)))
+						if err != nil {
+							t.Fatalf("step %d: view of %s: %v", step, id, err)
+						}
+						views = append(views, held{v, bytes.Clone(want[off : off+int64(len(v))]), release})
+					}
 				default:
 					s.Get(pick())
 				}
 				checkInvariants(t, s)
+				if len(s.dead) > 0 {
+					deadViewed++
+				}
 				if step%100 == 0 {
+					for _, h := range views {
+						if !bytes.Equal(h.view, h.want) {
+							t.Fatalf("step %d: a view changed before its release", step)
+						}
+					}
 					for id, want := range contents {
 						if _, got, ok := s.Get(id); ok && !bytes.Equal(got, want) {
 							t.Fatalf("step %d: %s corrupted", step, id)
@@ -142,11 +204,18 @@ func TestRandomOps(t *testing.T) {
 					}
 				}
 			}
+			for _, h := range views {
+				h.release()
+			}
+			checkInvariants(t, s)
+			if len(s.dead) != 0 || s.views != 0 {
+				t.Fatalf("after releasing every view: %d dead objects, %d views", len(s.dead), s.views)
+			}
 		})
 	}
 	// The sequences must reach the interesting paths, not just the easy ones.
-	if fulls == 0 || evicted == 0 {
-		t.Errorf("random ops hit ErrFull %d times and evicted %d objects; want both > 0", fulls, evicted)
+	if fulls == 0 || evicted == 0 || deadViewed == 0 {
+		t.Errorf("random ops hit ErrFull %d times, evicted %d objects and held a deleted object's view in %d steps; want all > 0", fulls, evicted, deadViewed)
 	}
-	t.Logf("ErrFull %d times, %d evictions observed", fulls, evicted)
+	t.Logf("ErrFull %d times, %d evictions observed, %d steps with a deleted object still viewed", fulls, evicted, deadViewed)
 }

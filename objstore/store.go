@@ -39,6 +39,8 @@ type object struct {
 	secondary bool
 	pins      int
 	lru       *list.Element // set while sealed and secondary
+	views     int           // outstanding Views
+	dead      bool          // removed from the index while viewed: space freed with the last view
 }
 
 // Store is one node's object store: a fixed-size arena file mapped shared and
@@ -54,6 +56,12 @@ type Store struct {
 	objects  map[string]*object
 	lru      list.List // sealed secondary copies, most recently used at the front
 	log      *slog.Logger
+
+	populated []uint64 // Prefault's bitmap of the mapping's blocks already populated (the mapping keeps them)
+
+	views   int                  // outstanding Views, of all objects
+	dead    map[*object]struct{} // removed while viewed; their space waits for the views
+	unmapAt []byte               // the mapping, kept by Close until the last View is released
 }
 
 // Open creates (or truncates) the arena file dir/name, sizes it to capacity
@@ -112,6 +120,7 @@ func Open(dir, name string, capacity int64, logger *slog.Logger) (*Store, error)
 		data:     data,
 		alloc:    newAllocator(capacity),
 		objects:  make(map[string]*object),
+		dead:     make(map[*object]struct{}),
 		log:      logger,
 	}, nil
 }
@@ -124,8 +133,9 @@ func (s *Store) Path() string { return s.path }
 func (s *Store) Capacity() int64 { return s.capacity }
 
 // Used is the number of bytes allocated to objects, sealed or not, each
-// counted rounded up to Alignment. Capacity()-Used() is free but possibly
-// fragmented.
+// counted rounded up to Alignment, including objects removed while a View of
+// them is held (until it is released). Capacity()-Used() is free but
+// possibly fragmented.
 func (s *Store) Used() int64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -204,8 +214,8 @@ func (s *Store) evictFor(need int64) bool {
 	fits := false
 	for e := s.lru.Back(); e != nil && !fits; e = e.Prev() {
 		o := e.Value.(*object)
-		if o.pins > 0 || o.size == 0 {
-			continue
+		if o.pins > 0 || o.size == 0 || o.views > 0 {
+			continue // a viewed copy's space would not be free yet
 		}
 		victims = append(victims, o)
 		fits = trial.release(o.off, alignUp(o.size)) >= need
@@ -222,16 +232,22 @@ func (s *Store) evictFor(need int64) bool {
 	return true
 }
 
-// remove frees o's space and drops it from the index and LRU list.
+// remove drops o from the index and LRU list and frees its space, or, while
+// Views of it are held, marks it dead so the last release frees it.
 func (s *Store) remove(o *object) {
-	if n := alignUp(o.size); n > 0 {
-		s.alloc.release(o.off, n)
-	}
 	if o.lru != nil {
 		s.lru.Remove(o.lru)
 		o.lru = nil
 	}
 	delete(s.objects, o.id)
+	if o.views > 0 {
+		o.dead = true
+		s.dead[o] = struct{}{}
+		return
+	}
+	if n := alignUp(o.size); n > 0 {
+		s.alloc.release(o.off, n)
+	}
 }
 
 // Seal makes a created object immutable and visible to Get (Ray's seal).
@@ -387,8 +403,10 @@ func (s *Store) Unpin(id string) error {
 // pinned or not: it is the explicit free used when the owner's reference
 // count drops to zero, and it overrides pins (which only guard against
 // eviction). The caller must know no one still reads the object: slices from
-// Get and Mapping.Slice alias space that the next Create may reuse. Errors:
-// ErrNotFound, ErrClosed.
+// Get and Mapping.Slice alias space that the next Create may reuse. Only
+// Views are counted: the object leaves the index at once, but its space is
+// reused after the last View of it is released. Errors: ErrNotFound,
+// ErrClosed.
 func (s *Store) Delete(id string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -428,7 +446,7 @@ func (s *Store) DeletePrefix(prefix string) int {
 // io.EOF if that is less than len(buf) because the object ended. It is the
 // source for chunked transfer to other nodes, and marks a secondary copy most
 // recently used. The copy happens under the store's lock, so keep chunks
-// modest (a few MiB). Errors: ErrNotFound (absent or unsealed), ErrInvalid
+// modest (a few MiB); View hands out the bytes without copying them. Errors: ErrNotFound (absent or unsealed), ErrInvalid
 // (off < 0 or off > size), ErrClosed.
 func (s *Store) ReadAt(id string, buf []byte, off int64) (int, error) {
 	s.mu.Lock()
@@ -451,20 +469,82 @@ func (s *Store) ReadAt(id string, buf []byte, off int64) (int, error) {
 	return n, nil
 }
 
+// View returns a view of up to n bytes of sealed object id from byte off
+// (fewer where the object ends), without copying, and holds them for the
+// caller until release is called: deleting, aborting or evicting the object
+// meanwhile removes it from the store at once, but its space is reused only
+// after its last View is released, and Close defers unmapping the arena
+// until every View is. So a View may be read outside the store's lock, for
+// example written to a socket to send a chunk to another node, where ReadAt
+// would copy it. The view is read-only by contract. release must be called
+// once; later calls do nothing. View marks a secondary copy most recently
+// used. Errors: ErrNotFound (absent or unsealed), ErrInvalid (off < 0, off >
+// size or n < 0), ErrClosed.
+func (s *Store) View(id string, off, n int64) (view []byte, release func(), err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	o, err := s.lookup("view", id)
+	if err != nil {
+		return nil, nil, err
+	}
+	if !o.sealed {
+		return nil, nil, fmt.Errorf("view object %s: %w: not sealed", id, ErrNotFound)
+	}
+	if off < 0 || off > o.size || n < 0 {
+		return nil, nil, fmt.Errorf("view object %s (%d bytes): %d bytes at offset %d: %w", id, o.size, n, off, ErrInvalid)
+	}
+	s.touch(o)
+	o.views++
+	s.views++
+	start := o.off + off
+	end := start + min(n, o.size-off)
+	var once sync.Once
+	return s.data[start:end:end], func() { once.Do(func() { s.unview(o) }) }, nil
+}
+
+// unview releases one View of o: the last one of a dead object frees its
+// space, and the last one of a closed store unmaps the arena.
+func (s *Store) unview(o *object) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	o.views--
+	s.views--
+	if o.views == 0 && o.dead && s.data != nil {
+		delete(s.dead, o)
+		if n := alignUp(o.size); n > 0 {
+			s.alloc.release(o.off, n)
+		}
+	}
+	if s.views == 0 && s.unmapAt != nil {
+		if err := unix.Munmap(s.unmapAt); err != nil {
+			s.log.Warn("object store unmap after the last view failed", "path", s.path, "err", err)
+		}
+		s.unmapAt = nil
+	}
+}
+
 // Close unmaps the arena and removes its file. Workers' Mappings keep their
 // pages until they close them. Slices from Create and Get become invalid:
 // touching them faults, so Close must not race with a Put in progress or a
-// reader of those slices. Every later call fails with ErrClosed (Get and
-// Contains report absent, DeletePrefix 0), including a second Close.
+// reader of those slices. Views stay valid: while any is held the unmap
+// waits for the last release. Every later call fails with ErrClosed (Get
+// and Contains report absent, DeletePrefix 0), including a second Close.
 func (s *Store) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.data == nil {
 		return fmt.Errorf("close object store %s: %w", s.path, ErrClosed)
 	}
-	err := unix.Munmap(s.data)
+	var err error
+	if s.views > 0 {
+		s.unmapAt = s.data
+		s.log.Info("object store closing; the unmap waits for views being sent", "path", s.path, "views", s.views)
+	} else {
+		err = unix.Munmap(s.data)
+	}
 	s.data = nil
 	s.objects = nil
+	s.dead = nil
 	s.lru.Init()
 	if rmErr := os.Remove(s.path); rmErr != nil && !errors.Is(rmErr, os.ErrNotExist) {
 		err = errors.Join(err, rmErr)

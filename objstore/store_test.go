@@ -568,3 +568,136 @@ func TestWritableMappingFillsAnAllocatedObject(t *testing.T) {
 		t.Fatalf("node sees %q after the client wrote hello", got)
 	}
 }
+
+func TestViewReadsInPlace(t *testing.T) {
+	s := openTest(t, 1<<16)
+	want := pattern(3, 10000)
+	if err := s.Put("obj", want); err != nil {
+		t.Fatal(err)
+	}
+	_, whole, _ := s.Get("obj")
+	v, release, err := s.View("obj", 1000, 3000)
+	if err != nil || !bytes.Equal(v, want[1000:4000]) || unsafe.SliceData(v) != &whole[1000] {
+		t.Fatalf("View = %d bytes, equal=%v, in place=%v, %v", len(v), bytes.Equal(v, want[1000:4000]), err == nil && unsafe.SliceData(v) == &whole[1000], err)
+	}
+	release()
+	release() // a second call does nothing
+	if v, release, err := s.View("obj", 9000, 3000); err != nil || !bytes.Equal(v, want[9000:]) {
+		t.Fatalf("View past the end = %d bytes, %v; want the last 1000", len(v), err)
+	} else {
+		release()
+	}
+	if v, release, err := s.View("obj", 10000, 5); err != nil || len(v) != 0 {
+		t.Fatalf("View at the end = %d bytes, %v", len(v), err)
+	} else {
+		release()
+	}
+	for _, c := range []struct{ off, n int64 }{{-1, 10}, {10001, 1}, {0, -1}} {
+		if _, _, err := s.View("obj", c.off, c.n); !errors.Is(err, ErrInvalid) {
+			t.Errorf("View(%d, %d) = %v, want ErrInvalid", c.off, c.n, err)
+		}
+	}
+	if _, err := s.Create("unsealed", 10); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"unsealed", "absent"} {
+		if _, _, err := s.View(id, 0, 1); !errors.Is(err, ErrNotFound) {
+			t.Errorf("View(%s) = %v, want ErrNotFound", id, err)
+		}
+	}
+	if s.views != 0 {
+		t.Fatalf("%d views outstanding after every release", s.views)
+	}
+}
+
+func TestViewHoldsSpaceOfADeletedObject(t *testing.T) {
+	s := openTest(t, 8192)
+	want := pattern(5, 8192)
+	if err := s.Put("obj", want); err != nil {
+		t.Fatal(err)
+	}
+	v, release, err := s.View("obj", 0, 8192)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Delete("obj"); err != nil {
+		t.Fatal(err)
+	}
+	// Gone from the index, but its space is not free until the view is.
+	assertPresent(t, s, "obj", false)
+	if s.Used() != 8192 {
+		t.Errorf("Used = %d while the deleted object is viewed, want 8192", s.Used())
+	}
+	if err := s.Put("next", pattern(9, 4096)); !errors.Is(err, ErrFull) {
+		t.Fatalf("Put over a viewed deleted object = %v, want ErrFull", err)
+	}
+	if !bytes.Equal(v, want) {
+		t.Fatal("the view changed")
+	}
+	release()
+	if s.Used() != 0 {
+		t.Errorf("Used = %d after the release, want 0", s.Used())
+	}
+	if err := s.Put("next", pattern(9, 4096)); err != nil {
+		t.Fatalf("Put after the release = %v", err)
+	}
+	checkInvariants(t, s)
+}
+
+func TestEvictionSkipsViewedCopies(t *testing.T) {
+	s := openTest(t, 4096) // two 2048-byte slots
+	for _, id := range []string{"s0", "s1"} {
+		if err := s.PutSecondary(id, make([]byte, 2048)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, release, err := s.View("s0", 0, 1) // s0 is now most recently used
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, ok := s.Get("s1"); !ok { // now s0 is the oldest
+		t.Fatal("s1 missing")
+	}
+	if err := s.Put("p", make([]byte, 2048)); err != nil {
+		t.Fatal(err)
+	}
+	assertPresent(t, s, "s0", true) // viewed: skipped
+	assertPresent(t, s, "s1", false)
+	release()
+	if err := s.Put("q", make([]byte, 2048)); err != nil {
+		t.Fatal(err)
+	}
+	assertPresent(t, s, "s0", false)
+}
+
+func TestViewOutlivesClose(t *testing.T) {
+	s, err := Open(t.TempDir(), "arena", 1<<16, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := pattern(7, 5000)
+	if err := s.Put("obj", want); err != nil {
+		t.Fatal(err)
+	}
+	v, release, err := s.View("obj", 0, 5000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(s.Path()); !os.IsNotExist(err) {
+		t.Errorf("arena file after Close: %v", err)
+	}
+	if _, _, err := s.View("obj", 0, 1); !errors.Is(err, ErrClosed) {
+		t.Errorf("View after Close = %v, want ErrClosed", err)
+	}
+	// Still mapped: reading it does not fault.
+	if !bytes.Equal(v, want) {
+		t.Fatal("the view changed after Close")
+	}
+	release()
+	if s.unmapAt != nil || s.views != 0 {
+		t.Fatalf("after the last release: unmap pending %v, %d views", s.unmapAt != nil, s.views)
+	}
+}

@@ -2,6 +2,7 @@ package rpc
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -35,13 +36,21 @@ type Client struct {
 type call struct {
 	done chan struct{}
 	resp Frame
-	err  error
+	err  error // transport error
+
+	// into is set for CallInto: the reader copies a bin result straight
+	// into dst and records its length in n, or why it could not in bad.
+	into bool
+	dst  []byte
+	n    int
+	bad  error
 }
 
 var callPool = sync.Pool{New: func() any { return &call{done: make(chan struct{}, 1)} }}
 
 func putCall(cl *call) {
 	cl.resp, cl.err = Frame{}, nil
+	cl.into, cl.dst, cl.n, cl.bad = false, nil, 0, nil
 	callPool.Put(cl)
 }
 
@@ -104,22 +113,63 @@ func newClient(conn net.Conn, addr string) *Client {
 // ctx bounds the wait for the answer, not the request write: a write stuck
 // on a peer that stopped reading fails the whole connection after 30–60 s.
 func (c *Client) Call(ctx context.Context, method string, req, resp any) error {
+	cl, err := c.call(ctx, method, req, nil, false)
+	if err != nil {
+		return err
+	}
+	defer putCall(cl)
+	if resp != nil {
+		if err := decodeBody(cl.resp.Body, resp); err != nil {
+			return &callError{method: method, addr: c.addr, err: fmt.Errorf("decode response: %w", err)}
+		}
+	}
+	return nil
+}
+
+// CallInto is Call for a method whose result is a msgpack bin, such as a
+// handler returning *Bulk: the client's reader copies the bin's bytes from
+// the connection straight into dst, with no intermediate buffer, and
+// CallInto returns their count n <= len(dst). Errors are Call's; a result
+// that is not a single bin, or is longer than dst, is a local error (the
+// connection stays usable) and leaves dst's contents unspecified.
+//
+// dst is not written after CallInto returns. Once the result has begun to
+// arrive, CallInto therefore waits for the rest of it even if ctx ends (at
+// most one frame of MaxFrameSize bytes, unless the connection stalls).
+func (c *Client) CallInto(ctx context.Context, method string, req any, dst []byte) (n int, err error) {
+	cl, err := c.call(ctx, method, req, dst, true)
+	if err != nil {
+		return 0, err
+	}
+	defer putCall(cl)
+	if cl.bad != nil {
+		return 0, &callError{method: method, addr: c.addr, err: fmt.Errorf("decode response: %w", cl.bad)}
+	}
+	return cl.n, nil
+}
+
+// call sends the request and waits for its answer. On success the caller
+// owns cl (a response frame, with the bin already in dst when into is set)
+// and must putCall it; errors are the *Error of an error response or a
+// callError.
+func (c *Client) call(ctx context.Context, method string, req any, dst []byte, into bool) (*call, error) {
 	if err := ctx.Err(); err != nil {
-		return &callError{method: method, addr: c.addr, err: err}
+		return nil, &callError{method: method, addr: c.addr, err: err}
 	}
 	buf, err := encodeBody(req)
 	if err != nil {
-		return &callError{method: method, addr: c.addr, err: fmt.Errorf("encode request: %w", err)}
+		return nil, &callError{method: method, addr: c.addr, err: fmt.Errorf("encode request: %w", err)}
 	}
 
 	cl := callPool.Get().(*call)
+	cl.into, cl.dst = into, dst
 	c.mu.Lock()
 	if c.closeErr != nil {
 		err := c.closeErr
 		c.mu.Unlock()
 		putBuf(buf)
 		putCall(cl)
-		return &callError{method: method, addr: c.addr, err: err, transport: true}
+		return nil, &callError{method: method, addr: c.addr, err: err, transport: true}
 	}
 	c.seq++
 	seq := c.seq
@@ -127,7 +177,7 @@ func (c *Client) Call(ctx context.Context, method string, req, resp any) error {
 	c.mu.Unlock()
 
 	f := Frame{Seq: seq, Kind: KindRequest, Method: method, Body: buf.Bytes()}
-	err = c.w.write(&f)
+	err = c.w.write(&f, nil)
 	putBuf(buf)
 	if err != nil {
 		if errors.Is(err, ErrFrameTooLarge) {
@@ -135,7 +185,7 @@ func (c *Client) Call(ctx context.Context, method string, req, resp any) error {
 			if c.forget(seq) {
 				putCall(cl)
 			}
-			return &callError{method: method, addr: c.addr, err: err}
+			return nil, &callError{method: method, addr: c.addr, err: err}
 		}
 		// The stream may hold a partial frame: kill the connection. That
 		// fails cl along with every other pending call, below.
@@ -147,25 +197,24 @@ func (c *Client) Call(ctx context.Context, method string, req, resp any) error {
 	case <-ctx.Done():
 		if c.forget(seq) {
 			putCall(cl)
-			return &callError{method: method, addr: c.addr, err: ctx.Err()}
+			return nil, &callError{method: method, addr: c.addr, err: ctx.Err()}
 		}
-		// The answer raced the cancellation and is already on its way; use
-		// it rather than discard a completed call.
+		// The answer raced the cancellation and is already on its way
+		// (for CallInto, perhaps being copied into dst): wait for it rather
+		// than discard a completed call.
 		<-cl.done
 	}
-	defer putCall(cl)
 	if cl.err != nil {
-		return &callError{method: method, addr: c.addr, err: cl.err, transport: true}
+		err := &callError{method: method, addr: c.addr, err: cl.err, transport: true}
+		putCall(cl)
+		return nil, err
 	}
 	if cl.resp.Kind == KindError {
-		return &Error{Code: cl.resp.Code, Message: cl.resp.Error}
+		err := &Error{Code: cl.resp.Code, Message: cl.resp.Error}
+		putCall(cl)
+		return nil, err
 	}
-	if resp != nil {
-		if err := decodeBody(cl.resp.Body, resp); err != nil {
-			return &callError{method: method, addr: c.addr, err: fmt.Errorf("decode response: %w", err)}
-		}
-	}
-	return nil
+	return cl, nil
 }
 
 // forget removes a pending call, reporting whether it was still pending
@@ -181,11 +230,15 @@ func (c *Client) forget(seq uint64) bool {
 }
 
 // readLoop routes responses to pending calls until the connection fails.
+// A response to a CallInto is copied from the connection straight into the
+// caller's buffer; the call is taken off the pending set before that, so a
+// caller whose context ends meanwhile waits for the copy to finish.
 func (c *Client) readLoop() {
 	br := bufio.NewReaderSize(c.conn, bufSize)
 	for {
 		var f Frame
-		if err := readFrame(br, &f); err != nil {
+		rest, err := readFrameHead(br, &f)
+		if err != nil {
 			c.shutdown(fmt.Errorf("%w: %w", ErrClosed, err))
 			return
 		}
@@ -197,6 +250,28 @@ func (c *Client) readLoop() {
 		cl := c.pending[f.Seq]
 		delete(c.pending, f.Seq)
 		c.mu.Unlock()
+		switch {
+		case cl != nil && cl.into && f.Kind == KindResponse:
+			body := br
+			if f.Body != nil { // the header filled the read buffer; the body came with it
+				body, rest = bufio.NewReader(bytes.NewReader(f.Body)), len(f.Body)
+				f.Body = nil
+			}
+			cl.n, cl.bad, err = readBulk(body, rest, cl.dst)
+		case rest > 0:
+			// A response nobody waits for any more (the caller gave up) is
+			// read and dropped too, to keep the stream in step.
+			f.Body, err = readPayload(br, rest)
+		}
+		if err != nil {
+			err = fmt.Errorf("%w: %w", ErrClosed, err)
+			if cl != nil {
+				cl.err = err
+				cl.done <- struct{}{}
+			}
+			c.shutdown(err)
+			return
+		}
 		if cl == nil {
 			continue // the caller gave up (context ended)
 		}

@@ -38,9 +38,10 @@ func newFrameWriter(conn net.Conn) *frameWriter {
 	return &frameWriter{conn: conn, bw: bufio.NewWriterSize(conn, bufSize)}
 }
 
-// write sends f. An error other than ErrFrameTooLarge means the connection
-// is unusable (bufio errors are sticky) and must be closed.
-func (w *frameWriter) write(f *Frame) error {
+// write sends f, with tail (may be nil) appended to its payload after
+// f.Body. An error other than ErrFrameTooLarge means the connection is
+// unusable (bufio errors are sticky) and must be closed.
+func (w *frameWriter) write(f *Frame, tail []byte) error {
 	w.queued.Add(1)
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -50,7 +51,7 @@ func (w *frameWriter) write(f *Frame) error {
 		w.stallAt = now.Add(writeStallTimeout)
 		_ = w.conn.SetWriteDeadline(w.stallAt) // unsupported deadlines just disable the guard
 	}
-	err := WriteFrame(w.bw, f)
+	err := writeFrame(w.bw, f, tail)
 	// Flush even when our own frame was refused: earlier writers may have
 	// left theirs in the buffer for us to flush.
 	if w.queued.Add(-1) == 0 {

@@ -40,6 +40,19 @@
 // are "unknown_method", "bad_request" and "internal"; handlers may return
 // any code via *Error. An empty code means an uncategorised handler error.
 //
+// # Bulk results
+//
+// Bulk bytes (object chunks) travel as an ordinary response whose body is
+// one msgpack bin; nothing on the wire marks them. Only the Go code treats
+// them specially, to avoid copies: a handler returning *Bulk has its bytes
+// written to the connection straight from its memory, and Client.CallInto
+// has the client's reader copy the bin from the connection straight into
+// the caller's buffer, after decoding the frame header from the read buffer
+// without reading the payload first. A body that is not a single bin, or
+// does not fit the buffer, is skipped by its frame length and reported to
+// that caller alone; a frame that ends early breaks the connection as any
+// truncated frame does.
+//
 // # Errors seen by callers
 //
 // Client.Call returns *Error, unwrapped, for an error response, so callers

@@ -85,26 +85,62 @@ func ReadFrame(r *bufio.Reader) (*Frame, error) {
 }
 
 func readFrame(r *bufio.Reader, f *Frame) error {
+	rest, err := readFrameHead(r, f)
+	if err == nil && rest > 0 {
+		f.Body, err = readPayload(r, rest)
+	}
+	return err
+}
+
+// readFrameHead reads a frame's length prefix and header into f and returns
+// the number of body bytes that follow in r, still unread, so that a caller
+// can route the body (Client.CallInto reads it straight into its buffer).
+// The header is decoded from r's buffer without copying the payload; a
+// header longer than that buffer (a long error message) makes it read the
+// whole payload instead, set f.Body and return 0. Errors are ReadFrame's.
+func readFrameHead(r *bufio.Reader, f *Frame) (rest int, err error) {
 	p, err := r.Peek(4)
 	if err != nil {
 		if len(p) > 0 && err == io.EOF {
 			err = io.ErrUnexpectedEOF
 		}
-		return err
+		return 0, err
 	}
 	n := binary.BigEndian.Uint32(p)
 	_, _ = r.Discard(4) // cannot fail: the 4 bytes are buffered
 	if n > MaxFrameSize {
-		return fmt.Errorf("%w: length prefix %d bytes exceeds %d", ErrFrameTooLarge, n, MaxFrameSize)
+		return 0, fmt.Errorf("%w: length prefix %d bytes exceeds %d", ErrFrameTooLarge, n, MaxFrameSize)
 	}
 	if n == 0 {
-		return fmt.Errorf("%w: empty payload", ErrMalformedFrame)
+		return 0, fmt.Errorf("%w: empty payload", ErrMalformedFrame)
+	}
+	// Peek at most the buffer size: it blocks until that much has arrived,
+	// which a frame of n bytes delivers, and allocates nothing.
+	want := min(int(n), r.Size())
+	p, err = r.Peek(want)
+	if err != nil {
+		if err == io.EOF {
+			err = io.ErrUnexpectedEOF
+		}
+		return 0, err
+	}
+	hl, err := decodeHeader(p, f)
+	if err == nil {
+		_, _ = r.Discard(hl) // buffered
+		return int(n) - hl, nil
+	}
+	if want == int(n) {
+		return 0, err // the whole payload was there: it is malformed
 	}
 	payload, err := readPayload(r, int(n))
 	if err != nil {
-		return err
+		return 0, err
 	}
-	return decodePayload(payload, f)
+	if hl, err = decodeHeader(payload, f); err != nil {
+		return 0, err
+	}
+	f.Body = payload[hl:]
+	return 0, nil
 }
 
 // readPayload reads exactly n bytes, growing the buffer only as data
@@ -133,12 +169,19 @@ func readPayload(r *bufio.Reader, n int) ([]byte, error) {
 // ErrFrameTooLarge, having written nothing, if the payload would exceed
 // MaxFrameSize; otherwise w's write error.
 func WriteFrame(w *bufio.Writer, f *Frame) error {
+	return writeFrame(w, f, nil)
+}
+
+// writeFrame is WriteFrame for a payload of f's header, f.Body and then
+// tail: a bulk result's bin header goes in f.Body and its bytes in tail,
+// which a large tail makes bufio write straight from its memory.
+func writeFrame(w *bufio.Writer, f *Frame, tail []byte) error {
 	// AvailableBuffer lets the prefix and header be built in place without
 	// an allocation in the common case.
 	b := w.AvailableBuffer()
 	b = append(b, 0, 0, 0, 0)
 	b = appendHeader(b, f)
-	size := len(b) - 4 + len(f.Body)
+	size := len(b) - 4 + len(f.Body) + len(tail)
 	if size > MaxFrameSize {
 		return fmt.Errorf("%w: payload %d bytes exceeds %d", ErrFrameTooLarge, size, MaxFrameSize)
 	}
@@ -146,8 +189,14 @@ func WriteFrame(w *bufio.Writer, f *Frame) error {
 	if _, err := w.Write(b); err != nil {
 		return err
 	}
-	_, err := w.Write(f.Body)
-	return err
+	if _, err := w.Write(f.Body); err != nil {
+		return err
+	}
+	if len(tail) > 0 {
+		_, err := w.Write(tail)
+		return err
+	}
+	return nil
 }
 
 // headerLen is the number of elements in the header array.
@@ -171,7 +220,21 @@ const (
 	mpStr32    = 0xdb
 	mpArray16  = 0xdc
 	mpArray32  = 0xdd
+	mpBin8     = 0xc4
+	mpBin16    = 0xc5
+	mpBin32    = 0xc6
 )
+
+// appendBinHeader appends the shortest msgpack bin header for n bytes.
+func appendBinHeader(b []byte, n int) []byte {
+	switch {
+	case n <= math.MaxUint8:
+		return append(b, mpBin8, byte(n))
+	case n <= math.MaxUint16:
+		return binary.BigEndian.AppendUint16(append(b, mpBin16), uint16(n))
+	}
+	return binary.BigEndian.AppendUint32(append(b, mpBin32), uint32(n))
+}
 
 // The header is encoded by hand: five fixed fields do not need the
 // reflection-driven msgpack encoder, and this path runs twice per call.
@@ -213,12 +276,13 @@ func appendStr(b []byte, s string) []byte {
 	return append(b, s...)
 }
 
-// decodePayload parses the header and points f.Body at the rest of p.
-func decodePayload(p []byte, f *Frame) error {
+// decodeHeader parses the frame header at the start of p into f (Body
+// untouched) and returns its length in bytes.
+func decodeHeader(p []byte, f *Frame) (int, error) {
 	d := headerDecoder{p: p}
 	n := d.arrayLen()
 	if d.err == nil && n != headerLen {
-		return fmt.Errorf("%w: header has %d elements, want %d", ErrMalformedFrame, n, headerLen)
+		return 0, fmt.Errorf("%w: header has %d elements, want %d", ErrMalformedFrame, n, headerLen)
 	}
 	f.Seq = d.uint()
 	kind := d.uint()
@@ -226,14 +290,13 @@ func decodePayload(p []byte, f *Frame) error {
 	f.Error = d.str()
 	f.Code = d.str()
 	if d.err != nil {
-		return d.err
+		return 0, d.err
 	}
 	if kind > uint64(KindError) {
-		return fmt.Errorf("%w: unknown kind %d", ErrMalformedFrame, kind)
+		return 0, fmt.Errorf("%w: unknown kind %d", ErrMalformedFrame, kind)
 	}
 	f.Kind = Kind(kind)
-	f.Body = p[d.off:]
-	return nil
+	return d.off, nil
 }
 
 // headerDecoder reads msgpack values from a byte slice, remembering the

@@ -49,6 +49,16 @@ func (p *Pool) Call(ctx context.Context, addr, method string, req, resp any) err
 	return c.Call(ctx, method, req, resp)
 }
 
+// CallInto is Client.CallInto on the pooled client for addr, dialing it
+// first if needed; dial failures are reported as for Call.
+func (p *Pool) CallInto(ctx context.Context, addr, method string, req any, dst []byte) (int, error) {
+	c, err := p.client(ctx, addr)
+	if err != nil {
+		return 0, &callError{method: method, addr: addr, err: err, transport: true}
+	}
+	return c.CallInto(ctx, method, req, dst)
+}
+
 func (p *Pool) client(ctx context.Context, addr string) (*Client, error) {
 	p.mu.Lock()
 	if p.closed {

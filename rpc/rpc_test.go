@@ -292,7 +292,7 @@ func TestResponseFrameToServerClosesConn(t *testing.T) {
 	done := make(chan struct{})
 	go func() { s.ServeConn(sc); close(done) }()
 	w := newFrameWriter(cc)
-	if err := w.write(&Frame{Seq: 1, Kind: KindResponse}); err != nil {
+	if err := w.write(&Frame{Seq: 1, Kind: KindResponse}, nil); err != nil {
 		t.Fatal(err)
 	}
 	<-done

@@ -266,24 +266,31 @@ func (sc *serverConn) logReadError(err error) {
 // handle runs one request and writes its response.
 func (sc *serverConn) handle(ctx context.Context, req Frame) {
 	resp := Frame{Seq: req.Seq, Kind: KindResponse}
+	var tail []byte
 	h := (*sc.s.handlers.Load())[req.Method]
 	if h == nil {
 		resp.Kind, resp.Code = KindError, CodeUnknownMethod
 		resp.Error = fmt.Sprintf("rpc: unknown method %q", req.Method)
 	} else {
-		b, err := sc.invoke(ctx, h, &req)
-		if err != nil {
+		b, bulk, err := sc.invoke(ctx, h, &req)
+		switch {
+		case err != nil:
 			resp.Kind = KindError
 			resp.Code, resp.Error = errorCodeMessage(err)
-		} else {
+		case bulk != nil:
+			defer bulk.release()
+			var hdr [5]byte
+			resp.Body = appendBinHeader(hdr[:0], len(bulk.Data))
+			tail = bulk.Data
+		default:
 			resp.Body = b.Bytes()
 			defer putBuf(b)
 		}
 	}
-	err := sc.w.write(&resp)
+	err := sc.w.write(&resp, tail)
 	if errors.Is(err, ErrFrameTooLarge) {
 		resp = Frame{Seq: req.Seq, Kind: KindError, Code: CodeInternal, Error: err.Error()}
-		err = sc.w.write(&resp)
+		err = sc.w.write(&resp, nil)
 	}
 	if err != nil {
 		sc.s.logger.Debug("rpc response write failed; closing connection", "remote", sc.remote, "method", req.Method, "err", err)
@@ -291,24 +298,28 @@ func (sc *serverConn) handle(ctx context.Context, req Frame) {
 	}
 }
 
-// invoke calls h and encodes its result, turning a panic in either into an
+// invoke calls h and encodes its result (a non-nil *Bulk is returned as it
+// is, to be written without encoding), turning a panic in either into an
 // internal error so that one bad handler cannot take the process down.
-func (sc *serverConn) invoke(ctx context.Context, h Handler, req *Frame) (b *bytes.Buffer, err error) {
+func (sc *serverConn) invoke(ctx context.Context, h Handler, req *Frame) (b *bytes.Buffer, bulk *Bulk, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			sc.s.logger.Error("rpc handler panicked", "method", req.Method, "remote", sc.remote, "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
-			b, err = nil, &Error{Code: CodeInternal, Message: fmt.Sprintf("panic in %s: %v", req.Method, r)}
+			b, bulk, err = nil, nil, &Error{Code: CodeInternal, Message: fmt.Sprintf("panic in %s: %v", req.Method, r)}
 		}
 	}()
 	result, err := h(ctx, req.Body)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
+	}
+	if bulk, ok := result.(*Bulk); ok && bulk != nil {
+		return nil, bulk, nil
 	}
 	b, err = encodeBody(result)
 	if err != nil {
-		return nil, &Error{Code: CodeInternal, Message: fmt.Sprintf("encode %s result: %v", req.Method, err)}
+		return nil, nil, &Error{Code: CodeInternal, Message: fmt.Sprintf("encode %s result: %v", req.Method, err)}
 	}
-	return b, nil
+	return b, nil, nil
 }
 
 // errorCodeMessage maps a handler error to its wire code and message.

@@ -39,7 +39,10 @@ const (
 	// (pulling it from From in chunks if needed) and say where it is in the
 	// arena. ObjectLocateRequest → ObjectLocation.
 	MethodObjectLocate = "Obj.Locate"
-	// MethodObjectRead: node → node, a chunk of a sealed object. ObjectReadRequest → ObjectReadReply.
+	// MethodObjectRead: node → node, a chunk of a sealed object.
+	// ObjectReadRequest → the chunk's bytes as a bare msgpack bin (no
+	// enclosing map), which the node writes straight from its arena and the
+	// puller reads straight into its own (rpc.Bulk, rpc.Client.CallInto).
 	MethodObjectRead = "Obj.Read"
 )
 
@@ -69,15 +72,14 @@ type ObjectLocation struct {
 // ObjectLocateRequest asks a node to hold Loc's object locally.
 type ObjectLocateRequest struct{ Loc ObjectLoc }
 
-// ObjectReadRequest asks for Length bytes of a sealed object from Offset.
+// ObjectReadRequest asks for Length bytes of a sealed object from Offset
+// (the server caps a chunk at 16 MiB); the answer is shorter only where the
+// object ends.
 type ObjectReadRequest struct {
 	Key    string
 	Offset int64
 	Length int64
 }
-
-// ObjectReadReply carries one chunk.
-type ObjectReadReply struct{ Data []byte }
 
 // Methods served by every core worker (drivers and worker processes).
 const (

@@ -1,0 +1,79 @@
+package objstore
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"testing"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// resident counts b's pages that are in memory (b must start on a page).
+func resident(t *testing.T, b []byte) int {
+	t.Helper()
+	vec := make([]byte, (len(b)+pageSize-1)/pageSize)
+	if _, _, e := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(unsafe.SliceData(b))), uintptr(len(b)), uintptr(unsafe.Pointer(unsafe.SliceData(vec)))); e != 0 {
+		t.Fatal(e)
+	}
+	n := 0
+	for _, v := range vec {
+		n += int(v & 1)
+	}
+	return n
+}
+
+func TestPrefaultPopulatesOnceAndKeepsBytes(t *testing.T) {
+	// On tmpfs, where a never-written page is not resident (a disk file's
+	// holes may read as resident).
+	if unix.Access("/dev/shm", unix.W_OK) != nil {
+		t.Skip("no writable /dev/shm")
+	}
+	s, err := Open("/dev/shm", fmt.Sprintf("nodeup-test-prefault-%d.arena", os.Getpid()), 16<<20, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	if err := s.Put("old", pattern(4, 100)); err != nil { // at offset 0
+		t.Fatal(err)
+	}
+	buf, err := s.Create("obj", 5<<20) // at offset 128: not page-aligned
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := resident(t, s.data[1<<20:5<<20]); n != 0 {
+		t.Fatalf("%d pages of a never-written range already resident", n)
+	}
+	s.Prefault(buf)
+	// Whole 256 KiB blocks: [0, 21 blocks) covers [128, 5 MiB+128).
+	if n := resident(t, s.data[:21*prefaultBlock]); n != 21*prefaultBlock/pageSize {
+		t.Fatalf("%d of %d pages resident after Prefault", n, 21*prefaultBlock/pageSize)
+	}
+	if n := resident(t, s.data[21*prefaultBlock:]); n != 0 {
+		t.Fatalf("%d pages resident past the blocks under the object", n)
+	}
+	if _, got, _ := s.Get("old"); !bytes.Equal(got, pattern(4, 100)) {
+		t.Fatal("Prefault changed the bytes of a neighbouring object")
+	}
+	if got := s.populated[0]; got != 1<<21-1 {
+		t.Fatalf("populated blocks %b, want blocks 0 to 20", got)
+	}
+	// Remembered blocks are skipped: pages returned to tmpfs behind the
+	// store's back stay out.
+	if err := unix.Madvise(s.data[1<<20:2<<20], unix.MADV_REMOVE); err != nil {
+		t.Fatal(err)
+	}
+	s.Prefault(buf[1<<20 : 2<<20])
+	if n := resident(t, s.data[1<<20:2<<20]); n != 0 {
+		t.Fatalf("a remembered range was populated again (%d pages)", n)
+	}
+	// Not the arena's memory, empty, or after Close: nothing happens.
+	s.Prefault(make([]byte, 10))
+	s.Prefault(buf[:0])
+	s.Prefault(make([]byte, 32<<20))
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s.Prefault(buf)
+}
