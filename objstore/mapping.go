@@ -89,3 +89,23 @@ func (m *Mapping) Close() error {
 	}
 	return nil
 }
+
+// Prefault maps the pages under loc writable in this process in one system
+// call, before a client fills a created object through a MapFileWritable
+// mapping: one call instead of a page fault per 4 KiB page (a 100 MiB Put
+// would take 25,600). It works in whole pages, so the pages around loc's
+// ends become resident too, bytes unchanged. Best effort, as Store.Prefault:
+// nothing happens for a bad loc, after Close, or without
+// MADV_POPULATE_WRITE (before Linux 5.14, or not Linux).
+func (m *Mapping) Prefault(loc Location) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	n := int64(len(m.data))
+	if m.data == nil || loc.Offset < 0 || loc.Size <= 0 || loc.Offset > n || loc.Size > n-loc.Offset {
+		return
+	}
+	page := int64(os.Getpagesize())
+	start := loc.Offset / page * page
+	end := min((loc.Offset+loc.Size+page-1)/page*page, n)
+	populateWrite(m.data[start:end])
+}

@@ -77,3 +77,43 @@ func TestPrefaultPopulatesOnceAndKeepsBytes(t *testing.T) {
 	}
 	s.Prefault(buf)
 }
+
+// TestMappingPrefaultPopulatesInWholePages: a client mapping's Prefault
+// makes exactly the pages under the location resident, bytes unchanged.
+func TestMappingPrefaultPopulatesInWholePages(t *testing.T) {
+	if unix.Access("/dev/shm", unix.W_OK) != nil {
+		t.Skip("no writable /dev/shm")
+	}
+	s, err := Open("/dev/shm", fmt.Sprintf("nodeup-test-mprefault-%d.arena", os.Getpid()), 16<<20, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	if err := s.Put("old", pattern(4, 100)); err != nil { // at offset 0
+		t.Fatal(err)
+	}
+	m, err := MapFileWritable(s.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Close() })
+	if n := resident(t, m.data[1<<20:]); n != 0 {
+		t.Skipf("%d pages of never-written space already resident here", n)
+	}
+	// From the middle of page 1 to the middle of page 5: pages 1..5.
+	m.Prefault(Location{Offset: pageSize + 10, Size: 4 * pageSize})
+	if n := resident(t, m.data[pageSize:6*pageSize]); n != 5 {
+		if n == 0 {
+			t.Skip("MADV_POPULATE_WRITE is not supported here")
+		}
+		t.Fatalf("%d of 5 pages resident after Prefault", n)
+	}
+	if n := resident(t, m.data[6*pageSize:]); n != 0 {
+		t.Fatalf("%d pages resident past the location", n)
+	}
+	if _, got, _ := s.Get("old"); !bytes.Equal(got, pattern(4, 100)) {
+		t.Fatal("Prefault changed the bytes of a neighbouring object")
+	}
+	m.Prefault(Location{Offset: -1, Size: 10}) // ignored
+	m.Prefault(Location{Offset: 0, Size: 1 << 40})
+}

@@ -71,8 +71,10 @@ func (cw *coreWorker) storeLargeParts(ctx context.Context, id string, parts ...[
 	if err := cw.pool.Call(ctx, cw.nodeAddr, wire.MethodObjectCreate, &wire.ObjectCreateRequest{Key: key, Size: size}, &loc); err != nil {
 		return nil, fmt.Errorf("store object %s (%d bytes): %w", id, size, err)
 	}
-	view, err := cw.arena.rw.Slice(objstore.Location{Offset: loc.Offset, Size: loc.Size})
+	where := objstore.Location{Offset: loc.Offset, Size: loc.Size}
+	view, err := cw.arena.rw.Slice(where)
 	if err == nil {
+		cw.arena.rw.Prefault(where)
 		for _, p := range parts {
 			view = view[copy(view, p):]
 		}
