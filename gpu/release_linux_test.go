@@ -55,6 +55,48 @@ func TestReleaseImage(t *testing.T) {
 	releaseImage(m[1:2]) // inside one page: nothing to release
 }
 
+// TestReleaseImageLeavesOtherMemory checks memory that is not a read-only
+// file mapping (the heap, an anonymous or a writable mapping) keeps its
+// bytes: dropping those pages would zero them.
+func TestReleaseImageLeavesOtherMemory(t *testing.T) {
+	const size = 64 << 10
+	want := bytes.Repeat([]byte{0xa5}, size)
+	heap := bytes.Clone(want)
+	releaseImage(heap)
+	if !bytes.Equal(heap, want) {
+		t.Error("heap bytes changed")
+	}
+	anon, err := syscall.Mmap(-1, 0, size, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_PRIVATE|syscall.MAP_ANON)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Munmap(anon)
+	copy(anon, want)
+	releaseImage(anon)
+	if !bytes.Equal(anon, want) {
+		t.Error("anonymous mapping's bytes changed")
+	}
+	path := filepath.Join(t.TempDir(), "image")
+	if err := os.WriteFile(path, make([]byte, size), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	priv, err := syscall.Mmap(int(f.Fd()), 0, size, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_PRIVATE)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Munmap(priv)
+	copy(priv, want) // private copies of the file's pages, not in the file
+	releaseImage(priv)
+	if !bytes.Equal(priv, want) {
+		t.Error("writable file mapping's bytes changed")
+	}
+}
+
 // mappingRSS returns the Rss (KiB) /proc/self/smaps shows for the mapping
 // that starts at m.
 func mappingRSS(t *testing.T, m []byte) int {
