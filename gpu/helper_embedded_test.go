@@ -3,9 +3,9 @@
 package gpu
 
 import (
-	"bytes"
 	"errors"
 	"os/exec"
+	"strings"
 	"testing"
 )
 
@@ -13,7 +13,7 @@ import (
 // helper is a real executable that extracts and runs (--probe exits 0 on a
 // GPU node, 3 without an NVIDIA driver).
 func TestEmbeddedHelperRuns(t *testing.T) {
-	if !HelperEmbedded() || !bytes.HasPrefix(embeddedHelper, []byte("\x7fELF")) {
+	if !HelperEmbedded() || !strings.HasPrefix(embeddedHelper, "\x7fELF") {
 		t.Fatalf("no ELF helper embedded (%d bytes)", len(embeddedHelper))
 	}
 	path, err := ExtractHelper(t.TempDir())

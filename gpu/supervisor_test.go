@@ -420,7 +420,7 @@ func TestSupervisorEmbeddedHelper(t *testing.T) {
 	exe, _ := os.Executable()
 	saved := embeddedHelper
 	t.Cleanup(func() { embeddedHelper, helperSum = saved, onceSum() })
-	embeddedHelper = []byte("#!/bin/sh\nexec " + exe + " \"$@\"\n")
+	embeddedHelper = "#!/bin/sh\nexec " + exe + " \"$@\"\n"
 	helperSum = onceSum()
 
 	cfg, logs := testConfig(t, "ok")
@@ -447,7 +447,7 @@ func TestSupervisorEmbeddedHelper(t *testing.T) {
 	if _, err := ExtractHelper(cfg.DataDir); err != nil {
 		t.Fatal(err)
 	}
-	if b, _ := os.ReadFile(path); !bytes.Equal(b, embeddedHelper) {
+	if b, _ := os.ReadFile(path); string(b) != embeddedHelper {
 		t.Error("corrupted helper not replaced")
 	}
 	before, _ := os.Stat(path)
@@ -458,7 +458,7 @@ func TestSupervisorEmbeddedHelper(t *testing.T) {
 	if !os.SameFile(before, after) {
 		t.Error("intact helper rewritten")
 	}
-	embeddedHelper = nil
+	embeddedHelper = ""
 	if _, err := ExtractHelper(cfg.DataDir); !errors.Is(err, ErrNoHelper) {
 		t.Errorf("no helper: %v", err)
 	}
