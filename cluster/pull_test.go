@@ -123,28 +123,37 @@ func fakePeer(t *testing.T, answer rpc.Handler) string {
 	t.Helper()
 	s := rpc.NewServer(testLogger())
 	s.Register(wire.MethodObjectRead, answer)
+	l := listenConns(t, func(conn net.Conn) {
+		var pre [1]byte
+		if _, err := io.ReadFull(conn, pre[:]); err != nil || pre[0] != connRPC {
+			conn.Close()
+			return
+		}
+		s.ServeConn(conn)
+	})
+	t.Cleanup(func() { s.Close() })
+	return l.Addr().String()
+}
+
+// listenConns listens on 127.0.0.1 and runs serve on each connection in a
+// goroutine of its own until the test ends.
+func listenConns(t *testing.T, serve func(net.Conn)) net.Listener {
+	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { l.Close(); s.Close() })
+	t.Cleanup(func() { l.Close() })
 	go func() {
 		for {
 			conn, err := l.Accept()
 			if err != nil {
 				return
 			}
-			go func() {
-				var pre [1]byte
-				if _, err := io.ReadFull(conn, pre[:]); err != nil || pre[0] != connRPC {
-					conn.Close()
-					return
-				}
-				s.ServeConn(conn)
-			}()
+			go serve(conn)
 		}
 	}()
-	return l.Addr().String()
+	return l
 }
 
 func TestPullFromAMisbehavingPeerFailsCleanly(t *testing.T) {
@@ -187,35 +196,22 @@ func TestPullFromAMisbehavingPeerFailsCleanly(t *testing.T) {
 func TestPullFromAPeerThatHangsUpMidChunk(t *testing.T) {
 	nodes := testCluster(t, 1, nil)
 	ctx := pullCtx(t)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	go func() {
-		for {
-			conn, err := l.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer conn.Close()
-				br := bufio.NewReader(conn)
-				if _, err := br.ReadByte(); err != nil { // preamble
-					return
-				}
-				f, err := rpc.ReadFrame(br)
-				if err != nil {
-					return
-				}
-				// A response frame announcing a 4 MiB bin, then half of it.
-				resp := []byte{0, 0x40, 0, 11, 0x95, byte(f.Seq), 1, 0xa0, 0xa0, 0xa0, 0xc6, 0, 0x40, 0, 0}
-				_, _ = conn.Write(append(resp, make([]byte, 2<<20)...))
-			}()
+	l := listenConns(t, func(conn net.Conn) {
+		defer conn.Close()
+		br := bufio.NewReader(conn)
+		if _, err := br.ReadByte(); err != nil { // preamble
+			return
 		}
-	}()
+		f, err := rpc.ReadFrame(br)
+		if err != nil {
+			return
+		}
+		// A response frame announcing a 4 MiB bin, then half of it.
+		resp := []byte{0, 0x40, 0, 11, 0x95, byte(f.Seq), 1, 0xa0, 0xa0, 0xa0, 0xc6, 0, 0x40, 0, 0}
+		_, _ = conn.Write(append(resp, make([]byte, 2<<20)...))
+	})
 	req := &wire.ObjectLocateRequest{Loc: wire.ObjectLoc{Key: "j1/cut", NodeAddr: l.Addr().String(), Size: pullChunk}}
-	_, err = nodes[0].objectLocate(ctx, req)
+	_, err := nodes[0].objectLocate(ctx, req)
 	if err == nil || !rpc.IsTransport(err) || !errors.Is(err, io.ErrUnexpectedEOF) || !strings.Contains(err.Error(), "j1/cut") {
 		t.Fatalf("got %v, want a transport error (unexpected EOF) naming the object", err)
 	}

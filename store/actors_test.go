@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"testing"
 
 	"github.com/nodeup/nodeup/sched"
@@ -93,18 +92,7 @@ func TestActorsSurviveSnapshotRestore(t *testing.T) {
 	f := NewFSM(nil)
 	mustApply(t, f, 1, ActorRegisterType, ActorRegisterRequest{Actor: testActor("a1", "ns", "c")})
 	mustApply(t, f, 2, ActorRegisterType, ActorRegisterRequest{Actor: testActor("a2", "ns", "")})
-	snap, err := f.Snapshot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var buf bytes.Buffer
-	if err := snap.(*fsmSnapshot).write(&buf); err != nil {
-		t.Fatal(err)
-	}
-	g := NewFSM(nil)
-	if err := g.Restore(io.NopCloser(&buf)); err != nil {
-		t.Fatal(err)
-	}
+	g := restored(t, f)
 	got, _ := g.State().ActorByName("ns", "c")
 	if got == nil || got.ID != "a1" || got.Resources["TPU-v3"] != 2*sched.Unit || !bytes.Equal(got.Args, []byte{0x91, 0x01}) {
 		t.Fatalf("restored actor = %+v", got)
@@ -149,18 +137,7 @@ func TestDeadActorsArePruned(t *testing.T) {
 		t.Fatalf("d000004 was kept: %+v", a)
 	}
 
-	snap, err := f.Snapshot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var buf bytes.Buffer
-	if err := snap.(*fsmSnapshot).write(&buf); err != nil {
-		t.Fatal(err)
-	}
-	g := NewFSM(nil)
-	if err := g.Restore(io.NopCloser(&buf)); err != nil {
-		t.Fatal(err)
-	}
+	g := restored(t, f)
 	check(g, "d000005", MaxDeadActors+1)
 	kill(g, "z")
 	check(g, "d000006", MaxDeadActors+1)

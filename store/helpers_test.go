@@ -1,6 +1,8 @@
 package store
 
 import (
+	"bytes"
+	"io"
 	"testing"
 
 	"github.com/hashicorp/raft"
@@ -65,4 +67,22 @@ func testNode(id string) Node {
 		Version:       "0.1.0",
 		RegisteredAt:  1000,
 	}
+}
+
+// restored writes f's snapshot and restores it into a new FSM.
+func restored(t testing.TB, f *FSM) *FSM {
+	t.Helper()
+	snap, err := f.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := snap.(*fsmSnapshot).write(&buf); err != nil {
+		t.Fatal(err)
+	}
+	r := NewFSM(nil)
+	if err := r.Restore(io.NopCloser(&buf)); err != nil {
+		t.Fatal(err)
+	}
+	return r
 }

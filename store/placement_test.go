@@ -1,9 +1,7 @@
 package store
 
 import (
-	"bytes"
 	"errors"
-	"io"
 	"testing"
 
 	"github.com/nodeup/nodeup/sched"
@@ -84,15 +82,7 @@ func TestPlacementGroupLoseAndSnapshot(t *testing.T) {
 	if g.State != PGRescheduling || g.Nodes[0] != "n1" || g.Nodes[1] != "" {
 		t.Fatalf("after lose: %+v", g)
 	}
-	snap, _ := f.Snapshot()
-	var buf bytes.Buffer
-	if err := snap.(*fsmSnapshot).write(&buf); err != nil {
-		t.Fatal(err)
-	}
-	r := NewFSM(nil)
-	if err := r.Restore(io.NopCloser(&buf)); err != nil {
-		t.Fatal(err)
-	}
+	r := restored(t, f)
 	got, _ := r.State().PlacementGroupByName("ns", "a")
 	if got == nil || got.State != PGRescheduling || got.Bundles[1]["CPU"] != sched.QuantityOf(2) {
 		t.Fatalf("restored = %+v", got)
