@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -340,9 +341,9 @@ func (m *actorManager) place(id string) {
 			sleepCtx(n.ctx, actorRetryEvery)
 			continue
 		}
-		placed := false
+		placed, ruledOut := false, []string{}
 		for _, nd := range cands {
-			ok, stop := m.tryNode(a, nd)
+			ok, stop, infeasible := m.tryNode(a, nd)
 			if stop {
 				return
 			}
@@ -350,11 +351,20 @@ func (m *actorManager) place(id string) {
 				placed = true
 				break
 			}
+			if infeasible != "" {
+				ruledOut = append(ruledOut, nd.NodeName+": "+infeasible)
+			}
 		}
 		if placed {
 			return
 		}
-		if r := fmt.Sprintf("waiting for a node with %s free", a.Resources); r != lastReason {
+		r := fmt.Sprintf("waiting for a node with %s free", a.Resources)
+		if len(ruledOut) == len(cands) {
+			// Every node whose totals cover the demand says its device
+			// layout never can: infeasible, as a task would be told.
+			r = "infeasible: " + strings.Join(ruledOut, "; ")
+		}
+		if r != lastReason {
 			lastReason = r
 			m.setPendingReason(id, r)
 		}
@@ -377,15 +387,16 @@ func (m *actorManager) setPendingReason(id, reason string) {
 }
 
 // tryNode asks one node to run the actor. ok: it runs there now (recorded
-// ALIVE); stop: placement is over for another reason (constructor failed,
+// ALIVE); infeasible: the node says it can never hold it, and why; stop:
+// placement is over for another reason (constructor failed,
 // actor killed meanwhile).
-func (m *actorManager) tryNode(a *store.Actor, nd wire.NodeInfo) (ok, stop bool) {
+func (m *actorManager) tryNode(a *store.Actor, nd wire.NodeInfo) (ok, stop bool, infeasible string) {
 	n := m.n
 	unlock := m.lock(a.ID)
 	defer unlock()
 	cur, err := n.fsm.State().ActorByID(a.ID)
 	if err != nil || cur == nil || cur.State == store.ActorDead || cur.State == store.ActorAlive {
-		return false, true
+		return false, true, ""
 	}
 	var args []wire.Arg
 	_ = msgpack.Unmarshal(cur.Args, &args)
@@ -398,16 +409,18 @@ func (m *actorManager) tryNode(a *store.Actor, nd wire.NodeInfo) (ok, stop bool)
 	switch {
 	case err != nil:
 		n.logger.Warn("start actor on node failed", "actor", cur.ID, "node", nd.NodeName, "err", err)
-		return false, false
+		return false, false, ""
+	case rep.Infeasible != "":
+		return false, false, rep.Infeasible
 	case rep.Busy:
-		return false, false
+		return false, false, ""
 	case rep.Error != nil:
 		msg := rep.Error.Message
 		if rep.Error.Panic {
 			msg = "panic: " + msg
 		}
 		m.setDead(cur, fmt.Sprintf("its constructor failed on node %s: %s", nd.NodeName, msg))
-		return false, true
+		return false, true, ""
 	}
 	r := cur.Copy()
 	r.State, r.PendingReason, r.StateChangedAt = store.ActorAlive, "", time.Now().UnixNano()
@@ -415,10 +428,10 @@ func (m *actorManager) tryNode(a *store.Actor, nd wire.NodeInfo) (ok, stop bool)
 	if _, err := n.apply(store.ActorUpdateType, &store.ActorUpdateRequest{Actor: *r}); err != nil {
 		n.logger.Warn("record actor alive", "actor", cur.ID, "err", err)
 		_ = n.pool.Call(ctx, nd.Addr, wire.MethodActorStop, &wire.ActorStopRequest{ActorID: cur.ID}, nil)
-		return false, true
+		return false, true, ""
 	}
 	n.logger.Debug("actor alive", "actor", cur.ID, "class", cur.Class, "node", rep.NodeName, "pid", rep.PID)
-	return true, false
+	return true, false, ""
 }
 
 // candidates lists the nodes that could run a: for an actor in a

@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/nodeup/nodeup/rpc"
@@ -55,6 +56,9 @@ func (n *Node) actorStart(ctx context.Context, req *wire.ActorStartRequest) (*wi
 	p.mu.Unlock()
 	if err := checkNonNegative(req.Resources); err != nil {
 		return nil, &rpc.Error{Code: CodeBadInput, Message: fmt.Sprintf("actor %s: %v", req.ActorID, err)}
+	}
+	if reason := n.gpuInfeasible(req.Resources); reason != "" {
+		return &wire.ActorStartReply{Infeasible: "GPU devices: " + strings.TrimSpace(reason)}, nil
 	}
 	l := n.local.tryGrant(req.Resources)
 	if l == nil {

@@ -134,9 +134,12 @@ type ActorStartRequest struct {
 }
 
 // ActorStartReply says where the actor runs, that the node has no room for
-// it now (Busy), or that its constructor failed (Error).
+// it now (Busy), that the node can never hold it although its totals cover
+// the demand (Infeasible, the reason: e.g. gpu_memory above any one
+// device's), or that its constructor failed (Error).
 type ActorStartReply struct {
 	Busy       bool
+	Infeasible string `msgpack:",omitempty"`
 	WorkerAddr string
 	WorkerID   string
 	PID        int

@@ -238,6 +238,35 @@ func TestGPURequestErrors(t *testing.T) {
 	if err != nil || len(r.IDs) != 1 {
 		t.Errorf("GPUMemory(40GiB): %+v, %v", r, err)
 	}
+	// An actor with that demand stays PENDING, reported infeasible with the
+	// device layout's reason (it used to wait as if the node were busy).
+	h, err := gpuActor.Options(GPUMemory(100 << 30)).Remote(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		list, err := ListActors(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var info *ActorInfo
+		for i := range list {
+			if list[i].ActorID == h.ID() {
+				info = &list[i]
+			}
+		}
+		if info != nil && info.State == "PENDING" && strings.HasPrefix(info.PendingReason, "infeasible: ") && strings.Contains(info.PendingReason, "no healthy device can hold") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("actor needing 100 GiB on one 80 GiB device: %+v, want PENDING with an infeasible reason", info)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err := Kill(ctx, h, true); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func TestParseGPUIDs(t *testing.T) {
