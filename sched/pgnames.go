@@ -49,28 +49,40 @@ func BundleResources(pg string, index int, bundle ResourceSet) ResourceSet {
 
 // PlacementGroupDemand turns a task's or actor's demand into the demand on
 // bundle index of group pg (index -1: any bundle of the group), as Ray's
-// PlacementGroupSchedulingStrategy: each resource renamed, plus
-// BundleMarkerDemand of the marker, so a demand of nothing still needs the
-// bundle. The result is a new set.
+// AddPlacementGroupConstraint: each resource under the group's wildcard
+// name, and for a given index also under the bundle's own name, plus
+// BundleMarkerDemand of the marker(s), so a demand of nothing still needs
+// the bundle. Asking for the wildcard too keeps work pinned to one bundle
+// from over-committing the group against work that takes any bundle. The
+// result is a new set.
 func PlacementGroupDemand(pg string, index int, demand ResourceSet) ResourceSet {
-	suffix := groupInfix + pg
+	wildcard := groupInfix + pg
+	indexed := ""
 	if index >= 0 {
-		suffix = groupInfix + strconv.Itoa(index) + "_" + pg
+		indexed = groupInfix + strconv.Itoa(index) + "_" + pg
 	}
-	out := make(ResourceSet, len(demand)+1)
+	out := make(ResourceSet, 2*len(demand)+2)
 	for k, q := range demand {
 		if q > 0 {
-			out[k+suffix] = q
+			out[k+wildcard] = q
+			if indexed != "" {
+				out[k+indexed] = q
+			}
 		}
 	}
-	out[BundleMarker+suffix] = BundleMarkerDemand
+	out[BundleMarker+wildcard] = BundleMarkerDemand
+	if indexed != "" {
+		out[BundleMarker+indexed] = BundleMarkerDemand
+	}
 	return out
 }
 
 // PlacementGroupOf returns the group and bundle index (-1: any) a
-// placement-group demand names through its marker resource, or ok=false
-// when demand is not a placement-group demand.
+// placement-group demand names through its marker resources (the indexed
+// marker wins over the wildcard one), or ok=false when demand is not a
+// placement-group demand.
 func PlacementGroupOf(demand ResourceSet) (pg string, index int, ok bool) {
+	index = -1
 	for k := range demand {
 		rest, found := strings.CutPrefix(k, BundleMarker+groupInfix)
 		if !found {
@@ -81,7 +93,7 @@ func PlacementGroupOf(demand ResourceSet) (pg string, index int, ok bool) {
 				return rest[i+1:], n, true
 			}
 		}
-		return rest, -1, true
+		pg, ok = rest, true
 	}
-	return "", 0, false
+	return pg, index, ok
 }
