@@ -429,6 +429,11 @@ func (n *Node) close() {
 	if n.pool != nil {
 		n.pool.Close()
 	}
+	// Requests still being handled (a worker start, a binary download)
+	// must not write into the data dir after the node is gone.
+	if n.rpcServer != nil && !n.rpcServer.Drain(10*time.Second) {
+		n.logger.Warn("node stopped with RPC handlers still running")
+	}
 	n.wg.Wait()
 	if n.raftStore != nil {
 		_ = n.raftStore.Close()

@@ -51,7 +51,11 @@ type workerPool struct {
 	// still in flight when its driver finished cannot start a worker whose
 	// lease nobody would ever return.
 	finished map[string]time.Time
-	binMu    sync.Mutex
+	// stopped is set by stopAll: the node is shutting down, so no worker
+	// process may start (it would outlive the node, and write its log into
+	// a data dir being removed).
+	stopped bool
+	binMu   sync.Mutex
 }
 
 // finishedJobMemory is how long a finished job's ID is remembered.
@@ -227,6 +231,9 @@ type procSpec struct {
 
 // start launches a worker process; p.mu must be held.
 func (p *workerPool) start(spec procSpec) (*workerProc, error) {
+	if p.stopped {
+		return nil, fmt.Errorf("start worker for job %s: the node is shutting down", spec.job)
+	}
 	w := &workerProc{id: newID()[:16], job: spec.job, key: taskPoolKey(spec.job, spec.gpus), actor: spec.actor, ready: make(chan struct{}), dead: make(chan struct{})}
 	logDir := p.n.dir.file("logs")
 	_ = os.MkdirAll(logDir, 0o750)
@@ -327,6 +334,7 @@ func (p *workerPool) stopJob(job string) {
 // stopAll ends every worker process (node shutdown).
 func (p *workerPool) stopAll() {
 	p.mu.Lock()
+	p.stopped = true
 	var jobs, actors []string
 	for _, w := range p.workers {
 		jobs = append(jobs, w.job)

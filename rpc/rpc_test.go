@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -405,4 +406,41 @@ func TestDuplicateRegisterPanics(t *testing.T) {
 		}
 	}()
 	s.Register("A.B", func(context.Context, []byte) (any, error) { return nil, nil })
+}
+
+// TestDrainWaitsForRunningHandlers: after Close, Drain reports running
+// handlers until the last returns, and no handler starts after Close.
+func TestDrainWaitsForRunningHandlers(t *testing.T) {
+	s := NewServer(quietLogger())
+	entered, release := make(chan struct{}), make(chan struct{})
+	var late atomic.Bool
+	s.Register("Test.Stubborn", func(ctx context.Context, body []byte) (any, error) {
+		close(entered)
+		<-release // ignores its cancelled context, as a handler mid-write might
+		return nil, nil
+	})
+	s.Register("Test.Late", func(ctx context.Context, body []byte) (any, error) {
+		late.Store(true)
+		return nil, nil
+	})
+	c := dialTCP(t, serveTCP(t, s))
+	go func() { _ = c.Call(context.Background(), "Test.Stubborn", nil, nil) }()
+	<-entered
+	s.Close()
+	if s.Drain(20 * time.Millisecond) {
+		t.Fatal("Drain reported no handlers while one still runs")
+	}
+	close(release)
+	if !s.Drain(5 * time.Second) {
+		t.Fatal("Drain still waiting after the last handler returned")
+	}
+	// A request that reaches a closed server's worker is not handled.
+	cc, sc := net.Pipe()
+	defer cc.Close()
+	defer sc.Close()
+	w := workItem{sc: &serverConn{s: s, conn: sc, w: newFrameWriter(sc)}, ctx: context.Background(), req: Frame{Kind: KindRequest, Method: "Test.Late"}}
+	s.worker(w)
+	if late.Load() {
+		t.Fatal("a handler ran after Close")
+	}
 }

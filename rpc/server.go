@@ -39,6 +39,11 @@ type Server struct {
 	idle atomic.Int32  // workers waiting on work
 	done chan struct{} // closed by Close; stops idle workers
 
+	// inflight counts running handlers and stopping is set by Close, so
+	// that Drain can wait for them and no handler starts after Close.
+	inflight atomic.Int64
+	stopping atomic.Bool
+
 	mu        sync.Mutex
 	closed    bool
 	listeners map[net.Listener]struct{}
@@ -158,6 +163,7 @@ func (s *Server) Close() {
 		return
 	}
 	s.closed = true
+	s.stopping.Store(true)
 	close(s.done)
 	for l := range s.listeners {
 		l.Close()
@@ -165,6 +171,21 @@ func (s *Server) Close() {
 	for c := range s.conns {
 		c.Close()
 	}
+}
+
+// Drain waits, after Close, until no handler is running or timeout passes,
+// and reports whether none is. Closing cancelled the handlers' contexts and
+// no handler starts after Close, so a node that drains before removing its
+// files knows no late request is still writing them.
+func (s *Server) Drain(timeout time.Duration) bool {
+	deadline := time.Now().Add(timeout)
+	for s.inflight.Load() > 0 {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return true
 }
 
 // serverConn is the per-connection state shared by the read loop and the
@@ -236,7 +257,10 @@ func (s *Server) dispatch(w workItem) {
 // maxIdleWorkers idle ones or the server closes.
 func (s *Server) worker(w workItem) {
 	for {
-		w.sc.handle(w.ctx, w.req)
+		if s.inflight.Add(1); !s.stopping.Load() {
+			w.sc.handle(w.ctx, w.req)
+		}
+		s.inflight.Add(-1)
 		w = workItem{} // hold no request memory while idle
 		if s.idle.Add(1) > maxIdleWorkers {
 			s.idle.Add(-1)
