@@ -57,6 +57,9 @@ func (n *Node) actorStart(ctx context.Context, req *wire.ActorStartRequest) (*wi
 	if err := checkNonNegative(req.Resources); err != nil {
 		return nil, &rpc.Error{Code: CodeBadInput, Message: fmt.Sprintf("actor %s: %v", req.ActorID, err)}
 	}
+	if err := ValidateEnvVars(req.EnvVars); err != nil {
+		return nil, &rpc.Error{Code: CodeBadInput, Message: fmt.Sprintf("actor %s: runtime env: %v", req.ActorID, err)}
+	}
 	if reason := n.gpuInfeasible(req.Resources); reason != "" {
 		return &wire.ActorStartReply{Infeasible: "GPU devices: " + strings.TrimSpace(reason)}, nil
 	}
@@ -70,7 +73,7 @@ func (n *Node) actorStart(ctx context.Context, req *wire.ActorStartRequest) (*wi
 		return nil, &rpc.Error{Code: "worker_failed", Message: err.Error()}
 	}
 	p.mu.Lock()
-	w, err := p.start(procSpec{job: job, actor: req.ActorID, binHash: req.BinaryHash, gpus: l.gpus})
+	w, err := p.start(procSpec{job: job, actor: req.ActorID, binHash: req.BinaryHash, envVars: req.EnvVars, gpus: l.gpus})
 	if err != nil {
 		p.mu.Unlock()
 		n.local.release(l.id)

@@ -140,6 +140,9 @@ func (n *Node) decideLease(ctx context.Context, req *wire.LeaseRequest) (*wire.L
 	if err := checkNonNegative(req.Resources); err != nil {
 		return nil, nil, &rpc.Error{Code: CodeBadInput, Message: err.Error()}
 	}
+	if err := ValidateEnvVars(req.EnvVars); err != nil {
+		return nil, nil, &rpc.Error{Code: CodeBadInput, Message: "runtime env: " + err.Error()}
+	}
 	sel := req.Strategy.Labels
 	if err := sel.Validate(); err != nil {
 		return nil, nil, &rpc.Error{Code: CodeBadInput, Message: err.Error()}

@@ -4,12 +4,16 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -32,7 +36,61 @@ const (
 	// EnvBinaryHash is the sha256 (hex) of the worker's own executable, so a
 	// worker need not hash tens of MiB at every start.
 	EnvBinaryHash = "NODEUP_BINARY_HASH"
+	// EnvRuntimeEnv holds the worker's runtime env vars (the lease's or
+	// actor's EnvVars, also set as variables of their own) as a JSON object,
+	// so the SDK in the worker knows which variables its child tasks and
+	// actors inherit; unset when there are none.
+	EnvRuntimeEnv = "NODEUP_RUNTIME_ENV"
 )
+
+// ReservedEnvPrefix starts the variables nodeup sets in worker processes;
+// a runtime env may not set them.
+const ReservedEnvPrefix = "NODEUP_"
+
+// reservedEnvVars are the GPU visibility variables the node sets in every
+// worker process (gpu.Assignment.Env); a runtime env may not set them.
+var reservedEnvVars = []string{"CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER"}
+
+// ValidateEnvVar checks one runtime env variable (Ray's runtime_env
+// env_vars entry): the key must be non-empty and contain no '=' or NUL
+// byte, the value no NUL byte, and the key must not be one nodeup sets
+// itself (NODEUP_*, CUDA_VISIBLE_DEVICES, NVIDIA_VISIBLE_DEVICES,
+// CUDA_DEVICE_ORDER). The error names the key and what is accepted.
+func ValidateEnvVar(key, value string) error {
+	switch {
+	case key == "":
+		return fmt.Errorf("env var key %q: must not be empty", key)
+	case strings.ContainsAny(key, "=\x00"):
+		return fmt.Errorf("env var key %q: must not contain '=' or a NUL byte", key)
+	case strings.IndexByte(value, 0) >= 0:
+		return fmt.Errorf("env var %q: value must not contain a NUL byte", key)
+	case strings.HasPrefix(key, ReservedEnvPrefix):
+		return fmt.Errorf("env var %q: %s* variables are reserved for nodeup", key, ReservedEnvPrefix)
+	case slices.Contains(reservedEnvVars, key):
+		return fmt.Errorf("env var %q: set by the node for the worker's GPUs (reserved: %s)", key, strings.Join(reservedEnvVars, ", "))
+	}
+	return nil
+}
+
+// ValidateEnvVars checks every entry of vars with ValidateEnvVar, in key
+// order, and returns the first error.
+func ValidateEnvVars(vars map[string]string) error {
+	for _, k := range slices.Sorted(maps.Keys(vars)) {
+		if err := ValidateEnvVar(k, vars[k]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// envEntries returns vars as KEY=VALUE entries sorted by key.
+func envEntries(vars map[string]string) []string {
+	out := make([]string, 0, len(vars))
+	for _, k := range slices.Sorted(maps.Keys(vars)) {
+		out = append(out, k+"="+vars[k])
+	}
+	return out
+}
 
 // workerStartTimeout bounds how long a new worker process may take to register.
 const workerStartTimeout = 30 * time.Second
@@ -44,7 +102,7 @@ const workerStartTimeout = 30 * time.Second
 type workerPool struct {
 	n       *Node
 	mu      sync.Mutex
-	workers map[string]*workerProc // task workers by taskPoolKey (job, and devices for GPU workers)
+	workers map[string]*workerProc // task workers by procSpec.poolKey (job, devices for GPU workers, environment)
 	byID    map[string]*workerProc
 	actors  map[string]*actorProc // dedicated actor workers by actor ID
 	// finished holds jobs that ended here (and when), so a lease request
@@ -64,7 +122,7 @@ const finishedJobMemory = time.Hour
 type workerProc struct {
 	id       string
 	job      string
-	key      string // taskPoolKey for a task worker
+	key      string // procSpec.poolKey for a task worker
 	actor    string // actor ID for an actor's dedicated worker, else empty
 	cmd      *exec.Cmd
 	addr     string
@@ -175,7 +233,8 @@ func (p *workerPool) worker(ctx context.Context, req *wire.LeaseRequest, as *gpu
 		p.mu.Unlock()
 		return nil, fmt.Errorf("job %s has finished", req.JobID)
 	}
-	w := p.workers[taskPoolKey(req.JobID, as)]
+	spec := procSpec{job: req.JobID, binHash: req.BinaryHash, env: req.Env, envVars: req.EnvVars, gpus: as}
+	w := p.workers[spec.poolKey()]
 	if w != nil {
 		select {
 		case <-w.dead:
@@ -185,7 +244,7 @@ func (p *workerPool) worker(ctx context.Context, req *wire.LeaseRequest, as *gpu
 	}
 	if w == nil {
 		var err error
-		if w, err = p.start(procSpec{job: req.JobID, binHash: req.BinaryHash, env: req.Env, gpus: as}); err != nil {
+		if w, err = p.start(spec); err != nil {
 			p.mu.Unlock()
 			return nil, err
 		}
@@ -225,8 +284,36 @@ type procSpec struct {
 	job     string
 	actor   string
 	binHash string
-	env     []string
-	gpus    *gpu.Assignment // the devices it may see (nil: none)
+	env     []string          // extra KEY=VALUE entries (LeaseRequest.Env)
+	envVars map[string]string // runtime env vars (validated)
+	gpus    *gpu.Assignment   // the devices it may see (nil: none)
+}
+
+// poolKey is the key under which a task worker started from this spec is
+// pooled: taskPoolKey (job, devices) plus every environment entry the spec
+// adds, so a process is only ever reused for leases that would have
+// started it with the same environment.
+func (spec procSpec) poolKey() string {
+	key := taskPoolKey(spec.job, spec.gpus)
+	if len(spec.env) == 0 && len(spec.envVars) == 0 {
+		return key
+	}
+	// Keys hold no '=' or NUL and values no NUL (ValidateEnvVar), so the
+	// NUL-joined entries are unambiguous.
+	return key + "|env:" + strings.Join(spec.env, "\x00") + "|vars:" + strings.Join(envEntries(spec.envVars), "\x00")
+}
+
+// userEnv is the part of the process environment spec adds before the
+// node's own variables: LeaseRequest.Env, the runtime env vars, and
+// EnvRuntimeEnv describing them.
+func (spec procSpec) userEnv() []string {
+	out := append([]string(nil), spec.env...)
+	if len(spec.envVars) == 0 {
+		return out
+	}
+	out = append(out, envEntries(spec.envVars)...)
+	b, _ := json.Marshal(spec.envVars) // a map[string]string always encodes
+	return append(out, EnvRuntimeEnv+"="+string(b))
 }
 
 // start launches a worker process; p.mu must be held.
@@ -234,7 +321,7 @@ func (p *workerPool) start(spec procSpec) (*workerProc, error) {
 	if p.stopped {
 		return nil, fmt.Errorf("start worker for job %s: the node is shutting down", spec.job)
 	}
-	w := &workerProc{id: newID()[:16], job: spec.job, key: taskPoolKey(spec.job, spec.gpus), actor: spec.actor, ready: make(chan struct{}), dead: make(chan struct{})}
+	w := &workerProc{id: newID()[:16], job: spec.job, key: spec.poolKey(), actor: spec.actor, ready: make(chan struct{}), dead: make(chan struct{})}
 	logDir := p.n.dir.file("logs")
 	_ = os.MkdirAll(logDir, 0o750)
 	logName := fmt.Sprintf("worker-%s-%s.log", spec.job, w.id)
@@ -247,7 +334,8 @@ func (p *workerPool) start(spec procSpec) (*workerProc, error) {
 	}
 	host, _ := splitHost(p.n.rpcAddr)
 	cmd := exec.Command(p.binPath(spec.binHash))
-	cmd.Env = append(append(append(os.Environ(), spec.env...), gpuEnv(spec.gpus)...),
+	// The node's own variables come last, so they win over anything before.
+	cmd.Env = append(append(append(os.Environ(), spec.userEnv()...), gpuEnv(spec.gpus)...),
 		EnvWorkerMode+"=1", EnvNodeAddr+"="+p.n.rpcAddr, EnvJobID+"="+spec.job, EnvWorkerID+"="+w.id,
 		EnvBindIP+"="+host, EnvNodeID+"="+p.n.id.NodeID, EnvNodeName+"="+p.n.cfg.NodeName, EnvArenaPath+"="+p.n.arenaPath(),
 		EnvActorID+"="+spec.actor, EnvBinaryHash+"="+spec.binHash)

@@ -90,6 +90,9 @@ type Actor struct {
 	BinaryNode string
 	// OwnerAddr is the RPC address of the process that created it.
 	OwnerAddr string
+	// EnvVars are its runtime env vars (Ray's runtime_env env_vars): its
+	// worker process starts with them at every incarnation.
+	EnvVars map[string]string `msgpack:",omitempty"`
 	// Where the running instance lives: node, worker RPC address, worker ID
 	// and process ID (zero values while not ALIVE).
 	NodeID     string

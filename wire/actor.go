@@ -52,6 +52,10 @@ type ActorCreateRequest struct {
 	BinaryHash     string
 	BinaryNode     string
 	OwnerAddr      string
+	// EnvVars are the actor's runtime env vars (Ray's runtime_env env_vars,
+	// merged with its creator's): its worker process starts with them, at
+	// every restart. Keys must pass cluster.ValidateEnvVar.
+	EnvVars map[string]string `msgpack:",omitempty"`
 }
 
 // ActorCreateReply names the created actor, or the existing one a
@@ -131,6 +135,8 @@ type ActorStartRequest struct {
 	MaxConcurrency int
 	BinaryHash     string
 	BinaryNode     string
+	// EnvVars are the actor's runtime env vars (ActorCreateRequest.EnvVars).
+	EnvVars map[string]string `msgpack:",omitempty"`
 }
 
 // ActorStartReply says where the actor runs, that the node has no room for

@@ -168,6 +168,11 @@ type LeaseRequest struct {
 	Spilled      bool
 	TaskName     string // for logs and pending-demand listings
 	NoQueueIfNot bool   // reply Busy instead of queueing (used by spread probes)
+	// EnvVars are the task's runtime env vars (Ray's runtime_env env_vars,
+	// already merged with its parent's): the node runs the lease in a worker
+	// process started with exactly these variables (and Env), one per
+	// distinct set. Keys must pass cluster.ValidateEnvVar.
+	EnvVars map[string]string `msgpack:",omitempty"`
 }
 
 // LeaseReply grants a lease, redirects the request (Spillback: retry at that

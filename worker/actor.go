@@ -142,8 +142,8 @@ func RegisterActor2[A, B, T any](ctor func(context.Context, A, B) (*T, error)) A
 
 // Options returns a copy of c whose instances are created with opts:
 // resources (CPUs, GPUs, Memory, Resources), Name, Namespace, GetIfExists,
-// Detached, MaxRestarts, MaxTaskRetries, MaxConcurrency, and the scheduling
-// strategies (Spread, NodeAffinity).
+// Detached, MaxRestarts, MaxTaskRetries, MaxConcurrency, WithRuntimeEnv,
+// and the scheduling strategies (Spread, NodeAffinity).
 func (c ActorClass0[T]) Options(opts ...Option) ActorClass0[T] {
 	return ActorClass0[T]{c.with(opts)}
 }
@@ -210,6 +210,7 @@ func createActor[T any](ctx context.Context, c actorClass, args ...any) (ActorHa
 		Detached: o.detached, MaxRestarts: o.maxRestarts, MaxTaskRetries: o.maxTaskRetries, MaxConcurrency: o.maxConcurrency,
 		Resources: o.demandSet(), Strategy: o.strategy, Constructor: c.ctor, Args: wargs, BinaryHash: cw.binHash, BinaryNode: cw.nodeAddr,
 		OwnerAddr: cw.addr}
+	req.EnvVars, _ = cw.envFor(o.envVars)
 	if o.name == "" {
 		// Unnamed: nothing to check against other actors, so the ID is made
 		// here and the registration runs in the background (as Ray returns

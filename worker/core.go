@@ -7,8 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -28,6 +31,11 @@ type coreWorker struct {
 	namespace string // for named actors: JobNamespace, default "default"
 	ownerID   string // unique per process: prefixes task and object IDs
 	binHash   string
+	// envVars are this process's effective runtime env vars (the job's in
+	// a driver, the node-given ones in a worker), which the work it submits
+	// inherits; envKey is their canonical form (envKeyOf). Set once in Init.
+	envVars map[string]string
+	envKey  string
 
 	nodeAddr string // the local node's RPC address
 	nodeID   string
@@ -179,4 +187,43 @@ func failureOf(err error) (*wire.TaskFailure, string) {
 
 func taskErrorFrom(name string, f *wire.TaskFailure) *TaskError {
 	return &TaskError{TaskName: name, NodeID: f.NodeID, NodeName: f.NodeName, PID: f.PID, Message: f.Message, Panic: f.Panic, Stack: f.Stack}
+}
+
+// setEnv records the process's effective runtime env vars (Init only).
+func (cw *coreWorker) setEnv(vars map[string]string) {
+	if len(vars) == 0 {
+		cw.envVars, cw.envKey = nil, ""
+		return
+	}
+	cw.envVars = maps.Clone(vars)
+	cw.envKey = envKeyOf(cw.envVars)
+}
+
+// envFor is the effective runtime env of work submitted from this process
+// with its own vars: this process's env updated with own (Ray's dict
+// update), and its canonical key ("" for none). Without own vars it is the
+// process's, allocating nothing.
+func (cw *coreWorker) envFor(own map[string]string) (map[string]string, string) {
+	if len(own) == 0 {
+		return cw.envVars, cw.envKey
+	}
+	m := maps.Clone(cw.envVars)
+	if m == nil {
+		m = make(map[string]string, len(own))
+	}
+	maps.Copy(m, own)
+	return m, envKeyOf(m)
+}
+
+// envKeyOf is vars as sorted KEY=VALUE entries joined by NUL: keys hold no
+// '=' or NUL and values no NUL, so equal keys mean equal envs.
+func envKeyOf(vars map[string]string) string {
+	var b strings.Builder
+	for _, k := range slices.Sorted(maps.Keys(vars)) {
+		b.WriteString(k)
+		b.WriteByte('=')
+		b.WriteString(vars[k])
+		b.WriteByte(0)
+	}
+	return b.String()
 }

@@ -4,9 +4,11 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"runtime"
 	"time"
@@ -28,6 +30,7 @@ type initConfig struct {
 	resources sched.ResourceSet
 	logger    *slog.Logger
 	gpus      *cluster.GPUConfig // EmbeddedGPUs (gpus.go)
+	env       RuntimeEnv         // JobRuntimeEnv
 }
 
 // Address connects to the node at host:port instead of NODEUP_ADDRESS or the
@@ -60,6 +63,24 @@ const DefaultNamespace = "default"
 // namespace=.
 func JobNamespace(ns string) InitOption { return func(c *initConfig) { c.namespace = ns } }
 
+// JobRuntimeEnv sets the runtime env of the whole job, as ray.init's
+// runtime_env=: every task and actor this driver submits, and their
+// children, run with its EnvVars unless they override them (WithRuntimeEnv;
+// see RuntimeEnv). Given more than once, later variables win. Init fails
+// with an error naming a bad variable. Ignored in a worker process, which
+// runs with the env its node started it with.
+func JobRuntimeEnv(env RuntimeEnv) InitOption {
+	return func(c *initConfig) {
+		if len(env.EnvVars) == 0 {
+			return
+		}
+		if c.env.EnvVars == nil {
+			c.env.EnvVars = make(map[string]string, len(env.EnvVars))
+		}
+		maps.Copy(c.env.EnvVars, env.EnvVars)
+	}
+}
+
 // Logger sets where the SDK logs (default slog.Default()).
 func Logger(l *slog.Logger) InitOption { return func(c *initConfig) { c.logger = l } }
 
@@ -78,6 +99,9 @@ func Init(ctx context.Context, opts ...InitOption) error {
 	if currentCW != nil {
 		return fmt.Errorf("nodeup: Init called twice (call Shutdown first)")
 	}
+	if err := cfg.env.validate(); err != nil && os.Getenv(cluster.EnvWorkerMode) != "1" {
+		return fmt.Errorf("nodeup: JobRuntimeEnv: %w", err)
+	}
 	cw := &coreWorker{logger: cfg.logger, ownerID: randomHex(6), objects: newObjectTable(), pool: rpc.NewPool([]byte{0x01}, 5*time.Second)}
 	cw.ctx, cw.cancel = context.WithCancel(context.Background())
 	cw.sub = newSubmitter(cw)
@@ -90,10 +114,17 @@ func Init(ctx context.Context, opts ...InitOption) error {
 		cw.namespace = DefaultNamespace
 	}
 	if os.Getenv(cluster.EnvWorkerMode) == "1" {
+		env, err := workerRuntimeEnv()
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "nodeup worker: %v\n", err)
+			os.Exit(1)
+		}
+		cw.setEnv(env)
 		currentCW = cw
 		currentMu.Unlock()
 		runWorker(cw) // never returns
 	}
+	cw.setEnv(cfg.env.EnvVars)
 	if err := cw.connect(ctx, cfg); err != nil {
 		cw.close()
 		return err
@@ -270,4 +301,18 @@ func fileHash(path string) (string, error) {
 		return "", err
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// workerRuntimeEnv reads the runtime env vars the node started this worker
+// process with (cluster.EnvRuntimeEnv; nil when unset).
+func workerRuntimeEnv() (map[string]string, error) {
+	s := os.Getenv(cluster.EnvRuntimeEnv)
+	if s == "" {
+		return nil, nil
+	}
+	var env map[string]string
+	if err := json.Unmarshal([]byte(s), &env); err != nil {
+		return nil, fmt.Errorf("%s: want a JSON object of strings: %w", cluster.EnvRuntimeEnv, err)
+	}
+	return env, nil
 }

@@ -5,6 +5,7 @@ import (
 	"maps"
 	"strings"
 
+	"github.com/nodeup/nodeup/cluster"
 	"github.com/nodeup/nodeup/sched"
 	"github.com/nodeup/nodeup/wire"
 )
@@ -33,6 +34,10 @@ type taskOptions struct {
 	maxTaskRetries int
 	maxConcurrency int
 	actorOnly      string
+
+	// envVars are the handle's own runtime env vars (WithRuntimeEnv),
+	// merged over the submitting process's at submit time (envFor).
+	envVars map[string]string
 }
 
 // defaultActorOptions: an actor holds no CPU unless asked (Ray schedules an
@@ -262,6 +267,53 @@ func AcceleratorType(model string) Option {
 			return fmt.Errorf("option AcceleratorType %q: give a GPU model such as \"H100\"", model)
 		}
 		return setQuantity(o, "accelerator_type:"+model, 0.001)
+	}
+}
+
+// RuntimeEnv is the environment a job, task or actor runs in, as Ray's
+// runtime_env. Only env_vars maps onto Go programs: pip and conda are
+// Python's, and working_dir is not supported (the job's binary is shipped
+// to every node already; data files are not).
+//
+// A runtime env is inherited: a task or actor runs with its parent's
+// effective env (the job's, set with JobRuntimeEnv, for work the driver
+// submits; the running task's or actor's for work submitted from inside
+// one) updated with its own EnvVars, key by key, as Ray merges a child's
+// runtime_env into its parent's with a dict update.
+type RuntimeEnv struct {
+	// EnvVars are environment variables set in the worker process that runs
+	// the task or actor (Ray's env_vars), so os.Getenv sees them. Keys must
+	// be non-empty and contain no '=' or NUL byte, values no NUL byte; keys
+	// nodeup sets itself (NODEUP_*, CUDA_VISIBLE_DEVICES,
+	// NVIDIA_VISIBLE_DEVICES, CUDA_DEVICE_ORDER) are refused. An empty
+	// value sets the variable to "" (it does not unset it).
+	EnvVars map[string]string
+}
+
+// validate checks every variable (cluster.ValidateEnvVar), naming the
+// first bad key in key order.
+func (e RuntimeEnv) validate() error { return cluster.ValidateEnvVars(e.EnvVars) }
+
+// WithRuntimeEnv runs the task or actor with env's EnvVars set over its
+// parent's effective runtime env (see RuntimeEnv), as Ray's
+// .options(runtime_env=...). Given more than once, later variables win.
+// Tasks with different effective envs run in different worker processes;
+// tasks with the same one share them. Error: a bad variable, named.
+func WithRuntimeEnv(env RuntimeEnv) Option {
+	return func(o *taskOptions) error {
+		if err := env.validate(); err != nil {
+			return fmt.Errorf("option WithRuntimeEnv: %w", err)
+		}
+		if len(env.EnvVars) == 0 {
+			return nil
+		}
+		m := maps.Clone(o.envVars) // o shares its map with the handle it came from
+		if m == nil {
+			m = make(map[string]string, len(env.EnvVars))
+		}
+		maps.Copy(m, env.EnvVars)
+		o.envVars = m
+		return nil
 	}
 }
 

@@ -37,7 +37,9 @@ type submitter struct {
 type pendingTask struct {
 	spec       wire.TaskSpec
 	opts       taskOptions
-	crashes    int // worker or node deaths so far
+	key        string            // queue key: opts.key plus the effective env's key
+	envVars    map[string]string // effective runtime env vars
+	crashes    int               // worker or node deaths so far
 	appRetries int
 }
 
@@ -48,7 +50,8 @@ type keyQueue struct {
 	leases     []*heldLease
 	requesting int
 	warned     bool
-	gpu        bool // GPU demand: one task per lease at a time (gpus.go)
+	gpu        bool              // GPU demand: one task per lease at a time (gpus.go)
+	envVars    map[string]string // runtime env vars every lease of this key is for
 }
 
 type heldLease struct {
@@ -92,7 +95,14 @@ func submit(ctx context.Context, f remote, numReturns int, args ...any) ([]strin
 	if err != nil {
 		return fail(err)
 	}
-	t := &pendingTask{opts: opts, spec: wire.TaskSpec{TaskID: taskID, JobID: cw.jobID, Name: name, Function: f.name,
+	// Tasks with different runtime envs must not share a lease: the node
+	// runs each env in worker processes of its own.
+	envVars, envKey := cw.envFor(opts.envVars)
+	key := opts.key
+	if envKey != "" {
+		key += "|env:" + envKey
+	}
+	t := &pendingTask{opts: opts, key: key, envVars: envVars, spec: wire.TaskSpec{TaskID: taskID, JobID: cw.jobID, Name: name, Function: f.name,
 		NumReturns: numReturns, Owner: cw.addr, Args: wargs}}
 	// Refs this process owns that were not ready to inline: wait for them.
 	var deps []int
@@ -169,11 +179,11 @@ func (s *submitter) resolveThenEnqueue(t *pendingTask, deps []int) {
 }
 
 func (s *submitter) enqueue(t *pendingTask) {
-	key := t.opts.key
+	key := t.key
 	s.mu.Lock()
 	q := s.queues[key]
 	if q == nil {
-		q = &keyQueue{res: t.opts.demandSet(), strategy: t.opts.strategy, gpu: demandsGPU(t.opts.res)}
+		q = &keyQueue{res: t.opts.demandSet(), strategy: t.opts.strategy, gpu: demandsGPU(t.opts.res), envVars: t.envVars}
 		s.queues[key] = q
 	}
 	q.tasks = append(q.tasks, t)
@@ -226,7 +236,7 @@ func (s *submitter) requestLease(q *keyQueue) {
 		name := q.tasks[0].spec.Name
 		s.mu.Unlock()
 		req := &wire.LeaseRequest{JobID: cw.jobID, BinaryHash: cw.binHash, BinaryNode: cw.nodeAddr, Resources: q.res,
-			Strategy: q.strategy, Spilled: spilled || hops >= maxSpillHops, TaskName: name, Env: cw.workerEnv()}
+			Strategy: q.strategy, Spilled: spilled || hops >= maxSpillHops, TaskName: name, Env: cw.workerEnv(), EnvVars: q.envVars}
 		var rep wire.LeaseReply
 		err := cw.pool.Call(cw.ctx, addr, wire.MethodLease, req, &rep)
 		switch {

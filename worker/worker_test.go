@@ -88,6 +88,13 @@ func startCluster(t testing.TB, n int, extra func(i int) sched.ResourceSet) []*c
 // before the node starts.
 func startClusterWith(t testing.TB, n int, mutate func(i int, cfg *cluster.Config)) []*cluster.Node {
 	t.Helper()
+	return startClusterInit(t, n, mutate)
+}
+
+// startClusterInit is startClusterWith with extra options for the driver's
+// Init (after Address and Logger).
+func startClusterInit(t testing.TB, n int, mutate func(i int, cfg *cluster.Config), initOpts ...InitOption) []*cluster.Node {
+	t.Helper()
 	dir := t.TempDir()
 	var nodes []*cluster.Node
 	for i := 0; i < n; i++ {
@@ -111,7 +118,7 @@ func startClusterWith(t testing.TB, n int, mutate func(i int, cfg *cluster.Confi
 		nodes = append(nodes, nd)
 		t.Cleanup(nd.Kill)
 	}
-	if err := Init(context.Background(), Address(nodes[0].RPCAddr()), Logger(quietLogger())); err != nil {
+	if err := Init(context.Background(), append([]InitOption{Address(nodes[0].RPCAddr()), Logger(quietLogger())}, initOpts...)...); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(Shutdown)
