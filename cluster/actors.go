@@ -128,7 +128,7 @@ func (n *Node) actorCreate(ctx context.Context, req *wire.ActorCreateRequest) (*
 		State: store.ActorPending, Detached: req.Detached, MaxRestarts: req.MaxRestarts, MaxTaskRetries: req.MaxTaskRetries,
 		MaxConcurrency: req.MaxConcurrency, Resources: req.Resources, StrategyKind: req.Strategy.Kind, StrategyNode: req.Strategy.NodeID,
 		StrategySoft: req.Strategy.Soft, Labels: req.Strategy.Labels, Constructor: req.Constructor, Args: args, BinaryHash: req.BinaryHash, BinaryNode: req.BinaryNode,
-		OwnerAddr: req.OwnerAddr, EnvVars: req.EnvVars, CreatedAt: now, StateChangedAt: now}
+		OwnerAddr: req.OwnerAddr, EnvVars: req.EnvVars, JobNamespace: req.JobNamespace, CreatedAt: now, StateChangedAt: now}
 	res, err := n.apply(store.ActorRegisterType, &store.ActorRegisterRequest{Actor: a, GetIfExists: req.GetIfExists})
 	if err != nil {
 		if errors.Is(err, store.ErrActorNameTaken) {
@@ -408,7 +408,7 @@ func (m *actorManager) tryNode(a *store.Actor, nd wire.NodeInfo) (ok, stop bool,
 	var rep wire.ActorStartReply
 	err = n.pool.Call(ctx, nd.Addr, wire.MethodActorStart, &wire.ActorStartRequest{ActorID: cur.ID, Incarnation: cur.Restarts,
 		JobID: cur.JobID, Class: cur.Class, Resources: cur.Resources, Constructor: cur.Constructor, Args: args,
-		MaxConcurrency: cur.MaxConcurrency, BinaryHash: cur.BinaryHash, BinaryNode: cur.BinaryNode, EnvVars: cur.EnvVars}, &rep)
+		MaxConcurrency: cur.MaxConcurrency, BinaryHash: cur.BinaryHash, BinaryNode: cur.BinaryNode, EnvVars: cur.EnvVars, JobNamespace: cur.JobNamespace}, &rep)
 	switch {
 	case err != nil:
 		n.logger.Warn("start actor on node failed", "actor", cur.ID, "node", nd.NodeName, "err", err)

@@ -73,7 +73,11 @@ func (n *Node) actorStart(ctx context.Context, req *wire.ActorStartRequest) (*wi
 		return nil, &rpc.Error{Code: "worker_failed", Message: err.Error()}
 	}
 	p.mu.Lock()
-	w, err := p.start(procSpec{job: job, actor: req.ActorID, binHash: req.BinaryHash, envVars: req.EnvVars, gpus: l.gpus})
+	var env []string
+	if req.JobNamespace != "" {
+		env = []string{EnvNamespace + "=" + req.JobNamespace}
+	}
+	w, err := p.start(procSpec{job: job, actor: req.ActorID, binHash: req.BinaryHash, env: env, envVars: req.EnvVars, gpus: l.gpus})
 	if err != nil {
 		p.mu.Unlock()
 		n.local.release(l.id)

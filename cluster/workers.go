@@ -36,6 +36,9 @@ const (
 	// EnvBinaryHash is the sha256 (hex) of the worker's own executable, so a
 	// worker need not hash tens of MiB at every start.
 	EnvBinaryHash = "NODEUP_BINARY_HASH"
+	// EnvNamespace carries the job's namespace to its worker processes
+	// (unset for the default namespace).
+	EnvNamespace = "NODEUP_NAMESPACE"
 	// EnvRuntimeEnv holds the worker's runtime env vars (the lease's or
 	// actor's EnvVars, also set as variables of their own) as a JSON object,
 	// so the SDK in the worker knows which variables its child tasks and

@@ -93,6 +93,9 @@ type Actor struct {
 	// EnvVars are its runtime env vars (Ray's runtime_env env_vars): its
 	// worker process starts with them at every incarnation.
 	EnvVars map[string]string `msgpack:",omitempty"`
+	// JobNamespace is the creating job's namespace (empty: the default),
+	// given to its worker process for its own GetActor calls.
+	JobNamespace string `msgpack:",omitempty"`
 	// Where the running instance lives: node, worker RPC address, worker ID
 	// and process ID (zero values while not ALIVE).
 	NodeID     string
@@ -141,6 +144,7 @@ func (a *Actor) Copy() *Actor {
 	c.Resources = maps.Clone(a.Resources)
 	c.Args = slices.Clone(a.Args)
 	c.Labels = maps.Clone(a.Labels)
+	c.EnvVars = maps.Clone(a.EnvVars)
 	return &c
 }
 

@@ -56,6 +56,9 @@ type ActorCreateRequest struct {
 	// merged with its creator's): its worker process starts with them, at
 	// every restart. Keys must pass cluster.ValidateEnvVar.
 	EnvVars map[string]string `msgpack:",omitempty"`
+	// JobNamespace is the creating job's namespace (empty: "default"),
+	// which the actor's own GetActor calls default to, as in Ray.
+	JobNamespace string `msgpack:",omitempty"`
 }
 
 // ActorCreateReply names the created actor, or the existing one a
@@ -137,6 +140,8 @@ type ActorStartRequest struct {
 	BinaryNode     string
 	// EnvVars are the actor's runtime env vars (ActorCreateRequest.EnvVars).
 	EnvVars map[string]string `msgpack:",omitempty"`
+	// JobNamespace is ActorCreateRequest.JobNamespace.
+	JobNamespace string `msgpack:",omitempty"`
 }
 
 // ActorStartReply says where the actor runs, that the node has no room for

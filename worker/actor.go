@@ -211,6 +211,9 @@ func createActor[T any](ctx context.Context, c actorClass, args ...any) (ActorHa
 		Resources: o.demandSet(), Strategy: o.strategy, Constructor: c.ctor, Args: wargs, BinaryHash: cw.binHash, BinaryNode: cw.nodeAddr,
 		OwnerAddr: cw.addr}
 	req.EnvVars, _ = cw.envFor(o.envVars)
+	if cw.namespace != DefaultNamespace {
+		req.JobNamespace = cw.namespace
+	}
 	if o.name == "" {
 		// Unnamed: nothing to check against other actors, so the ID is made
 		// here and the registration runs in the background (as Ray returns

@@ -50,8 +50,9 @@ func EmbeddedResources(r map[string]float64) InitOption {
 	}
 }
 
-// EnvNamespace carries the job's namespace to its worker processes.
-const EnvNamespace = "NODEUP_NAMESPACE"
+// EnvNamespace carries the job's namespace to its worker processes (task
+// workers and actors alike).
+const EnvNamespace = cluster.EnvNamespace
 
 // DefaultNamespace is the namespace of named actors when none is set. (Ray
 // gives each job an anonymous namespace by default; here drivers share one,
