@@ -139,17 +139,6 @@ func throughputMax(op func(ctx context.Context) (float64, error), maxOps int) Ru
 	}
 }
 
-// perItem turns op into a RunFunc reporting microseconds per unit.
-func perItem(op func(ctx context.Context) (float64, error)) RunFunc {
-	return func(ctx context.Context, d time.Duration) ([]float64, error) {
-		units, elapsed, err := repeat(ctx, d, 0, op)
-		if err != nil {
-			return nil, err
-		}
-		return []float64{float64(elapsed.Microseconds()) / units}, nil
-	}
-}
-
 func repeat(ctx context.Context, d time.Duration, maxOps int, op func(ctx context.Context) (float64, error)) (float64, time.Duration, error) {
 	var units float64
 	start := time.Now()

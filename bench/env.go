@@ -21,18 +21,16 @@ import (
 // optional second node, and the run's settings.
 type Env struct {
 	opts     Options
-	logger   *slog.Logger
 	quiet    *slog.Logger // for in-process nodes: errors only
 	dir      string       // temporary data dirs of nodes this run started
 	addr     string       // RPC address the driver connects to
 	head     *cluster.Node
 	second   *cluster.Node // started by this run for two-node metrics
-	secondID string
 	cleanups []func()
 }
 
 func newEnv(ctx context.Context, opts Options) (*Env, error) {
-	e := &Env{opts: opts, logger: opts.Logger,
+	e := &Env{opts: opts,
 		quiet: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))}
 	dir, err := os.MkdirTemp("", "nodeup-bench-")
 	if err != nil {
@@ -86,7 +84,7 @@ func (e *Env) runCleanups() {
 // job runs f as one nodeup job: Init against the bench's node, f, Shutdown
 // (which stops the job's workers and frees its objects).
 func (e *Env) job(ctx context.Context, f func(ctx context.Context) error) error {
-	if err := worker.Init(ctx, worker.Address(e.addr), worker.Logger(e.logger)); err != nil {
+	if err := worker.Init(ctx, worker.Address(e.addr), worker.Logger(e.opts.Logger)); err != nil {
 		return err
 	}
 	defer worker.Shutdown()
@@ -118,11 +116,12 @@ func (e *Env) SecondNode(ctx context.Context) (string, error) {
 		if err != nil {
 			return "", fmt.Errorf("start a second node: %w", err)
 		}
-		e.second, e.secondID = n, n.ID()
+		e.second = n
 		e.cleanup(e.stopSecond)
 	}
 	// The driver's node must see the second node alive before a task can be
 	// placed there (its view comes with the leader's heartbeat replies).
+	id := e.second.ID()
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	for {
@@ -131,8 +130,8 @@ func (e *Env) SecondNode(ctx context.Context) (string, error) {
 			return "", err
 		}
 		for _, n := range nodes {
-			if n.NodeID == e.secondID && n.Alive {
-				return e.secondID, nil
+			if n.NodeID == id && n.Alive {
+				return id, nil
 			}
 		}
 		select {
@@ -147,6 +146,6 @@ func (e *Env) stopSecond() {
 	if e.second != nil {
 		_ = e.second.Shutdown()
 		os.RemoveAll(e.second.DataDir())
-		e.second, e.secondID = nil, ""
+		e.second = nil
 	}
 }

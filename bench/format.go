@@ -38,10 +38,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 			fmt.Fprintf(tw, "%s\t-\t%s\t\t\t\t\tFAILED: %s\n", res.Name, res.Unit, res.Error)
 			continue
 		}
-		base, ratio := "", ""
-		if res.Baseline != "" {
-			base = res.Baseline
-		}
+		ratio := ""
 		if res.Ratio != nil {
 			ratio = strconv.FormatFloat(*res.Ratio, 'g', 3, 64)
 		}
@@ -50,7 +47,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 			unit += fmt.Sprintf(" (%d items)", res.Items)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", res.Name, formatValue(res.Value), unit,
-			formatValue(res.Min), formatValue(res.Max), base, ratio)
+			formatValue(res.Min), formatValue(res.Max), res.Baseline, ratio)
 	}
 	return tw.Flush()
 }

@@ -224,7 +224,7 @@ const metricTimeout = 5 * time.Minute
 
 func runMetric(ctx context.Context, e *Env, m *Metric) []Result {
 	base := Result{Name: m.Name, Group: m.Group, Unit: m.Unit, LowerIsBetter: m.LowerIsBetter, Baseline: m.Baseline,
-		Items: m.Items, Desc: m.Desc}
+		Desc: m.Desc}
 	if m.Items > 0 {
 		base.Items = e.Scale(m.Items)
 	}
