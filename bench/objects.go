@@ -44,15 +44,7 @@ var (
 	// createObjectContainingRefs puts n small values and returns their refs
 	// in one object (Ray's create_object_containing_ref).
 	createObjectContainingRefs = worker.Register1(func(ctx context.Context, n int) ([]worker.Ref[int], error) {
-		refs := make([]worker.Ref[int], n)
-		for i := range refs {
-			r, err := worker.Put(ctx, 1)
-			if err != nil {
-				return nil, err
-			}
-			refs[i] = r
-		}
-		return refs, nil
+		return putRefs(ctx, n, 1)
 	})
 )
 

@@ -42,15 +42,7 @@ var (
 	// num_returns=3000; the SDK returns at most two values, so the refs
 	// come back as one list).
 	manyReturns = worker.Register1(func(ctx context.Context, n int) ([]worker.Ref[[]int], error) {
-		refs := make([]worker.Ref[[]int], n)
-		for i := range refs {
-			r, err := worker.Put(ctx, rangeInts(itemInts))
-			if err != nil {
-				return nil, err
-			}
-			refs[i] = r
-		}
-		return refs, nil
+		return putRefs(ctx, n, rangeInts(itemInts))
 	})
 )
 
@@ -171,8 +163,8 @@ func setupQueued(ctx context.Context, e *Env) (RunFunc, error) {
 }
 
 // putRefs puts v n times and returns the refs.
-func putRefs(ctx context.Context, n int, v []int) ([]worker.Ref[[]int], error) {
-	refs := make([]worker.Ref[[]int], n)
+func putRefs[T any](ctx context.Context, n int, v T) ([]worker.Ref[T], error) {
+	refs := make([]worker.Ref[T], n)
 	for i := range refs {
 		r, err := worker.Put(ctx, v)
 		if err != nil {

@@ -27,12 +27,7 @@ var (
 	// smallValueBatch is a client: it submits n small_value tasks from inside
 	// the cluster and waits for them (Ray's Actor.small_value_batch).
 	smallValueBatch = worker.Register1(func(ctx context.Context, n int) (int, error) {
-		refs := make([]worker.Ref[[]byte], n)
-		for i := range refs {
-			refs[i] = smallValue.Remote(ctx)
-		}
-		_, err := worker.GetAll(ctx, refs)
-		return n, err
+		return n, submitAndGet(ctx, n)
 	})
 )
 
