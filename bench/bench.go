@@ -7,9 +7,9 @@
 //
 // Each metric lives in a registry filled by one small file per group
 // (baselines.go, tasks.go, objects.go, actors.go, placement.go,
-// transfer.go, latency.go, node.go, scalability.go). A metric whose feature is not
-// built yet is registered with a Skip reason and is reported as skipped, never
-// measured by something else.
+// transfer.go, latency.go, node.go, scalability.go). A metric that cannot run
+// against the cluster measured (a two-node metric on a one-node cluster) is
+// reported as skipped with the reason, never measured by something else.
 //
 // The remote functions the metrics use are registered at package init, so a
 // binary that links this package (nodeup itself) can serve as the worker of a
@@ -62,8 +62,6 @@ type Metric struct {
 	// Also names further values each run reports after the first, sharing
 	// its runs (task_latency_p99 next to task_latency_p50).
 	Also []Also
-	// Skip, when set, is why the metric cannot run in this build.
-	Skip string
 	// NoJob: the metric needs no cluster (baselines, the idle node).
 	NoJob bool
 	// FreshJob: every run gets its own job (Init … Shutdown), because a run

@@ -43,11 +43,7 @@ func benchCommand() *ucli.Command {
 			}
 			if c.Bool("list") {
 				for _, m := range bench.Select(opts.Filter) {
-					status := m.Unit
-					if m.Skip != "" {
-						status = "skipped: " + m.Skip
-					}
-					fmt.Fprintf(c.App.Writer, "%-46s %-12s %s\n", m.Name, m.Group, status)
+					fmt.Fprintf(c.App.Writer, "%-46s %-12s %s\n", m.Name, m.Group, m.Unit)
 				}
 				return nil
 			}
