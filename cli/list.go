@@ -8,7 +8,6 @@ import (
 
 	ucli "github.com/urfave/cli/v2"
 
-	"github.com/nodeup/nodeup/sched"
 	"github.com/nodeup/nodeup/wire"
 )
 
@@ -35,7 +34,7 @@ func listCommand() *ucli.Command {
 				for _, a := range list.Actors {
 					rows = append(rows, actorJSON{ActorID: a.ActorID, ClassName: a.Class, Name: a.Name, Namespace: a.Namespace, JobID: a.JobID,
 						State: a.State, NodeID: a.NodeID, NodeName: a.NodeName, NumRestarts: a.Incarnation, PID: a.PID,
-						DeathCause: a.DeathCause, PendingReason: a.PendingReason, Detached: a.Detached, Resources: floats(a.Resources)})
+						DeathCause: a.DeathCause, PendingReason: a.PendingReason, Detached: a.Detached, Resources: a.Resources.Floats()})
 				}
 				if c.Bool("json") {
 					return writeJSONOut(c.App.Writer, rows)
@@ -85,14 +84,6 @@ type actorJSON struct {
 	Resources     map[string]float64 `json:"required_resources"`
 }
 
-func floats(r sched.ResourceSet) map[string]float64 {
-	out := make(map[string]float64, len(r))
-	for k, q := range r {
-		out[k] = q.Float()
-	}
-	return out
-}
-
 // listPlacementGroupsCommand is Ray's `ray list placement-groups`.
 func listPlacementGroupsCommand() *ucli.Command {
 	return &ucli.Command{
@@ -107,34 +98,30 @@ func listPlacementGroupsCommand() *ucli.Command {
 			if err := call(c, wire.MethodPGList, &wire.Empty{}, &list); err != nil {
 				return err
 			}
-			rows := make([]pgJSON, 0, len(list.Groups))
-			for _, g := range list.Groups {
-				r := pgJSON{ID: g.ID, Name: g.Name, Namespace: g.Namespace, JobID: g.JobID, State: g.State, Strategy: g.Strategy,
-					Detached: g.Detached, PendingReason: g.PendingReason, Infeasible: g.Infeasible, Bundles: []bundleJSON{}}
-				for _, b := range g.Bundles {
-					r.Bundles = append(r.Bundles, bundleJSON{Index: b.Index, Resources: floats(b.Resources), NodeID: b.NodeID, NodeName: b.NodeName})
-				}
-				rows = append(rows, r)
-			}
 			if c.Bool("json") {
+				rows := make([]pgJSON, 0, len(list.Groups))
+				for _, g := range list.Groups {
+					r := pgJSON{ID: g.ID, Name: g.Name, Namespace: g.Namespace, JobID: g.JobID, State: g.State, Strategy: g.Strategy,
+						Detached: g.Detached, PendingReason: g.PendingReason, Infeasible: g.Infeasible, Bundles: []bundleJSON{}}
+					for _, b := range g.Bundles {
+						r.Bundles = append(r.Bundles, bundleJSON{Index: b.Index, Resources: b.Resources.Floats(), NodeID: b.NodeID, NodeName: b.NodeName})
+					}
+					rows = append(rows, r)
+				}
 				return writeJSONOut(c.App.Writer, rows)
 			}
 			tw := tabwriter.NewWriter(c.App.Writer, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "PLACEMENT GROUP ID\tNAME\tSTRATEGY\tSTATE\tBUNDLES\tDETAIL")
-			for _, r := range rows {
+			for _, g := range list.Groups {
 				var bs []string
-				for _, b := range r.Bundles {
-					res := sched.ResourceSet{}
-					for k, v := range b.Resources {
-						res[k], _ = sched.QuantityFromFloat(v)
-					}
-					bs = append(bs, fmt.Sprintf("%d:{%s}@%s", b.Index, res, dash(b.NodeName)))
+				for _, b := range g.Bundles {
+					bs = append(bs, fmt.Sprintf("%d:{%s}@%s", b.Index, b.Resources, dash(b.NodeName)))
 				}
-				detail := r.PendingReason
-				if r.Infeasible {
+				detail := g.PendingReason
+				if g.Infeasible {
 					detail = "infeasible: " + detail
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.ID, dash(r.Name), r.Strategy, r.State, strings.Join(bs, " "), dash(detail))
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", g.ID, dash(g.Name), g.Strategy, g.State, strings.Join(bs, " "), dash(detail))
 			}
 			return tw.Flush()
 		},
