@@ -11,8 +11,6 @@ import (
 	ucli "github.com/urfave/cli/v2"
 
 	"github.com/nodeup/nodeup/cluster"
-	"github.com/nodeup/nodeup/gpu"
-	"github.com/nodeup/nodeup/sched"
 )
 
 // gpuFlags are start's and join's GPU flags (docs/gpus.md, docs/cli.md).
@@ -26,14 +24,9 @@ func gpuFlags() []ucli.Flag {
 }
 
 // gpuConfig reads the GPU flags; errors name the flag, the bad value and
-// what is accepted.
-func gpuConfig(c *ucli.Context, res sched.ResourceSet) (cluster.GPUConfig, error) {
+// what is accepted. (nodeConfig refuses GPU and gpu_memory in --resources.)
+func gpuConfig(c *ucli.Context) (cluster.GPUConfig, error) {
 	var g cluster.GPUConfig
-	for _, name := range []string{sched.GPU, gpu.MemoryResource} {
-		if _, ok := res[name]; ok {
-			return g, fmt.Errorf("--resources %q: %s is not a custom resource; declare GPUs with --num-gpus N [--gpu-model NAME] [--gpu-memory SIZE], or let the node detect them", c.String("resources"), name)
-		}
-	}
 	if s := strings.TrimSpace(c.String("num-gpus")); s != "" {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 0 {

@@ -17,8 +17,14 @@ import (
 
 func gpuContext(t *testing.T, args ...string) *ucli.Context {
 	t.Helper()
+	return flagContext(t, gpuFlags(), args...)
+}
+
+// flagContext parses args against flags, as start would.
+func flagContext(t *testing.T, flags []ucli.Flag, args ...string) *ucli.Context {
+	t.Helper()
 	set := flag.NewFlagSet("start", flag.ContinueOnError)
-	for _, f := range append(gpuFlags(), &ucli.StringFlag{Name: "resources"}) {
+	for _, f := range flags {
 		if err := f.Apply(set); err != nil {
 			t.Fatal(err)
 		}
@@ -30,41 +36,52 @@ func gpuContext(t *testing.T, args ...string) *ucli.Context {
 }
 
 func TestGPUFlags(t *testing.T) {
-	g, err := gpuConfig(gpuContext(t, "--num-gpus", "4", "--gpu-model", "H100", "--gpu-memory", "80GiB", "--gpu-interval", "2s"), sched.ResourceSet{})
+	g, err := gpuConfig(gpuContext(t, "--num-gpus", "4", "--gpu-model", "H100", "--gpu-memory", "80GiB", "--gpu-interval", "2s"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if want := (cluster.GPUConfig{Declare: true, Count: 4, Model: "H100", MemoryBytes: 80 << 30, Interval: 2 * time.Second}); g != want {
 		t.Errorf("gpuConfig = %+v, want %+v", g, want)
 	}
-	if g, err := gpuConfig(gpuContext(t), sched.ResourceSet{}); err != nil || g.Declare {
+	if g, err := gpuConfig(gpuContext(t)); err != nil || g.Declare {
 		t.Errorf("no flags: %+v, %v; want detection", g, err)
 	}
-	if g, err := gpuConfig(gpuContext(t, "--num-gpus", "0"), sched.ResourceSet{}); err != nil || !g.Declare || g.Count != 0 {
+	if g, err := gpuConfig(gpuContext(t, "--num-gpus", "0")); err != nil || !g.Declare || g.Count != 0 {
 		t.Errorf("--num-gpus 0: %+v, %v; want declared none", g, err)
 	}
 	bad := []struct {
 		args []string
-		res  sched.ResourceSet
 		want string
 	}{
-		{[]string{"--num-gpus", "-1"}, nil, `--num-gpus "-1": must be a whole number, 0 or more`},
-		{[]string{"--num-gpus", "1.5"}, nil, `--num-gpus "1.5"`},
-		{[]string{"--num-gpus", "four"}, nil, `--num-gpus "four"`},
-		{[]string{"--gpu-model", "H100"}, nil, `--gpu-model "H100" / --gpu-memory "" need --num-gpus N`},
-		{[]string{"--num-gpus", "2", "--gpu-memory", "80XB"}, nil, `--gpu-memory: invalid size "80XB"`},
-		{[]string{"--gpu-interval", "5"}, nil, `--gpu-interval "5": must be a duration of at least 100ms`},
-		{[]string{"--gpu-interval", "1ms"}, nil, `--gpu-interval "1ms"`},
-		{[]string{"--resources", "GPU=2"}, sched.ResourceSet{sched.GPU: sched.QuantityOf(2)}, `--resources "GPU=2": GPU is not a custom resource; declare GPUs with --num-gpus`},
+		{[]string{"--num-gpus", "-1"}, `--num-gpus "-1": must be a whole number, 0 or more`},
+		{[]string{"--num-gpus", "1.5"}, `--num-gpus "1.5"`},
+		{[]string{"--num-gpus", "four"}, `--num-gpus "four"`},
+		{[]string{"--gpu-model", "H100"}, `--gpu-model "H100" / --gpu-memory "" need --num-gpus N`},
+		{[]string{"--num-gpus", "2", "--gpu-memory", "80XB"}, `--gpu-memory: invalid size "80XB"`},
+		{[]string{"--gpu-interval", "5"}, `--gpu-interval "5": must be a duration of at least 100ms`},
+		{[]string{"--gpu-interval", "1ms"}, `--gpu-interval "1ms"`},
 	}
 	for _, b := range bad {
-		res := b.res
-		if res == nil {
-			res = sched.ResourceSet{}
-		}
-		_, err := gpuConfig(gpuContext(t, b.args...), res)
+		_, err := gpuConfig(gpuContext(t, b.args...))
 		if err == nil || !strings.Contains(err.Error(), b.want) {
 			t.Errorf("gpuConfig(%q) = %v, want an error containing %q", b.args, err, b.want)
+		}
+	}
+}
+
+// TestNodeConfigRefusesReservedResources: --resources may not name what the
+// node sets itself, and the error says which flag sets it.
+func TestNodeConfigRefusesReservedResources(t *testing.T) {
+	for _, tc := range []struct{ res, want string }{
+		{"GPU=2", `--resources "GPU=2": GPU is not a custom resource; declare GPUs with --num-gpus`},
+		{"gpu_memory=8", `gpu_memory is not a custom resource; declare GPUs with --num-gpus`},
+		{"CPU=4", `CPU is not a custom resource; set it with --num-cpus`},
+		{"memory=4", `memory is not a custom resource; set it with --memory`},
+		{"object_store_memory=4", `object_store_memory is not a custom resource; set it with --object-store-memory`},
+	} {
+		_, err := nodeConfig(flagContext(t, nodeFlags(), "--data-dir", t.TempDir(), "--resources", tc.res), true, nil)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("--resources %s: %v, want an error containing %q", tc.res, err, tc.want)
 		}
 	}
 }

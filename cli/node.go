@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/nodeup/nodeup/cluster"
+	"github.com/nodeup/nodeup/gpu"
 	"github.com/nodeup/nodeup/sched"
 )
 
@@ -76,6 +77,18 @@ func joinCommand() *ucli.Command {
 	}
 }
 
+// reservedResources are the resources a node sets itself, which --resources
+// may not name, with how to set them instead.
+var reservedResources = []struct{ name, how string }{
+	{sched.CPU, "set it with --num-cpus"},
+	{sched.Memory, "set it with --memory"},
+	{sched.ObjectStoreMemory, "set it with --object-store-memory"},
+	{sched.GPU, declareGPUs},
+	{gpu.MemoryResource, declareGPUs},
+}
+
+const declareGPUs = "declare GPUs with --num-gpus N [--gpu-model NAME] [--gpu-memory SIZE], or let the node detect them"
+
 // nodeConfig turns flags into a cluster.Config, rejecting bad values.
 func nodeConfig(c *ucli.Context, head bool, peers []string) (cluster.Config, error) {
 	cfg := cluster.Config{
@@ -97,9 +110,9 @@ func nodeConfig(c *ucli.Context, head bool, peers []string) (cluster.Config, err
 	if err != nil {
 		return cfg, fmt.Errorf("--resources: %w", err)
 	}
-	for _, reserved := range []string{sched.CPU, sched.Memory, sched.ObjectStoreMemory} {
-		if _, ok := res[reserved]; ok {
-			return cfg, fmt.Errorf("--resources %q: set %s with --num-cpus or --memory instead", c.String("resources"), reserved)
+	for _, r := range reservedResources {
+		if _, ok := res[r.name]; ok {
+			return cfg, fmt.Errorf("--resources %q: %s is not a custom resource; %s", c.String("resources"), r.name, r.how)
 		}
 	}
 	for name := range res {
@@ -123,7 +136,7 @@ func nodeConfig(c *ucli.Context, head bool, peers []string) (cluster.Config, err
 	}
 	res[sched.Memory] = sched.QuantityOf(mem)
 	cfg.Resources = res
-	if cfg.GPUs, err = gpuConfig(c, res); err != nil {
+	if cfg.GPUs, err = gpuConfig(c); err != nil {
 		return cfg, err
 	}
 	if s := c.String("object-store-memory"); s != "" {
