@@ -238,26 +238,19 @@ func (a *Allocator) Assign(req Request) (*Assignment, error) {
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	if err := a.feasible(req); err != nil {
+		return nil, err
+	}
 	as := &Assignment{}
 	switch {
 	case req.IsZero():
 	case req.GPU >= sched.Unit:
 		n := int(req.GPU / sched.Unit)
-		var fit, free []int
+		var free []int
 		for i, d := range a.devs {
-			if !d.Healthy {
-				continue
-			}
-			if _, _, ok := need(sched.Unit, req.MemoryBytes, d.Device.MemoryBytes); !ok {
-				continue
-			}
-			fit = append(fit, i)
-			if d.GPU == 0 && d.MemoryBytes == 0 {
+			if d.Healthy && d.GPU == 0 && d.MemoryBytes == 0 && fits(sched.Unit, req.MemoryBytes, d.Device.MemoryBytes) {
 				free = append(free, i)
 			}
-		}
-		if len(fit) < n {
-			return nil, fmt.Errorf("%w: %s needs %d whole devices, node has %d healthy ones that fit", ErrInfeasible, req, n, len(fit))
 		}
 		if len(free) < n {
 			return nil, fmt.Errorf("%w: %s needs %d free devices, %d are free", ErrUnavailable, req, n, len(free))
@@ -266,26 +259,19 @@ func (a *Allocator) Assign(req Request) (*Assignment, error) {
 			as.Shares = append(as.Shares, a.take(i, sched.Unit, req.MemoryBytes))
 		}
 	default:
-		best, feasible := -1, false
+		best := -1
 		for i, d := range a.devs {
 			if !d.Healthy {
 				continue
 			}
 			frac, mem, ok := need(req.GPU, req.MemoryBytes, d.Device.MemoryBytes)
-			if !ok {
-				continue
-			}
-			feasible = true
-			if d.GPU+frac > sched.Unit || d.MemoryBytes+mem > d.Device.MemoryBytes {
+			if !ok || d.GPU+frac > sched.Unit || d.MemoryBytes+mem > d.Device.MemoryBytes {
 				continue
 			}
 			// Pack: prefer the device with the most already reserved.
 			if best < 0 || d.GPU > a.devs[best].GPU {
 				best = i
 			}
-		}
-		if !feasible {
-			return nil, fmt.Errorf("%w: no healthy device can hold %s", ErrInfeasible, req)
 		}
 		if best < 0 {
 			return nil, fmt.Errorf("%w: no device has %s unreserved", ErrUnavailable, req)
@@ -307,29 +293,41 @@ func (a *Allocator) Feasible(req Request) error {
 	if err := req.Validate(); err != nil {
 		return err
 	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.feasible(req)
+}
+
+// feasible is Feasible for a valid request; a.mu must be held. A whole-GPU
+// request needs that many healthy devices that can each hold one GPU with the
+// memory asked, a fractional one a single healthy device that can hold it.
+func (a *Allocator) feasible(req Request) error {
 	if req.IsZero() {
 		return nil
 	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	whole := req.GPU >= sched.Unit
-	gpu := req.GPU
-	if whole {
-		gpu = sched.Unit
+	gpu, n := req.GPU, 1
+	if req.GPU >= sched.Unit {
+		gpu, n = sched.Unit, int(req.GPU/sched.Unit)
 	}
 	fit := 0
 	for _, d := range a.devs {
-		if _, _, ok := need(gpu, req.MemoryBytes, d.Device.MemoryBytes); d.Healthy && ok {
+		if d.Healthy && fits(gpu, req.MemoryBytes, d.Device.MemoryBytes) {
 			fit++
 		}
 	}
 	switch {
-	case whole && fit < int(req.GPU/sched.Unit):
-		return fmt.Errorf("%w: %s needs %d whole devices, node has %d healthy ones that fit", ErrInfeasible, req, int(req.GPU/sched.Unit), fit)
-	case !whole && fit == 0:
-		return fmt.Errorf("%w: no healthy device can hold %s", ErrInfeasible, req)
+	case fit >= n:
+		return nil
+	case req.GPU >= sched.Unit:
+		return fmt.Errorf("%w: %s needs %d whole devices, node has %d healthy ones that fit", ErrInfeasible, req, n, fit)
 	}
-	return nil
+	return fmt.Errorf("%w: no healthy device can hold %s", ErrInfeasible, req)
+}
+
+// fits reports whether a device of total bytes could ever hold (gpu, mem).
+func fits(gpu sched.Quantity, mem, total uint64) bool {
+	_, _, ok := need(gpu, mem, total)
+	return ok
 }
 
 // take reserves (gpu, mem) on device i; the caller checked it fits.
