@@ -318,14 +318,20 @@ func (s *Supervisor) helperPath() (string, error) {
 	return ExtractHelper(s.cfg.DataDir)
 }
 
+// names reports whether a device named by the helper or nvidia-smi (index
+// and UUID) is d: by UUID when there is one, since indices can shift when a
+// device disappears.
+func (d Device) names(index int, uuid string) bool {
+	return uuid != "" && d.UUID == uuid || uuid == "" && d.Index == index
+}
+
 // resolve maps a device named by the helper or nvidia-smi (index and UUID)
-// to the index it had at Start: by UUID when there is one, since indices
-// can shift when a device disappears.
+// to the index it had at Start.
 func (s *Supervisor) resolve(index int, uuid string) (int, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, d := range s.devices {
-		if (uuid != "" && d.UUID == uuid) || (uuid == "" && d.Index == index) {
+		if d.names(index, uuid) {
 			return d.Index, true
 		}
 	}
@@ -358,7 +364,7 @@ func (s *Supervisor) markUnhealthy(ev HealthEvent) {
 	var targets []Device
 	s.mu.Lock()
 	for _, d := range s.devices {
-		if ev.Index == -1 && ev.UUID == "" || ev.UUID != "" && d.UUID == ev.UUID || ev.UUID == "" && d.Index == ev.Index {
+		if ev.Index == -1 && ev.UUID == "" || d.names(ev.Index, ev.UUID) {
 			targets = append(targets, d)
 		}
 	}
@@ -622,17 +628,23 @@ func (s *Supervisor) attempt(ctx context.Context, path string, first bool, ready
 // Start: a device no longer listed is marked unhealthy; a new device is
 // logged and ignored until the node restarts.
 func (s *Supervisor) reconcile(now []Device) {
+	s.markMissing(now, "missing after GPU helper restart")
+	for _, n := range now {
+		if _, known := s.resolve(n.Index, n.UUID); !known {
+			s.log.Warn("new GPU appeared; restart the node to use it", "index", n.Index, "uuid", n.UUID, "name", n.Name)
+		}
+	}
+}
+
+// markMissing marks unhealthy, for reason, every device found at Start that
+// listed (a restarted helper's or a later nvidia-smi run's devices) lacks.
+func (s *Supervisor) markMissing(listed []Device, reason string) {
 	s.mu.Lock()
 	known := slices.Clone(s.devices)
 	s.mu.Unlock()
 	for _, d := range known {
-		if !slices.ContainsFunc(now, func(n Device) bool { return n.UUID == d.UUID }) {
-			s.markUnhealthy(HealthEvent{Index: d.Index, UUID: d.UUID, Reason: "missing after GPU helper restart"})
-		}
-	}
-	for _, n := range now {
-		if !slices.ContainsFunc(known, func(d Device) bool { return d.UUID == n.UUID }) {
-			s.log.Warn("new GPU appeared; restart the node to use it", "index", n.Index, "uuid", n.UUID, "name", n.Name)
+		if !slices.ContainsFunc(listed, func(n Device) bool { return n.UUID == d.UUID }) {
+			s.markUnhealthy(HealthEvent{Index: d.Index, UUID: d.UUID, Reason: reason})
 		}
 	}
 }
@@ -674,17 +686,10 @@ func (s *Supervisor) pollSMI(ctx context.Context, started bool) {
 		}
 		lastErr = ""
 		s.storeSamples(res.Samples)
-		s.mu.Lock()
-		known := slices.Clone(s.devices)
-		s.mu.Unlock()
-		for _, d := range known {
-			if !slices.ContainsFunc(res.Devices, func(n Device) bool { return n.UUID == d.UUID }) {
-				reason := "missing from nvidia-smi output"
-				if len(res.Problems) > 0 {
-					reason += ": " + strings.Join(res.Problems, "; ")
-				}
-				s.markUnhealthy(HealthEvent{Index: d.Index, UUID: d.UUID, Reason: reason})
-			}
+		reason := "missing from nvidia-smi output"
+		if len(res.Problems) > 0 {
+			reason += ": " + strings.Join(res.Problems, "; ")
 		}
+		s.markMissing(res.Devices, reason)
 	}
 }

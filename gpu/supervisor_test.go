@@ -298,7 +298,7 @@ func TestSupervisorDeviceMissingAfterRestart(t *testing.T) {
 }
 
 func TestSupervisorReconcile(t *testing.T) {
-	cfg, _ := testConfig(t, "ok")
+	cfg, logs := testConfig(t, "ok")
 	var got []HealthEvent
 	var mu sync.Mutex
 	cfg.OnHealth = func(ev HealthEvent) { mu.Lock(); got = append(got, ev); mu.Unlock() }
@@ -311,6 +311,9 @@ func TestSupervisorReconcile(t *testing.T) {
 	}
 	if h := s.Allocator().Healthy(); len(h) != 1 || h[0].UUID != "GPU-fake-0" {
 		t.Errorf("healthy %+v", h)
+	}
+	if l := logs.String(); strings.Count(l, "new GPU appeared") != 1 || !strings.Contains(l, "GPU-new") {
+		t.Errorf("logs should name the one new GPU:\n%s", l)
 	}
 }
 
