@@ -71,33 +71,37 @@ func ExtractHelper(dataDir string) (string, error) {
 	if fileSHA256(path) == sum {
 		return path, nil
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", fmt.Errorf("extract GPU helper: %w", err)
-	}
-	tmp, err := os.CreateTemp(dir, ".gpu-helper-*")
-	if err != nil {
-		return "", fmt.Errorf("extract GPU helper: %w", err)
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(helperImage()); err != nil {
-		tmp.Close()
-		return "", fmt.Errorf("extract GPU helper: %w", err)
-	}
-	if err := tmp.Chmod(0o755); err != nil {
-		tmp.Close()
-		return "", fmt.Errorf("extract GPU helper: %w", err)
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return "", fmt.Errorf("extract GPU helper: %w", err)
-	}
-	if err := tmp.Close(); err != nil {
-		return "", fmt.Errorf("extract GPU helper: %w", err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
+	if err := writeExecutable(dir, path, helperImage()); err != nil {
 		return "", fmt.Errorf("extract GPU helper: %w", err)
 	}
 	return path, nil
+}
+
+// writeExecutable writes b to path (in dir, created if missing) with mode
+// 0755, through a synced temporary file in dir renamed over path.
+func writeExecutable(dir, path string, b []byte) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(dir, ".gpu-helper-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	_, err = tmp.Write(b)
+	if err == nil {
+		err = tmp.Chmod(0o755)
+	}
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
 }
 
 // fileSHA256 returns the hex sha256 of the file at path, "" when unreadable.
