@@ -65,10 +65,8 @@ func (m *Mapping) Slice(loc Location) ([]byte, error) {
 	if m.data == nil {
 		return nil, fmt.Errorf("slice %s at %+v: %w", m.path, loc, ErrClosed)
 	}
-	// Compare without adding, so a huge Offset+Size cannot overflow.
-	n := int64(len(m.data))
-	if loc.Offset < 0 || loc.Size < 0 || loc.Offset > n || loc.Size > n-loc.Offset {
-		return nil, fmt.Errorf("slice %s at %+v: %w: mapping is %d bytes", m.path, loc, ErrInvalid, n)
+	if !loc.within(int64(len(m.data))) {
+		return nil, fmt.Errorf("slice %s at %+v: %w: mapping is %d bytes", m.path, loc, ErrInvalid, len(m.data))
 	}
 	end := loc.Offset + loc.Size
 	return m.data[loc.Offset:end:end], nil
@@ -101,7 +99,7 @@ func (m *Mapping) Prefault(loc Location) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	n := int64(len(m.data))
-	if m.data == nil || loc.Offset < 0 || loc.Size <= 0 || loc.Offset > n || loc.Size > n-loc.Offset {
+	if m.data == nil || loc.Size == 0 || !loc.within(n) {
 		return
 	}
 	page := int64(os.Getpagesize())

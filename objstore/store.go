@@ -31,6 +31,12 @@ type Location struct {
 	Size   int64
 }
 
+// within reports whether loc lies in the first n bytes, comparing without
+// adding, so that a huge Offset+Size cannot overflow.
+func (loc Location) within(n int64) bool {
+	return loc.Offset >= 0 && loc.Size >= 0 && loc.Offset <= n && loc.Size <= n-loc.Offset
+}
+
 // object is the store's record of one allocation.
 type object struct {
 	id        string
@@ -245,6 +251,11 @@ func (s *Store) remove(o *object) {
 		s.dead[o] = struct{}{}
 		return
 	}
+	s.free(o)
+}
+
+// free returns o's space to the allocator. s.mu must be held.
+func (s *Store) free(o *object) {
 	if n := alignUp(o.size); n > 0 {
 		s.alloc.release(o.off, n)
 	}
@@ -511,9 +522,7 @@ func (s *Store) unview(o *object) {
 	s.views--
 	if o.views == 0 && o.dead && s.data != nil {
 		delete(s.dead, o)
-		if n := alignUp(o.size); n > 0 {
-			s.alloc.release(o.off, n)
-		}
+		s.free(o)
 	}
 	if s.views == 0 && s.unmapAt != nil {
 		if err := unix.Munmap(s.unmapAt); err != nil {
