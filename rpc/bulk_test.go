@@ -104,10 +104,13 @@ func TestCallIntoRejectsWhatDoesNotFit(t *testing.T) {
 
 func TestCallIntoCancelledBeforeTheAnswerLeavesDstAlone(t *testing.T) {
 	release := make(chan struct{})
+	entered := make(chan struct{}, 1)
+	written := make(chan struct{})
 	s := newTestServer(release)
 	s.Register("Test.BlockBulk", func(ctx context.Context, body []byte) (any, error) {
+		entered <- struct{}{}
 		<-release
-		return &Bulk{Data: []byte("late bytes")}, nil
+		return &Bulk{Data: []byte("late bytes"), Release: func() { close(written) }}, nil
 	})
 	c := dialTCP(t, serveTCP(t, s))
 	ctx, cancel := context.WithCancel(context.Background())
@@ -122,12 +125,16 @@ func TestCallIntoCancelledBeforeTheAnswerLeavesDstAlone(t *testing.T) {
 		_, err := c.CallInto(ctx, "Test.BlockBulk", nil, dst)
 		errc <- err
 	}()
+	<-entered // the request reached the handler: the client is waiting for its answer
 	cancel()
 	if err := <-errc; !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled while waiting: %v", err)
 	}
 	close(release)
-	// The late answer is read and dropped, not written to dst.
+	// The late answer is read and dropped, not written to dst. The server
+	// wrote it before the echo's answer (Release runs once it is written),
+	// so the client has read past it when the echo returns.
+	<-written
 	checkEcho(t, c, 6)
 	if !bytes.Equal(dst, make([]byte, 20)) {
 		t.Fatalf("dst written after CallInto returned: %q", dst)
