@@ -34,6 +34,12 @@ type Counts map[string]int64
 
 // countFiles is the map task: it reads a batch of files and counts their words.
 var countFiles = worker.Register1(func(ctx context.Context, paths []string) (Counts, error) {
+	return count(paths)
+})
+
+// count reads files and counts their words: the map task's work, and the
+// single-process check when given every file.
+func count(paths []string) (Counts, error) {
 	c := Counts{}
 	for _, p := range paths {
 		b, err := os.ReadFile(p)
@@ -43,7 +49,7 @@ var countFiles = worker.Register1(func(ctx context.Context, paths []string) (Cou
 		addWords(c, string(b))
 	}
 	return c, nil
-})
+}
 
 // merge is the reduce task: it sums partial counts, fetching each from
 // wherever it lives (the refs arrive as refs, nested in the slice).
@@ -182,14 +188,10 @@ func run(ctx context.Context, dir, pattern string, batch, top int) int {
 	distributed := time.Since(start)
 
 	start = time.Now()
-	want := Counts{}
-	for _, p := range files {
-		b, err := os.ReadFile(p)
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "wordcount:", err)
-			return 1
-		}
-		addWords(want, string(b))
+	want, err := count(files)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "wordcount:", err)
+		return 1
 	}
 	single := time.Since(start)
 
