@@ -19,8 +19,6 @@ def fmt(v):
         return f"{v:,.0f}"
     if a >= 100:
         return f"{v:.0f}"
-    if a >= 1:
-        return f"{v:.3g}"
     return f"{v:.3g}"
 
 
