@@ -72,7 +72,7 @@ func printGPUs(w io.Writer, st *cluster.StatusResponse) {
 				health = "UNHEALTHY: " + d.Reason
 			}
 			util, mem, temp, power, foreign, age := "-", "-", "-", "-", "-", "-"
-			if d.MemoryBytes > 0 || d.Device.MemoryBytes > 0 {
+			if d.Device.MemoryBytes > 0 {
 				mem = "-/" + formatBytes(float64(d.Device.MemoryBytes))
 			}
 			if s := d.Sample; s != nil {
