@@ -81,11 +81,7 @@ func run(lib nvml.Interface, in io.Reader, out io.Writer, logw io.Writer) int {
 		return 1
 	}
 	h.devs = h.discover()
-	infos := make([]gpu.Device, len(h.devs))
-	for i, d := range h.devs {
-		infos[i] = d.info
-	}
-	if err := h.send(&gpu.Frame{Type: gpu.FrameDevices, Devices: infos}); err != nil {
+	if err := h.send(&gpu.Frame{Type: gpu.FrameDevices, Devices: h.infos()}); err != nil {
 		return 1
 	}
 
@@ -169,6 +165,15 @@ func (h *helper) discover() []*device {
 		devs = append(devs, &device{info: info, handle: d})
 	}
 	return devs
+}
+
+// infos returns what the node is told about the watched devices, in order.
+func (h *helper) infos() []gpu.Device {
+	infos := make([]gpu.Device, len(h.devs))
+	for i, d := range h.devs {
+		infos[i] = d.info
+	}
+	return infos
 }
 
 // cString converts a NUL-terminated C char array.
@@ -369,12 +374,9 @@ func probe(lib nvml.Interface, out, errw io.Writer) int {
 	defer lib.Shutdown()
 	h := &helper{lib: lib, log: slog.New(slog.NewTextHandler(errw, nil)), out: io.Discard}
 	h.devs = h.discover()
-	rep := probeReport{Devices: []gpu.Device{}, Samples: h.sample()}
+	rep := probeReport{Devices: h.infos(), Samples: h.sample()}
 	rep.Driver, _ = lib.SystemGetDriverVersion()
 	rep.NVML, _ = lib.SystemGetNVMLVersion()
-	for _, d := range h.devs {
-		rep.Devices = append(rep.Devices, d.info)
-	}
 	enc := json.NewEncoder(out)
 	enc.SetIndent("", "  ")
 	if err := enc.Encode(rep); err != nil {
