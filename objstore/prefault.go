@@ -9,8 +9,10 @@ const prefaultBlock = 256 << 10
 // Prefault maps the pages under b, a slice of this store's memory about to
 // be written through the node's own mapping (a pulled copy being filled),
 // writable in one system call instead of one page fault per 4 KiB page as
-// the bytes first arrive: a never-used tmpfs page costs the same to allocate
-// and zero either way, but the faults cost several times more than the call.
+// the bytes first arrive. Either way each never-used tmpfs page is allocated
+// and zeroed; the faults add their own cost: filling a fresh 4 MiB object
+// took 1.33 ms by faults against 0.95 ms after one Prefault
+// (BenchmarkFillFresh4MiB, 2 vCPUs, Linux 6.18).
 // It works in whole 256 KiB blocks of the arena, so it may also populate up
 // to a block of free space or of neighbouring objects around b (their bytes
 // are not changed, but the pages become resident), and remembers the blocks
@@ -57,7 +59,8 @@ func (s *Store) Prefault(b []byte) {
 		span = s.data[first*prefaultBlock : min((last+1)*prefaultBlock, s.capacity)]
 	}
 	s.mu.Unlock()
-	// Outside the lock: populating 4 MiB of new pages takes milliseconds.
+	// Outside the lock: populating 4 MiB of new pages takes about a
+	// millisecond.
 	// The range cannot be unmapped meanwhile except by Close, which the
 	// caller (filling an object) must not race with anyway.
 	if span != nil {
