@@ -312,7 +312,7 @@ func applyPGOp(txn *memdb.Txn, index uint64, op *PlacementGroupOp) (bool, error)
 			return false, nil
 		}
 		g.State, g.StateChangedAt, g.PendingReason, g.Infeasible = PGRemoved, op.At, "", false
-		g.RemovedKey = fmt.Sprintf("%020d", index)
+		g.RemovedKey = pruneKey(index)
 		if err := reserve(txn, cur, g); err != nil {
 			return false, err
 		}
@@ -506,6 +506,10 @@ func checkStrategy(g *PlacementGroup) error {
 func pruneRemoved(txn *memdb.Txn, added int) error {
 	return pruneOldest(txn, tablePGs, "removed", indexPGRemoved, MaxRemovedPlacementGroups, added)
 }
+
+// pruneKey is the value of a pruning index ("dead", "removed") for a row
+// that reached its final state at index: zero-padded, so oldest sorts first.
+func pruneKey(index uint64) string { return fmt.Sprintf("%020d", index) }
 
 // pruneOldest adds added to the count kept under tableIndex key counter and
 // deletes the rows of table first in index (oldest first) while the count

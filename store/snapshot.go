@@ -260,7 +260,7 @@ func readSnapshot(r io.Reader) (*memdb.MemDB, error) {
 			if a.State != ActorDead {
 				a.DeadKey = ""
 			} else if a.DeadKey == "" { // a snapshot from before pruning
-				a.DeadKey = fmt.Sprintf("%020d", a.ModifyIndex)
+				a.DeadKey = pruneKey(a.ModifyIndex)
 			}
 			if err := txn.Insert(tableActors, a); err != nil {
 				return nil, fmt.Errorf("restore actor %s: %w", a.ID, err)
