@@ -288,20 +288,3 @@ func (s *StateStore) updateActor(index uint64, req *ActorUpdateRequest) error {
 		return true, insertActor(txn, a, index)
 	})
 }
-
-// restoreDeadActors rebuilds the DEAD count after a snapshot's actors are
-// inserted, pruning beyond MaxDeadActors.
-func restoreDeadActors(txn *memdb.Txn) error {
-	it, err := txn.Get(tableActors, "dead")
-	if err != nil {
-		return err
-	}
-	dead := 0
-	for raw := it.Next(); raw != nil; raw = it.Next() {
-		dead++
-	}
-	if dead == 0 {
-		return nil
-	}
-	return pruneOldest(txn, tableActors, "dead", indexActorsDead, MaxDeadActors, dead)
-}

@@ -77,7 +77,8 @@ type PlacementGroup struct {
 	// CreatedAt and StateChangedAt are unix nanoseconds stamped by the leader.
 	CreatedAt      int64
 	StateChangedAt int64
-	// RemovedKey orders REMOVED groups for pruning (set by the FSM).
+	// RemovedKey orders REMOVED groups for pruning (set by the FSM; empty
+	// while not REMOVED).
 	RemovedKey string
 	// CreateIndex and ModifyIndex are Raft indexes set by the FSM.
 	CreateIndex uint64
@@ -362,7 +363,7 @@ func createPG(txn *memdb.Txn, index uint64, op *PlacementGroupOp) (bool, error) 
 	} else if err := reserve(txn, nil, g); err != nil {
 		return false, err
 	}
-	g.CreateIndex, g.ModifyIndex = index, index
+	g.CreateIndex, g.ModifyIndex, g.RemovedKey = index, index, ""
 	return true, txn.Insert(tablePGs, g)
 }
 
@@ -537,6 +538,24 @@ func pruneOldest(txn *memdb.Txn, table, index, counter string, max uint64, added
 	return txn.Insert(tableIndex, &indexEntry{Key: counter, Value: count})
 }
 
+// recount sets the pruning counter kept under tableIndex key counter to the
+// number of rows in table's index, pruning the oldest beyond max, after a
+// snapshot's rows are inserted (the counters are not in the snapshot).
+func recount(txn *memdb.Txn, table, index, counter string, max uint64) error {
+	it, err := txn.Get(table, index)
+	if err != nil {
+		return err
+	}
+	n := 0
+	for raw := it.Next(); raw != nil; raw = it.Next() {
+		n++
+	}
+	if n == 0 {
+		return nil
+	}
+	return pruneOldest(txn, table, index, counter, max, n)
+}
+
 // restorePlacement rebuilds the derived placement rows (per-node
 // reservations, the removed count) after a snapshot's groups are inserted.
 func restorePlacement(txn *memdb.Txn) error {
@@ -545,13 +564,8 @@ func restorePlacement(txn *memdb.Txn) error {
 		return err
 	}
 	sum := map[string]sched.ResourceSet{}
-	removed := uint64(0)
 	for raw := it.Next(); raw != nil; raw = it.Next() {
-		g := raw.(*PlacementGroup)
-		if g.State == PGRemoved {
-			removed++
-		}
-		for nd, r := range holds(g) {
+		for nd, r := range holds(raw.(*PlacementGroup)) {
 			if sum[nd] == nil {
 				sum[nd] = sched.ResourceSet{}
 			}
@@ -563,8 +577,5 @@ func restorePlacement(txn *memdb.Txn) error {
 			return err
 		}
 	}
-	if removed > 0 {
-		return txn.Insert(tableIndex, &indexEntry{Key: indexPGRemoved, Value: removed})
-	}
-	return nil
+	return recount(txn, tablePGs, "removed", indexPGRemoved, MaxRemovedPlacementGroups)
 }

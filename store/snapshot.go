@@ -207,7 +207,7 @@ func readSnapshot(r io.Reader) (*memdb.MemDB, error) {
 			if err := restorePlacement(txn); err != nil {
 				return nil, fmt.Errorf("rebuild placement reservations: %w", err)
 			}
-			if err := restoreDeadActors(txn); err != nil {
+			if err := recount(txn, tableActors, "dead", indexActorsDead, MaxDeadActors); err != nil {
 				return nil, fmt.Errorf("count dead actors: %w", err)
 			}
 			txn.Commit()
@@ -274,6 +274,11 @@ func readSnapshot(r io.Reader) (*memdb.MemDB, error) {
 				return nil, fmt.Errorf("record %d: %w", n, err)
 			}
 			g.NameKey = g.nameKey()
+			if g.State != PGRemoved {
+				g.RemovedKey = ""
+			} else if g.RemovedKey == "" {
+				g.RemovedKey = pruneKey(g.ModifyIndex)
+			}
 			if err := txn.Insert(tablePGs, g); err != nil {
 				return nil, fmt.Errorf("restore placement group %s: %w", g.ID, err)
 			}
