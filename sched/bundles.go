@@ -92,6 +92,38 @@ func ValidateBundles(bundles []ResourceSet) error {
 	return nil
 }
 
+// CheckStrategy checks an assignment of bundles to nodes (nodes[i] holds
+// bundle i; "" is a bundle not placed, ignored) against the strategy's hard
+// constraint: STRICT_PACK one node, STRICT_SPREAD distinct nodes. Errors
+// wrap ErrReservation and name the bundles and nodes.
+func CheckStrategy(s PlacementStrategy, nodes []string) error {
+	switch s {
+	case StrictPack:
+		first := -1
+		for i, nd := range nodes {
+			switch {
+			case nd == "":
+			case first < 0:
+				first = i
+			case nd != nodes[first]:
+				return fmt.Errorf("%w: STRICT_PACK puts bundle %d on %s and bundle %d on %s", ErrReservation, first, nodes[first], i, nd)
+			}
+		}
+	case StrictSpread:
+		seen := map[string]int{}
+		for i, nd := range nodes {
+			if nd == "" {
+				continue
+			}
+			if j, dup := seen[nd]; dup {
+				return fmt.Errorf("%w: STRICT_SPREAD puts bundles %d and %d both on %s", ErrReservation, j, i, nd)
+			}
+			seen[nd] = i
+		}
+	}
+	return nil
+}
+
 // PlaceBundles chooses a node for every bundle of a placement group under
 // strategy, as Ray's GCS placement-group scheduler does, or places none.
 // It returns assignment[i] = the ID of the node for bundles[i]. It only

@@ -18,7 +18,8 @@ var ErrNoGroup = errors.New("no such placement group")
 
 // ErrReservation is wrapped by Ledger.Commit and Ledger.Reassign when the
 // proposed assignment is not valid against the ledger as it is: unknown or
-// dead node, over a node's capacity, or breaking the strategy.
+// dead node, over a node's capacity, or breaking the strategy (also
+// CheckStrategy's errors).
 var ErrReservation = errors.New("invalid reservation")
 
 // Reservation is one placement group's committed bundles: Bundles[i] is
@@ -352,7 +353,7 @@ func (l *Ledger) apply(r *Reservation, old *Reservation) error {
 		}
 		addTo(after, nd, r.Bundles[i])
 	}
-	if err := checkStrategy(r.Strategy, r.Nodes); err != nil {
+	if err := CheckStrategy(r.Strategy, r.Nodes); err != nil {
 		return err
 	}
 	for _, nd := range sortedKeys(after) {
@@ -397,31 +398,6 @@ func sortedKeys(m map[string]ResourceSet) []string {
 	return ks
 }
 
-// checkStrategy checks an assignment's shape: STRICT_PACK one node,
-// STRICT_SPREAD distinct nodes ("" entries ignored).
-func checkStrategy(s PlacementStrategy, nodes []string) error {
-	switch s {
-	case StrictPack:
-		for i, nd := range nodes {
-			if nd != "" && nodes[0] != "" && nd != nodes[0] {
-				return fmt.Errorf("%w: STRICT_PACK puts bundle 0 on %s and bundle %d on %s", ErrReservation, nodes[0], i, nd)
-			}
-		}
-	case StrictSpread:
-		seen := map[string]int{}
-		for i, nd := range nodes {
-			if nd == "" {
-				continue
-			}
-			if j, dup := seen[nd]; dup {
-				return fmt.Errorf("%w: STRICT_SPREAD puts bundles %d and %d both on %s", ErrReservation, j, i, nd)
-			}
-			seen[nd] = i
-		}
-	}
-	return nil
-}
-
 // Verify recomputes every node's reservations from the groups and checks
 // them against the stored sums, the strategies' constraints, and (for alive
 // nodes) the totals (which only a SetNode that shrank a node's total can
@@ -433,7 +409,7 @@ func (l *Ledger) Verify() error {
 	sum := map[string]ResourceSet{}
 	for _, g := range l.sortedGroups() {
 		r := l.groups[g]
-		if err := checkStrategy(r.Strategy, r.Nodes); err != nil {
+		if err := CheckStrategy(r.Strategy, r.Nodes); err != nil {
 			return fmt.Errorf("group %s: %w", g, err)
 		}
 		for i, nd := range r.Nodes {

@@ -6,6 +6,8 @@ import (
 	"fmt"
 
 	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/nodeup/nodeup/sched"
 )
 
 // MessageType identifies the command carried by a Raft log entry; it is the
@@ -96,8 +98,9 @@ var (
 	ErrPlacementGroupNameTaken = errors.New("placement group name taken")
 	// ErrReservation means a placement would break a rule of committed
 	// state: an unregistered or dead node, a node reserved over its total,
-	// or a strategy's hard constraint (STRICT_PACK, STRICT_SPREAD).
-	ErrReservation = errors.New("invalid reservation")
+	// or a strategy's hard constraint (STRICT_PACK, STRICT_SPREAD). It is
+	// sched.ErrReservation, which sched.CheckStrategy's errors wrap.
+	ErrReservation = sched.ErrReservation
 )
 
 // ClusterInitRequest records the cluster identity. It applies only once: a

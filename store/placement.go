@@ -398,8 +398,8 @@ func reserve(txn *memdb.Txn, old, g *PlacementGroup) error {
 			}
 		}
 	}
-	if err := checkStrategy(g); err != nil {
-		return err
+	if err := sched.CheckStrategy(g.Strategy, g.Nodes); err != nil {
+		return fmt.Errorf("placement group %s: %w", g.ID, err)
 	}
 	before, after := holds(old), holds(g)
 	next := map[string]sched.ResourceSet{}
@@ -474,32 +474,6 @@ func reservedOn(txn *memdb.Txn, nd string) (sched.ResourceSet, error) {
 		return sched.ResourceSet{}, err
 	}
 	return raw.(*placementReserved).Reserved, nil
-}
-
-// checkStrategy checks the hard constraints on the placed bundles:
-// STRICT_PACK one node, STRICT_SPREAD distinct nodes.
-func checkStrategy(g *PlacementGroup) error {
-	seen := map[string]int{}
-	first := ""
-	for i, nd := range g.Nodes {
-		if nd == "" {
-			continue
-		}
-		switch g.Strategy {
-		case sched.StrictPack:
-			if first == "" {
-				first = nd
-			} else if nd != first {
-				return fmt.Errorf("placement group %s: STRICT_PACK puts bundles on %s and %s: %w", g.ID, first, nd, ErrReservation)
-			}
-		case sched.StrictSpread:
-			if j, dup := seen[nd]; dup {
-				return fmt.Errorf("placement group %s: STRICT_SPREAD puts bundles %d and %d both on %s: %w", g.ID, j, i, nd, ErrReservation)
-			}
-			seen[nd] = i
-		}
-	}
-	return nil
 }
 
 // pruneRemoved counts added newly removed groups and deletes the oldest
