@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 )
@@ -186,14 +187,7 @@ func (l *Ledger) Groups() []string {
 	return l.sortedGroups()
 }
 
-func (l *Ledger) sortedGroups() []string {
-	gs := make([]string, 0, len(l.groups))
-	for g := range l.groups {
-		gs = append(gs, g)
-	}
-	slices.Sort(gs)
-	return gs
-}
+func (l *Ledger) sortedGroups() []string { return slices.Sorted(maps.Keys(l.groups)) }
 
 // NeedsRepair returns the groups, sorted, with a bundle unplaced or on a
 // node that is unknown or not alive.
@@ -246,10 +240,7 @@ func (l *Ledger) Commit(r Reservation) error {
 	if _, dup := l.groups[r.Group]; dup {
 		return fmt.Errorf("%w: %q", ErrGroupExists, r.Group)
 	}
-	if !r.Strategy.Valid() {
-		return fmt.Errorf("%w %q: accepted are %s", ErrInvalidStrategy, string(r.Strategy), strategyList())
-	}
-	if err := ValidateBundles(r.Bundles); err != nil {
+	if err := validGroup(r.Strategy, r.Bundles); err != nil {
 		return err
 	}
 	c := r.clone()
@@ -356,7 +347,7 @@ func (l *Ledger) apply(r *Reservation, old *Reservation) error {
 	if err := CheckStrategy(r.Strategy, r.Nodes); err != nil {
 		return err
 	}
-	for _, nd := range sortedKeys(after) {
+	for _, nd := range slices.Sorted(maps.Keys(after)) {
 		n := l.nodes[nd]
 		if n == nil {
 			return fmt.Errorf("%w: node %s is unknown", ErrReservation, nd)
@@ -387,15 +378,6 @@ func addTo(m map[string]ResourceSet, k string, b ResourceSet) {
 		m[k] = ResourceSet{}
 	}
 	m[k].Add(b)
-}
-
-func sortedKeys(m map[string]ResourceSet) []string {
-	ks := make([]string, 0, len(m))
-	for k := range m {
-		ks = append(ks, k)
-	}
-	slices.Sort(ks)
-	return ks
 }
 
 // Verify recomputes every node's reservations from the groups and checks
