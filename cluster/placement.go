@@ -892,16 +892,8 @@ func (m *pgManager) killActorsIn(group string) {
 		return
 	}
 	for _, a := range all {
-		if pg, _, ok := sched.PlacementGroupOf(a.Resources); !ok || pg != group || a.State == store.ActorDead {
-			continue
-		}
-		unlock := m.n.actors.lock(a.ID)
-		m.n.actors.setDead(a, fmt.Sprintf("its placement group %s was removed", group))
-		unlock()
-		if a.NodeAddr != "" {
-			ctx, cancel := context.WithTimeout(m.n.ctx, 10*time.Second)
-			_ = m.n.pool.Call(ctx, a.NodeAddr, wire.MethodActorStop, &wire.ActorStopRequest{ActorID: a.ID}, nil)
-			cancel()
+		if pg, _, ok := sched.PlacementGroupOf(a.Resources); ok && pg == group {
+			m.n.actors.end(a.ID, fmt.Sprintf("its placement group %s was removed", group))
 		}
 	}
 }
