@@ -96,7 +96,7 @@ func (n *Node) nodeRegister(ctx context.Context, req *NodeRegisterRequest) (*Emp
 	if _, err := n.apply(store.NodeRegisterType, &store.NodeRegisterRequest{Node: nd}); err != nil {
 		return nil, err
 	}
-	n.leader.setSoft(nd.ID, nd.Incarnation, nil, nil)
+	n.leader.setSoft(nd.ID, softState{incarnation: nd.Incarnation})
 	return &Empty{}, nil
 }
 
@@ -107,8 +107,7 @@ func (n *Node) nodeHeartbeat(ctx context.Context, req *HeartbeatRequest) (*Heart
 	}
 	known := nd != nil && nd.Incarnation == req.Incarnation && nd.Status != store.NodeDead && nd.Status != store.NodeLeft
 	if known {
-		n.leader.setSoft(req.NodeID, req.Incarnation, req.Available, req.Pending)
-		n.leader.setGPUs(req.NodeID, req.Incarnation, req.GPUs)
+		n.leader.setSoft(req.NodeID, softState{incarnation: req.Incarnation, available: req.Available, pending: req.Pending, gpus: req.GPUs})
 		n.pgs.nodeReport(nd, req.Available, req.Bundles)
 	}
 	resp := &HeartbeatResponse{Known: known, LeaderAddr: n.rpcAddr}
