@@ -301,7 +301,7 @@ func (m *actorManager) checkNodes() {
 		// A node not in the table yet (it registers after it starts serving)
 		// is not a dead one.
 		nd, err := st.NodeByID(a.NodeID)
-		if err != nil || nd == nil || nd.Status == store.NodeAlive || nd.Status == store.NodeSuspect {
+		if err != nil || nd == nil || nd.Status.Live() {
 			continue
 		}
 		go m.died(a.ID, a.Restarts, fmt.Sprintf("its node %s is %s", a.NodeName, nd.Status))

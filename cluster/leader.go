@@ -172,7 +172,7 @@ func (n *Node) reconcile() {
 			if m.Incarnation >= nd.Incarnation {
 				want = m.Status
 			}
-		} else if (nd.Status == store.NodeAlive || nd.Status == store.NodeSuspect) && now.Sub(n.leader.leaderSince()) > unseenGrace {
+		} else if nd.Status.Live() && now.Sub(n.leader.leaderSince()) > unseenGrace {
 			want = store.NodeDead
 		}
 		if want != nd.Status {

@@ -459,7 +459,7 @@ func (m *pgManager) viewLocked() ([]sched.Node, error) {
 			}
 		}
 		out = append(out, sched.Node{ID: nd.ID, Total: nd.Resources, Available: avail, Labels: nd.Labels,
-			Alive: nd.Status == store.NodeAlive || nd.Status == store.NodeSuspect})
+			Alive: nd.Status.Live()})
 	}
 	return out, nil
 }
@@ -777,7 +777,7 @@ func (m *pgManager) checkNodes() {
 		}
 		var lost []string
 		for _, nd := range g.Nodes {
-			if s, ok := status[nd]; nd != "" && (!ok || s == store.NodeDead || s == store.NodeLeft) {
+			if s, ok := status[nd]; nd != "" && (!ok || !s.Live()) {
 				lost = append(lost, nd)
 			}
 		}

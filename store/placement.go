@@ -426,7 +426,7 @@ func reserve(txn *memdb.Txn, old, g *PlacementGroup) error {
 				return fmt.Errorf("placement group %s: node %s is not registered: %w", g.ID, nd, ErrReservation)
 			}
 			node := raw.(*Node)
-			if node.Status != NodeAlive && node.Status != NodeSuspect {
+			if !node.Status.Live() {
 				return fmt.Errorf("placement group %s: node %s is %s: %w", g.ID, nd, node.Status, ErrReservation)
 			}
 			for _, k := range n.Names() {
