@@ -688,7 +688,7 @@ func (m *pgManager) run(ctx context.Context) {
 // order (Ray's pending queue is FIFO too).
 func (m *pgManager) placePending() {
 	n := m.n
-	all, err := n.fsm.State().PlacementGroups()
+	all, err := n.fsm.State().LivePlacementGroups()
 	if err != nil {
 		return
 	}
@@ -738,7 +738,7 @@ func (m *pgManager) placePending() {
 // committed group owns are released through the heartbeat check
 // (nodeReport) or, at the latest, by the node's prepare timeout.
 func (m *pgManager) resume(ctx context.Context) {
-	all, err := m.n.fsm.State().PlacementGroups()
+	all, err := m.n.fsm.State().LivePlacementGroups()
 	if err == nil {
 		for _, g := range all {
 			if g.State != store.PGCreated && g.State != store.PGRescheduling {
@@ -759,7 +759,7 @@ func (m *pgManager) resume(ctx context.Context) {
 // gone from the table; their groups go RESCHEDULING and are placed again.
 func (m *pgManager) checkNodes() {
 	st := m.n.fsm.State()
-	all, err := st.PlacementGroups()
+	all, err := st.LivePlacementGroups()
 	if err != nil {
 		return
 	}
@@ -837,7 +837,7 @@ func (m *pgManager) nodeReport(nd *store.Node, avail sched.ResourceSet, held []w
 		m.n.logger.Info("releasing bundles no committed placement group owns", "group", group, "node", nd.Name, "bundles", idx)
 		go m.returnBundles(group, []string{nd.ID}, idx)
 	}
-	all, err := st.PlacementGroups()
+	all, err := st.LivePlacementGroups()
 	if err != nil {
 		return
 	}
@@ -863,13 +863,13 @@ func (m *pgManager) nodeReport(nd *store.Node, avail sched.ResourceSet, held []w
 // jobDone removes the groups a finished job created, except detached ones
 // (Ray's owner-based placement-group lifetime).
 func (m *pgManager) jobDone(job string) {
-	all, err := m.n.fsm.State().PlacementGroups()
+	all, err := m.n.fsm.State().LivePlacementGroups()
 	if err != nil {
 		return
 	}
 	var wg sync.WaitGroup
 	for _, g := range all {
-		if g.JobID != job || g.Detached || g.State == store.PGRemoved {
+		if g.JobID != job || g.Detached {
 			continue
 		}
 		wg.Add(1)

@@ -175,9 +175,17 @@ type placementReserved struct {
 // PlacementGroups returns every group (removed ones included, up to
 // MaxRemovedPlacementGroups of them) in creation order.
 func (s *StateStore) PlacementGroups() ([]*PlacementGroup, error) {
-	return all(s, "placement groups", tablePGs, "id", func(a, b *PlacementGroup) int {
-		return cmp.Or(cmp.Compare(a.CreateIndex, b.CreateIndex), cmp.Compare(a.ID, b.ID))
-	})
+	return all(s, "placement groups", tablePGs, "id", byPGCreation)
+}
+
+// LivePlacementGroups returns the groups that are not REMOVED, in creation
+// order, read through an index so removed ones cost nothing.
+func (s *StateStore) LivePlacementGroups() ([]*PlacementGroup, error) {
+	return all(s, "live placement groups", tablePGs, "live", byPGCreation, true)
+}
+
+func byPGCreation(a, b *PlacementGroup) int {
+	return cmp.Or(cmp.Compare(a.CreateIndex, b.CreateIndex), cmp.Compare(a.ID, b.ID))
 }
 
 // PlacementGroupByID returns the group with that ID, or (nil, nil).

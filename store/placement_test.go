@@ -2,6 +2,7 @@ package store
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/nodeup/nodeup/sched"
@@ -67,6 +68,17 @@ func TestPlacementGroupReservationsRespectCapacity(t *testing.T) {
 	c.State = PGPending
 	if errs := pgWrite(t, f, 7, PlacementGroupOp{Kind: PGOpCreate, Group: c}); errs[0] != nil {
 		t.Fatal(errs[0])
+	}
+	// The live listing skips the removed group, also after a restore.
+	for _, f := range []*FSM{f, restored(t, f)} {
+		live, _ := f.State().LivePlacementGroups()
+		var ids []string
+		for _, g := range live {
+			ids = append(ids, g.ID)
+		}
+		if strings.Join(ids, " ") != "bbbbbbbb cccccccc" {
+			t.Fatalf("live groups %v, want b and c in creation order", ids)
+		}
 	}
 }
 
