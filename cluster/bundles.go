@@ -123,18 +123,13 @@ func (s *localSched) returnBundles(group string, indexes []int) int {
 // failUnfitLocked refuses queued requests the node can no longer ever
 // grant (their placement group's bundles were returned).
 func (s *localSched) failUnfitLocked() {
-	kept := s.queue[:0]
-	for _, w := range s.queue {
-		if s.total.Covers(w.res) {
-			kept = append(kept, w)
-			continue
+	s.queue = slices.DeleteFunc(s.queue, func(w *leaseWaiter) bool {
+		unfit := !s.total.Covers(w.res)
+		if unfit {
+			close(w.grant)
 		}
-		close(w.grant)
-	}
-	for i := len(kept); i < len(s.queue); i++ {
-		s.queue[i] = nil
-	}
-	s.queue = kept
+		return unfit
+	})
 }
 
 // expirePrepared returns bundles prepared longer than d ago and never
