@@ -75,6 +75,9 @@ func TestEncodeRejectsMismatch(t *testing.T) {
 	if _, err := Encode(KVSetType, (*KVSetRequest)(nil)); !errors.Is(err, ErrInvalidRequest) {
 		t.Errorf("nil request: err = %v", err)
 	}
+	if _, err := Encode(KVSetType, nil); !errors.Is(err, ErrInvalidRequest) {
+		t.Errorf("untyped nil request: err = %v", err)
+	}
 	if _, err := Encode(MessageType(99), &KVSetRequest{}); !errors.Is(err, ErrUnknownMessageType) {
 		t.Errorf("unknown type: err = %v", err)
 	}
