@@ -15,8 +15,9 @@ import (
 const SpreadThreshold = sched.DefaultSpreadThreshold
 
 // loadKinds are the resources whose use makes a node "utilized" for the
-// hybrid policy (Ray's critical resource utilization over its predefined
-// resources).
+// hybrid policy. Ray's critical resource utilization (and
+// sched.Node.CriticalUtilization) counts CPU, memory and object store
+// memory; this lease path counts GPU in place of object store memory.
 var loadKinds = []string{sched.CPU, sched.GPU, sched.Memory}
 
 // criticalLoad is the highest share of CPU, GPU or memory in use, from
