@@ -248,17 +248,27 @@ func (m *actorManager) jobDone(job string) {
 		return
 	}
 	for _, a := range all {
-		if a.JobID != job || a.Detached || a.State == store.ActorDead {
-			continue
+		if a.JobID == job && !a.Detached {
+			m.end(a.ID, fmt.Sprintf("its owner, job %s, finished (create it detached to outlive its job)", job))
 		}
-		unlock := m.lock(a.ID)
-		m.setDead(a, fmt.Sprintf("its owner, job %s, finished (create it detached to outlive its job)", job))
+	}
+}
+
+// end records actor id DEAD with cause, as it is when its lock is taken
+// (unless it is DEAD already), and stops its worker process if it has one.
+func (m *actorManager) end(id, cause string) {
+	unlock := m.lock(id)
+	a, err := m.n.fsm.State().ActorByID(id)
+	if err != nil || a == nil || a.State == store.ActorDead {
 		unlock()
-		if a.NodeAddr != "" {
-			ctx, cancel := context.WithTimeout(m.n.ctx, 10*time.Second)
-			_ = m.n.pool.Call(ctx, a.NodeAddr, wire.MethodActorStop, &wire.ActorStopRequest{ActorID: a.ID}, nil)
-			cancel()
-		}
+		return
+	}
+	m.setDead(a, cause)
+	unlock()
+	if a.NodeAddr != "" {
+		ctx, cancel := context.WithTimeout(m.n.ctx, 10*time.Second)
+		_ = m.n.pool.Call(ctx, a.NodeAddr, wire.MethodActorStop, &wire.ActorStopRequest{ActorID: a.ID}, nil)
+		cancel()
 	}
 }
 
@@ -291,7 +301,7 @@ func (m *actorManager) checkNodes() {
 		// A node not in the table yet (it registers after it starts serving)
 		// is not a dead one.
 		nd, err := st.NodeByID(a.NodeID)
-		if err != nil || nd == nil || nd.Status == store.NodeAlive || nd.Status == store.NodeSuspect {
+		if err != nil || nd == nil || nd.Status.Live() {
 			continue
 		}
 		go m.died(a.ID, a.Restarts, fmt.Sprintf("its node %s is %s", a.NodeName, nd.Status))

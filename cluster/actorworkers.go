@@ -91,17 +91,8 @@ func (n *Node) actorStart(ctx context.Context, req *wire.ActorStartRequest) (*wi
 		p.stopActor(req.ActorID)
 		return nil, &rpc.Error{Code: "worker_failed", Message: fmt.Sprintf("actor %s: %v", req.ActorID, err)}
 	}
-	select {
-	case <-w.ready:
-	case <-ctx.Done():
-		return fail(ctx.Err())
-	case <-time.After(workerStartTimeout):
-		return fail(fmt.Errorf("worker did not register within %s", workerStartTimeout))
-	}
-	select {
-	case <-w.dead:
-		return fail(fmt.Errorf("worker exited at start: %v", w.err))
-	default:
+	if err := w.awaitReady(ctx); err != nil {
+		return fail(fmt.Errorf("worker %w", err))
 	}
 	var crep wire.ActorConstructReply
 	err = n.pool.Call(ctx, w.addr, wire.MethodActorConstruct, &wire.ActorConstructRequest{ActorID: req.ActorID, Incarnation: req.Incarnation,

@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"time"
@@ -93,7 +94,7 @@ func (s *localSched) returnBundles(group string, indexes []int) int {
 	defer s.mu.Unlock()
 	k := 0
 	for key, h := range s.bundles {
-		if h.group != group || (indexes != nil && !containsInt(indexes, h.index)) {
+		if h.group != group || (indexes != nil && !slices.Contains(indexes, h.index)) {
 			continue
 		}
 		delete(s.bundles, key)
@@ -122,18 +123,13 @@ func (s *localSched) returnBundles(group string, indexes []int) int {
 // failUnfitLocked refuses queued requests the node can no longer ever
 // grant (their placement group's bundles were returned).
 func (s *localSched) failUnfitLocked() {
-	kept := s.queue[:0]
-	for _, w := range s.queue {
-		if s.total.Covers(w.res) {
-			kept = append(kept, w)
-			continue
+	s.queue = slices.DeleteFunc(s.queue, func(w *leaseWaiter) bool {
+		unfit := !s.total.Covers(w.res)
+		if unfit {
+			close(w.grant)
 		}
-		close(w.grant)
-	}
-	for i := len(kept); i < len(s.queue); i++ {
-		s.queue[i] = nil
-	}
-	s.queue = kept
+		return unfit
+	})
 }
 
 // expirePrepared returns bundles prepared longer than d ago and never
@@ -169,26 +165,13 @@ func (s *localSched) heldBundles() []wire.BundleHeld {
 	return out
 }
 
-func containsInt(xs []int, x int) bool {
-	for _, v := range xs {
-		if v == x {
-			return true
-		}
-	}
-	return false
-}
-
 // bundleEndpoints registers the node side of the two-phase reservation.
 func (n *Node) bundleEndpoints() {
-	rpc.Handle(n.rpcServer, wire.MethodPGPrepare, func(ctx context.Context, r *wire.BundlesRequest) (*wire.BundlesReply, error) {
-		return n.bundleCall(wire.MethodPGPrepare, r)
-	})
-	rpc.Handle(n.rpcServer, wire.MethodPGCommit, func(ctx context.Context, r *wire.BundlesRequest) (*wire.BundlesReply, error) {
-		return n.bundleCall(wire.MethodPGCommit, r)
-	})
-	rpc.Handle(n.rpcServer, wire.MethodPGReturn, func(ctx context.Context, r *wire.BundlesRequest) (*wire.BundlesReply, error) {
-		return n.bundleCall(wire.MethodPGReturn, r)
-	})
+	for _, method := range []string{wire.MethodPGPrepare, wire.MethodPGCommit, wire.MethodPGReturn} {
+		rpc.Handle(n.rpcServer, method, func(ctx context.Context, r *wire.BundlesRequest) (*wire.BundlesReply, error) {
+			return n.bundleCall(method, r)
+		})
+	}
 }
 
 // bundleCall serves one bundle request on this node; the leader calls it

@@ -96,7 +96,7 @@ func (n *Node) nodeRegister(ctx context.Context, req *NodeRegisterRequest) (*Emp
 	if _, err := n.apply(store.NodeRegisterType, &store.NodeRegisterRequest{Node: nd}); err != nil {
 		return nil, err
 	}
-	n.leader.setSoft(nd.ID, nd.Incarnation, nil, nil)
+	n.leader.setSoft(nd.ID, softState{incarnation: nd.Incarnation})
 	return &Empty{}, nil
 }
 
@@ -105,10 +105,9 @@ func (n *Node) nodeHeartbeat(ctx context.Context, req *HeartbeatRequest) (*Heart
 	if err != nil {
 		return nil, err
 	}
-	known := nd != nil && nd.Incarnation == req.Incarnation && nd.Status != store.NodeDead && nd.Status != store.NodeLeft
+	known := nd != nil && nd.Incarnation == req.Incarnation && nd.Status.Live()
 	if known {
-		n.leader.setSoft(req.NodeID, req.Incarnation, req.Available, req.Pending)
-		n.leader.setGPUs(req.NodeID, req.Incarnation, req.GPUs)
+		n.leader.setSoft(req.NodeID, softState{incarnation: req.Incarnation, available: req.Available, pending: req.Pending, gpus: req.GPUs})
 		n.pgs.nodeReport(nd, req.Available, req.Bundles)
 	}
 	resp := &HeartbeatResponse{Known: known, LeaderAddr: n.rpcAddr}
@@ -116,7 +115,7 @@ func (n *Node) nodeHeartbeat(ctx context.Context, req *HeartbeatRequest) (*Heart
 		for _, nd := range nodes {
 			avail, _ := n.leader.available(nd)
 			resp.View = append(resp.View, wire.NodeInfo{NodeID: nd.ID, NodeName: nd.Name, Addr: nd.Address,
-				Alive: nd.Status == store.NodeAlive || nd.Status == store.NodeSuspect, State: string(nd.Status),
+				Alive: nd.Status.Live(), State: string(nd.Status),
 				Total: nd.Resources, Available: avail, Labels: nd.Labels})
 		}
 	}
@@ -152,7 +151,7 @@ func (n *Node) status(ctx context.Context, _ *Empty) (*StatusResponse, error) {
 		v := NodeView{Node: *nd, RaftSuffrage: suffrage[nd.ID]}
 		v.Available, v.LastHeartbeat = n.leader.available(nd)
 		v.GPUs = n.leader.gpusOf(nd.ID)
-		if nd.Status == store.NodeAlive || nd.Status == store.NodeSuspect {
+		if nd.Status.Live() {
 			resp.Total.Add(nd.Resources)
 			resp.Available.Add(v.Available)
 			resp.Pending = append(resp.Pending, n.leader.pendingOf(nd.ID)...)

@@ -177,7 +177,7 @@ func (m *membership) snapshot() []member {
 func (m *membership) gossipAddrs() []string {
 	var out []string
 	for _, mem := range m.snapshot() {
-		if mem.Status == store.NodeAlive || mem.Status == store.NodeSuspect {
+		if mem.Status.Live() {
 			out = append(out, mem.GossipAddr)
 		}
 	}
@@ -188,7 +188,7 @@ func (m *membership) gossipAddrs() []string {
 func (m *membership) rpcAddrs(serversOnly bool) []string {
 	var out []string
 	for _, mem := range m.snapshot() {
-		if (mem.Status == store.NodeAlive || mem.Status == store.NodeSuspect) && (!serversOnly || mem.Server) {
+		if mem.Status.Live() && (!serversOnly || mem.Server) {
 			out = append(out, mem.RPCAddr)
 		}
 	}

@@ -255,16 +255,6 @@ func taskPoolKey(job string, as *gpu.Assignment) string {
 // accident (gpu.Assignment.Env).
 func gpuEnv(as *gpu.Assignment) []string { return as.Env() }
 
-// setGPUs records the GPU status a node's heartbeat carried.
-func (l *leaderState) setGPUs(id string, inc uint64, st *gpu.Status) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if s, ok := l.soft[id]; ok && s.incarnation == inc {
-		s.gpus = st
-		l.soft[id] = s
-	}
-}
-
 // gpusOf returns a node's last reported GPU status (nil: none reported).
 func (l *leaderState) gpusOf(id string) *gpu.Status {
 	l.mu.Lock()

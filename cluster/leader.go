@@ -42,13 +42,16 @@ func (l *leaderState) reset() {
 	l.mu.Unlock()
 }
 
-func (l *leaderState) setSoft(id string, inc uint64, avail sched.ResourceSet, pending []wire.PendingDemand) {
+// setSoft replaces node id's soft state with s (a copy of its available
+// set, stamped now): a heartbeat's report, or an empty one at registration.
+func (l *leaderState) setSoft(id string, s softState) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.soft == nil {
 		l.soft = map[string]softState{}
 	}
-	l.soft[id] = softState{incarnation: inc, available: avail.Clone(), pending: pending, at: time.Now()}
+	s.available, s.at = s.available.Clone(), time.Now()
+	l.soft[id] = s
 }
 
 // pendingOf returns a node's last reported waiting demand.
@@ -169,7 +172,7 @@ func (n *Node) reconcile() {
 			if m.Incarnation >= nd.Incarnation {
 				want = m.Status
 			}
-		} else if (nd.Status == store.NodeAlive || nd.Status == store.NodeSuspect) && now.Sub(n.leader.leaderSince()) > unseenGrace {
+		} else if nd.Status.Live() && now.Sub(n.leader.leaderSince()) > unseenGrace {
 			want = store.NodeDead
 		}
 		if want != nd.Status {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -97,11 +98,8 @@ func (s *localSched) wait(ctx context.Context, res sched.ResourceSet) (*lease, e
 		return l, nil
 	case <-ctx.Done():
 		s.mu.Lock()
-		for i, q := range s.queue {
-			if q == w {
-				s.queue = append(s.queue[:i], s.queue[i+1:]...)
-				break
-			}
+		if i := slices.Index(s.queue, w); i >= 0 {
+			s.queue = slices.Delete(s.queue, i, i+1)
 		}
 		s.mu.Unlock()
 		// Granted between the cancel and the lock: give it back.
@@ -119,18 +117,13 @@ func (s *localSched) wait(ctx context.Context, res sched.ResourceSet) (*lease, e
 // dispatchLocked grants queued requests that fit now, in arrival order,
 // letting smaller later ones pass a large head (no head-of-line blocking).
 func (s *localSched) dispatchLocked() {
-	kept := s.queue[:0]
-	for _, w := range s.queue {
-		if l := s.grantLocked(w.res); l != nil {
+	s.queue = slices.DeleteFunc(s.queue, func(w *leaseWaiter) bool {
+		l := s.grantLocked(w.res)
+		if l != nil {
 			w.grant <- l
-			continue
 		}
-		kept = append(kept, w)
-	}
-	for i := len(kept); i < len(s.queue); i++ {
-		s.queue[i] = nil
-	}
-	s.queue = kept
+		return l != nil
+	})
 }
 
 // release returns a lease's resources (minus any CPU still lent out).

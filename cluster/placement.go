@@ -459,7 +459,7 @@ func (m *pgManager) viewLocked() ([]sched.Node, error) {
 			}
 		}
 		out = append(out, sched.Node{ID: nd.ID, Total: nd.Resources, Available: avail, Labels: nd.Labels,
-			Alive: nd.Status == store.NodeAlive || nd.Status == store.NodeSuspect})
+			Alive: nd.Status.Live()})
 	}
 	return out, nil
 }
@@ -688,7 +688,7 @@ func (m *pgManager) run(ctx context.Context) {
 // order (Ray's pending queue is FIFO too).
 func (m *pgManager) placePending() {
 	n := m.n
-	all, err := n.fsm.State().PlacementGroups()
+	all, err := n.fsm.State().LivePlacementGroups()
 	if err != nil {
 		return
 	}
@@ -738,7 +738,7 @@ func (m *pgManager) placePending() {
 // committed group owns are released through the heartbeat check
 // (nodeReport) or, at the latest, by the node's prepare timeout.
 func (m *pgManager) resume(ctx context.Context) {
-	all, err := m.n.fsm.State().PlacementGroups()
+	all, err := m.n.fsm.State().LivePlacementGroups()
 	if err == nil {
 		for _, g := range all {
 			if g.State != store.PGCreated && g.State != store.PGRescheduling {
@@ -759,7 +759,7 @@ func (m *pgManager) resume(ctx context.Context) {
 // gone from the table; their groups go RESCHEDULING and are placed again.
 func (m *pgManager) checkNodes() {
 	st := m.n.fsm.State()
-	all, err := st.PlacementGroups()
+	all, err := st.LivePlacementGroups()
 	if err != nil {
 		return
 	}
@@ -777,7 +777,7 @@ func (m *pgManager) checkNodes() {
 		}
 		var lost []string
 		for _, nd := range g.Nodes {
-			if s, ok := status[nd]; nd != "" && (!ok || s == store.NodeDead || s == store.NodeLeft) {
+			if s, ok := status[nd]; nd != "" && (!ok || !s.Live()) {
 				lost = append(lost, nd)
 			}
 		}
@@ -837,7 +837,7 @@ func (m *pgManager) nodeReport(nd *store.Node, avail sched.ResourceSet, held []w
 		m.n.logger.Info("releasing bundles no committed placement group owns", "group", group, "node", nd.Name, "bundles", idx)
 		go m.returnBundles(group, []string{nd.ID}, idx)
 	}
-	all, err := st.PlacementGroups()
+	all, err := st.LivePlacementGroups()
 	if err != nil {
 		return
 	}
@@ -863,13 +863,13 @@ func (m *pgManager) nodeReport(nd *store.Node, avail sched.ResourceSet, held []w
 // jobDone removes the groups a finished job created, except detached ones
 // (Ray's owner-based placement-group lifetime).
 func (m *pgManager) jobDone(job string) {
-	all, err := m.n.fsm.State().PlacementGroups()
+	all, err := m.n.fsm.State().LivePlacementGroups()
 	if err != nil {
 		return
 	}
 	var wg sync.WaitGroup
 	for _, g := range all {
-		if g.JobID != job || g.Detached || g.State == store.PGRemoved {
+		if g.JobID != job || g.Detached {
 			continue
 		}
 		wg.Add(1)
@@ -892,16 +892,8 @@ func (m *pgManager) killActorsIn(group string) {
 		return
 	}
 	for _, a := range all {
-		if pg, _, ok := sched.PlacementGroupOf(a.Resources); !ok || pg != group || a.State == store.ActorDead {
-			continue
-		}
-		unlock := m.n.actors.lock(a.ID)
-		m.n.actors.setDead(a, fmt.Sprintf("its placement group %s was removed", group))
-		unlock()
-		if a.NodeAddr != "" {
-			ctx, cancel := context.WithTimeout(m.n.ctx, 10*time.Second)
-			_ = m.n.pool.Call(ctx, a.NodeAddr, wire.MethodActorStop, &wire.ActorStopRequest{ActorID: a.ID}, nil)
-			cancel()
+		if pg, _, ok := sched.PlacementGroupOf(a.Resources); ok && pg == group {
+			m.n.actors.end(a.ID, fmt.Sprintf("its placement group %s was removed", group))
 		}
 	}
 }

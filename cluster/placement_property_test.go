@@ -101,17 +101,14 @@ func TestPlacementConcurrentCreatesAndRemovesKeepInvariants(t *testing.T) {
 					t.Errorf("create %s %v: %v", st, bundles, err)
 					return
 				}
-				// Give it a moment to be placed, then maybe remove it.
-				deadline := time.Now().Add(time.Duration(rng.IntN(300)) * time.Millisecond)
-				for time.Now().Before(deadline) {
-					g, err := getPG(leader, info.ID)
-					if err == nil && g.State == string(store.PGCreated) {
-						mu.Lock()
-						created++
-						mu.Unlock()
-						break
-					}
-					time.Sleep(10 * time.Millisecond)
+				// Give it a moment to be placed (a waiting Get answers once
+				// it is CREATED), then maybe remove it.
+				var g wire.PGInfo
+				wait := int64(rng.IntN(300))
+				if err := pgCall(leader, wire.MethodPGGet, &wire.PGGetRequest{ID: info.ID, WaitMillis: wait}, &g); err == nil && g.State == string(store.PGCreated) {
+					mu.Lock()
+					created++
+					mu.Unlock()
 				}
 				if rng.IntN(4) > 0 {
 					if err := pgCall(leader, wire.MethodPGRemove, &wire.PGRemoveRequest{ID: info.ID}, nil); err != nil {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -177,11 +176,11 @@ func (n *Node) decideLease(ctx context.Context, req *wire.LeaseRequest) (*wire.L
 		n.local.noteInfeasible(req.TaskName, req.Resources, reason)
 		return &wire.LeaseReply{Infeasible: reason}, nil, nil
 	}
-	if pg, idx, ok := sched.PlacementGroupOf(req.Resources); ok && !n.local.covers(req.Resources) {
-		rep, err := n.leaseInBundle(ctx, req, pg, idx)
-		return rep, nil, err
-	}
 	if !n.local.covers(req.Resources) {
+		if pg, idx, ok := sched.PlacementGroupOf(req.Resources); ok {
+			rep, err := n.leaseInBundle(ctx, req, pg, idx)
+			return rep, nil, err
+		}
 		if t := pickNode(view(), req.Resources, self, false, sel); t != nil {
 			return n.spillTo(t, req), nil, nil
 		}
@@ -268,11 +267,13 @@ func (n *Node) leaseInBundle(ctx context.Context, req *wire.LeaseRequest, pg str
 }
 
 // pickNode chooses a node for demand among alive nodes other than exclude
-// whose totals cover it and whose labels match sel; with needFree, only
-// those whose last reported free resources cover it too, least CPU-loaded
-// first (so spillback spreads).
+// whose totals cover it and whose labels match sel (with needFree, only
+// those whose last reported free resources cover it too): the least
+// CPU-loaded, the first in view of equals (so spillback spreads); nil if
+// none.
 func pickNode(view []wire.NodeInfo, demand sched.ResourceSet, exclude string, needFree bool, sel sched.LabelSelector) *wire.NodeInfo {
-	var cands []*wire.NodeInfo
+	var best *wire.NodeInfo
+	var bestLoad float64
 	for i := range view {
 		nd := &view[i]
 		if !nd.Alive || nd.NodeID == exclude || !nd.Total.Covers(demand) || !labelsMatch(sel, nd) {
@@ -281,13 +282,11 @@ func pickNode(view []wire.NodeInfo, demand sched.ResourceSet, exclude string, ne
 		if needFree && !nd.Available.Covers(demand) {
 			continue
 		}
-		cands = append(cands, nd)
+		if l := cpuLoad(nd); best == nil || l < bestLoad {
+			best, bestLoad = nd, l
+		}
 	}
-	if len(cands) == 0 {
-		return nil
-	}
-	sort.SliceStable(cands, func(i, j int) bool { return cpuLoad(cands[i]) < cpuLoad(cands[j]) })
-	return cands[0]
+	return best
 }
 
 func labelsMatch(sel sched.LabelSelector, nd *wire.NodeInfo) bool {
@@ -320,15 +319,27 @@ func cpuLoad(nd *wire.NodeInfo) float64 {
 	return 1 - float64(nd.Available[sched.CPU])/float64(t)
 }
 
-// checkNonNegative rejects a demand with a negative amount, or a GPU count
-// above 1 that is not whole, naming it.
+// checkNonNegative rejects a demand with a negative amount (the first by
+// name), or a GPU count above 1 that is not whole, naming it.
 func checkNonNegative(r sched.ResourceSet) error {
+	// Every lease request passes here: names are sorted only to report one.
+	for _, q := range r {
+		if q < 0 {
+			return negativeAmount(r)
+		}
+	}
+	return checkGPUDemand(r)
+}
+
+// negativeAmount names the first resource of r, by name, whose amount is
+// negative.
+func negativeAmount(r sched.ResourceSet) error {
 	for _, name := range r.Names() {
 		if r[name] < 0 {
 			return fmt.Errorf("resource %q: negative amount %s", name, r[name])
 		}
 	}
-	return checkGPUDemand(r)
+	return nil
 }
 
 // clusterView is the node table with resources as this node last heard it

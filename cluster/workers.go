@@ -253,19 +253,35 @@ func (p *workerPool) worker(ctx context.Context, req *wire.LeaseRequest, as *gpu
 		}
 	}
 	p.mu.Unlock()
+	if err := w.awaitReady(ctx); err != nil {
+		return nil, fmt.Errorf("worker for job %s %w", req.JobID, err)
+	}
+	return w, nil
+}
+
+// awaitReady waits until w has registered, at most workerStartTimeout; the
+// error says it did not in time, exited instead, or ctx ended (wrapping
+// ctx.Err()). A pooled worker's lease costs no timer: it is ready already.
+func (w *workerProc) awaitReady(ctx context.Context) error {
 	select {
 	case <-w.ready:
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	case <-time.After(workerStartTimeout):
-		return nil, fmt.Errorf("worker for job %s did not register within %s", req.JobID, workerStartTimeout)
+	default:
+		t := time.NewTimer(workerStartTimeout)
+		defer t.Stop()
+		select {
+		case <-w.ready:
+		case <-ctx.Done():
+			return fmt.Errorf("waiting to register: %w", ctx.Err())
+		case <-t.C:
+			return fmt.Errorf("did not register within %s", workerStartTimeout)
+		}
 	}
 	select {
 	case <-w.dead:
-		return nil, fmt.Errorf("worker for job %s exited at start: %v", req.JobID, w.err)
+		return fmt.Errorf("exited at start: %v", w.err)
 	default:
+		return nil
 	}
-	return w, nil
 }
 
 // ensureBinary makes sure the job's binary is in the cache, fetching it from

@@ -48,15 +48,34 @@ func ParsePlacementStrategy(s string) (PlacementStrategy, error) {
 	if t.Valid() {
 		return t, nil
 	}
-	return "", fmt.Errorf("%w %q: accepted are %s", ErrInvalidStrategy, s, strategyList())
+	return "", errInvalidStrategy(s)
 }
 
-func strategyList() string {
-	names := make([]string, len(PlacementStrategies))
-	for i, p := range PlacementStrategies {
-		names[i] = string(p)
+// errInvalidStrategy is the error for strategy name s, not one of
+// PlacementStrategies.
+func errInvalidStrategy(s string) error {
+	return fmt.Errorf("%w %q: accepted are %s", ErrInvalidStrategy, s, joinNames(PlacementStrategies))
+}
+
+// joinNames lists names for messages: "A, B, C".
+func joinNames[T ~string](names []T) string {
+	var b strings.Builder
+	for i, n := range names {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(string(n))
 	}
-	return strings.Join(names, ", ")
+	return b.String()
+}
+
+// validGroup checks a group's strategy (one of PlacementStrategies) and its
+// bundles (ValidateBundles).
+func validGroup(strategy PlacementStrategy, bundles []ResourceSet) error {
+	if !strategy.Valid() {
+		return errInvalidStrategy(string(strategy))
+	}
+	return ValidateBundles(bundles)
 }
 
 // Valid reports whether s is one of PlacementStrategies, exactly spelled.
@@ -87,6 +106,38 @@ func ValidateBundles(bundles []ResourceSet) error {
 			case q == 0:
 				return fmt.Errorf("%w: bundle %d: resource %q has amount 0; ask for a positive amount or leave it out", ErrInvalidBundle, i, k)
 			}
+		}
+	}
+	return nil
+}
+
+// CheckStrategy checks an assignment of bundles to nodes (nodes[i] holds
+// bundle i; "" is a bundle not placed, ignored) against the strategy's hard
+// constraint: STRICT_PACK one node, STRICT_SPREAD distinct nodes. Errors
+// wrap ErrReservation and name the bundles and nodes.
+func CheckStrategy(s PlacementStrategy, nodes []string) error {
+	switch s {
+	case StrictPack:
+		first := -1
+		for i, nd := range nodes {
+			switch {
+			case nd == "":
+			case first < 0:
+				first = i
+			case nd != nodes[first]:
+				return fmt.Errorf("%w: STRICT_PACK puts bundle %d on %s and bundle %d on %s", ErrReservation, first, nodes[first], i, nd)
+			}
+		}
+	case StrictSpread:
+		seen := map[string]int{}
+		for i, nd := range nodes {
+			if nd == "" {
+				continue
+			}
+			if j, dup := seen[nd]; dup {
+				return fmt.Errorf("%w: STRICT_SPREAD puts bundles %d and %d both on %s", ErrReservation, j, i, nd)
+			}
+			seen[nd] = i
 		}
 	}
 	return nil
@@ -166,10 +217,7 @@ func RePlaceBundles(nodes []Node, bundles []ResourceSet, strategy PlacementStrat
 // place is PlaceBundles and RePlaceBundles: fixed[i] != "" keeps bundle i
 // on that (alive) node; the others are placed.
 func place(nodes []Node, bundles []ResourceSet, strategy PlacementStrategy, fixed []string) ([]string, error) {
-	if !strategy.Valid() {
-		return nil, fmt.Errorf("%w %q: accepted are %s", ErrInvalidStrategy, string(strategy), strategyList())
-	}
-	if err := ValidateBundles(bundles); err != nil {
+	if err := validGroup(strategy, bundles); err != nil {
 		return nil, err
 	}
 	var todo []int
@@ -220,7 +268,7 @@ func place(nodes []Node, bundles []ResourceSet, strategy PlacementStrategy, fixe
 	for i, n := range cands {
 		free[i] = capped(n.Available, pk.totals[i])
 	}
-	got, err := pk.solve(free, slices.Clone(held), "free")
+	got, err := pk.solve(free, slices.Clone(held))
 	if err != nil {
 		return nil, err
 	}
@@ -722,7 +770,8 @@ func (p *packer) checkFeasible(capacity []ResourceSet, held []bool) error {
 
 // solve places the group on free (what is free now), or returns a
 // *PendingError.
-func (p *packer) solve(free []ResourceSet, held []bool, what string) ([]int, error) {
+func (p *packer) solve(free []ResourceSet, held []bool) ([]int, error) {
+	const what = "free"
 	start := cloneSets(free)
 	r, _ := p.attempt(free, held)
 	if r.ok {

@@ -320,3 +320,31 @@ func TestRePlaceBundles(t *testing.T) {
 	_, err = RePlaceBundles(nodes, bs, Spread, []string{"a"})
 	wantErrContains(t, err, ErrInvalidBundle, "1 current assignments for 3 bundles")
 }
+
+func TestCheckStrategy(t *testing.T) {
+	for _, c := range []struct {
+		s     PlacementStrategy
+		nodes []string
+		want  string // "" for no error
+	}{
+		{StrictPack, []string{"a", "", "a"}, ""},
+		{StrictPack, []string{"a", "b"}, "STRICT_PACK puts bundle 0 on a and bundle 1 on b"},
+		// An unplaced first bundle (its node died) does not hide the others.
+		{StrictPack, []string{"", "a", "b"}, "STRICT_PACK puts bundle 1 on a and bundle 2 on b"},
+		{StrictSpread, []string{"a", "", "", "b"}, ""},
+		{StrictSpread, []string{"a", "b", "a"}, "STRICT_SPREAD puts bundles 0 and 2 both on a"},
+		{Pack, []string{"a", "a", "b"}, ""},
+		{Spread, []string{"a", "a"}, ""},
+	} {
+		err := CheckStrategy(c.s, c.nodes)
+		if c.want == "" {
+			if err != nil {
+				t.Errorf("%s %v: %v", c.s, c.nodes, err)
+			}
+			continue
+		}
+		if !errors.Is(err, ErrReservation) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s %v: %v, want ErrReservation saying %q", c.s, c.nodes, err, c.want)
+		}
+	}
+}

@@ -3,6 +3,7 @@ package sched
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 )
@@ -84,7 +85,7 @@ func (s LabelSelector) Validate() error {
 	if len(s) == 0 {
 		return nil // every lease request checks its selector; most have none
 	}
-	for _, k := range s.keys() {
+	for _, k := range slices.Sorted(maps.Keys(s)) {
 		m := s[k]
 		switch m.Op {
 		case OpIn, OpNotIn:
@@ -107,10 +108,19 @@ func (s LabelSelector) Validate() error {
 // also returns the first failing condition (by key order) in words, e.g.
 // `label zone="rack3" is not in (rack1, rack2)`.
 func (s LabelSelector) Matches(labels map[string]string) (bool, string) {
-	if len(s) == 0 {
+	// Lease requests ask this of every candidate node: decide without
+	// sorting, and sort only to name the first failing condition.
+	ok := true
+	for k, m := range s {
+		if v, present := labels[k]; !m.matches(v, present) {
+			ok = false
+			break
+		}
+	}
+	if ok {
 		return true, ""
 	}
-	for _, k := range s.keys() {
+	for _, k := range slices.Sorted(maps.Keys(s)) {
 		m := s[k]
 		v, ok := labels[k]
 		if m.matches(v, ok) {
@@ -128,17 +138,8 @@ func (s LabelSelector) Matches(labels map[string]string) (bool, string) {
 // `spot does_not_exist, zone in (rack1, rack2)`; "" when empty.
 func (s LabelSelector) String() string {
 	parts := make([]string, 0, len(s))
-	for _, k := range s.keys() {
+	for _, k := range slices.Sorted(maps.Keys(s)) {
 		parts = append(parts, k+" "+s[k].String())
 	}
 	return strings.Join(parts, ", ")
-}
-
-func (s LabelSelector) keys() []string {
-	ks := make([]string, 0, len(s))
-	for k := range s {
-		ks = append(ks, k)
-	}
-	slices.Sort(ks)
-	return ks
 }

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 )
@@ -18,7 +19,8 @@ var ErrNoGroup = errors.New("no such placement group")
 
 // ErrReservation is wrapped by Ledger.Commit and Ledger.Reassign when the
 // proposed assignment is not valid against the ledger as it is: unknown or
-// dead node, over a node's capacity, or breaking the strategy.
+// dead node, over a node's capacity, or breaking the strategy (also
+// CheckStrategy's errors).
 var ErrReservation = errors.New("invalid reservation")
 
 // Reservation is one placement group's committed bundles: Bundles[i] is
@@ -185,14 +187,7 @@ func (l *Ledger) Groups() []string {
 	return l.sortedGroups()
 }
 
-func (l *Ledger) sortedGroups() []string {
-	gs := make([]string, 0, len(l.groups))
-	for g := range l.groups {
-		gs = append(gs, g)
-	}
-	slices.Sort(gs)
-	return gs
-}
+func (l *Ledger) sortedGroups() []string { return slices.Sorted(maps.Keys(l.groups)) }
 
 // NeedsRepair returns the groups, sorted, with a bundle unplaced or on a
 // node that is unknown or not alive.
@@ -245,10 +240,7 @@ func (l *Ledger) Commit(r Reservation) error {
 	if _, dup := l.groups[r.Group]; dup {
 		return fmt.Errorf("%w: %q", ErrGroupExists, r.Group)
 	}
-	if !r.Strategy.Valid() {
-		return fmt.Errorf("%w %q: accepted are %s", ErrInvalidStrategy, string(r.Strategy), strategyList())
-	}
-	if err := ValidateBundles(r.Bundles); err != nil {
+	if err := validGroup(r.Strategy, r.Bundles); err != nil {
 		return err
 	}
 	c := r.clone()
@@ -352,10 +344,10 @@ func (l *Ledger) apply(r *Reservation, old *Reservation) error {
 		}
 		addTo(after, nd, r.Bundles[i])
 	}
-	if err := checkStrategy(r.Strategy, r.Nodes); err != nil {
+	if err := CheckStrategy(r.Strategy, r.Nodes); err != nil {
 		return err
 	}
-	for _, nd := range sortedKeys(after) {
+	for _, nd := range slices.Sorted(maps.Keys(after)) {
 		n := l.nodes[nd]
 		if n == nil {
 			return fmt.Errorf("%w: node %s is unknown", ErrReservation, nd)
@@ -388,40 +380,6 @@ func addTo(m map[string]ResourceSet, k string, b ResourceSet) {
 	m[k].Add(b)
 }
 
-func sortedKeys(m map[string]ResourceSet) []string {
-	ks := make([]string, 0, len(m))
-	for k := range m {
-		ks = append(ks, k)
-	}
-	slices.Sort(ks)
-	return ks
-}
-
-// checkStrategy checks an assignment's shape: STRICT_PACK one node,
-// STRICT_SPREAD distinct nodes ("" entries ignored).
-func checkStrategy(s PlacementStrategy, nodes []string) error {
-	switch s {
-	case StrictPack:
-		for i, nd := range nodes {
-			if nd != "" && nodes[0] != "" && nd != nodes[0] {
-				return fmt.Errorf("%w: STRICT_PACK puts bundle 0 on %s and bundle %d on %s", ErrReservation, nodes[0], i, nd)
-			}
-		}
-	case StrictSpread:
-		seen := map[string]int{}
-		for i, nd := range nodes {
-			if nd == "" {
-				continue
-			}
-			if j, dup := seen[nd]; dup {
-				return fmt.Errorf("%w: STRICT_SPREAD puts bundles %d and %d both on %s", ErrReservation, j, i, nd)
-			}
-			seen[nd] = i
-		}
-	}
-	return nil
-}
-
 // Verify recomputes every node's reservations from the groups and checks
 // them against the stored sums, the strategies' constraints, and (for alive
 // nodes) the totals (which only a SetNode that shrank a node's total can
@@ -433,7 +391,7 @@ func (l *Ledger) Verify() error {
 	sum := map[string]ResourceSet{}
 	for _, g := range l.sortedGroups() {
 		r := l.groups[g]
-		if err := checkStrategy(r.Strategy, r.Nodes); err != nil {
+		if err := CheckStrategy(r.Strategy, r.Nodes); err != nil {
 			return fmt.Errorf("group %s: %w", g, err)
 		}
 		for i, nd := range r.Nodes {

@@ -136,7 +136,7 @@ func checkAssignment(nodes []Node, bs []ResourceSet, s PlacementStrategy, got []
 			return fmt.Errorf("node %s: %s placed, only %s free", id, u, n.Available)
 		}
 	}
-	return checkStrategy(s, got)
+	return CheckStrategy(s, got)
 }
 
 func TestPropertyPlaceBundlesMatchesBruteForce(t *testing.T) {
@@ -338,7 +338,7 @@ func TestPropertyConcurrentLedger(t *testing.T) {
 					got, err := l.Place(g, bs, s)
 					if err == nil {
 						mine = append(mine, g)
-						if e := checkStrategy(s, got); e != nil {
+						if e := CheckStrategy(s, got); e != nil {
 							errs <- e
 							return
 						}

@@ -49,11 +49,7 @@ func ParseTaskStrategyKind(s string) (TaskStrategyKind, error) {
 	if slices.Contains(TaskStrategyKinds, t) {
 		return t, nil
 	}
-	names := make([]string, len(TaskStrategyKinds))
-	for i, k := range TaskStrategyKinds {
-		names[i] = string(k)
-	}
-	return "", fmt.Errorf("%w %q: accepted are %s", ErrInvalidTaskStrategy, s, strings.Join(names, ", "))
+	return "", fmt.Errorf("%w %q: accepted are %s", ErrInvalidTaskStrategy, s, joinNames(TaskStrategyKinds))
 }
 
 // TaskStrategy is where a task or actor may run. The zero value is

@@ -122,14 +122,14 @@ type Actor struct {
 // is 100,000; nodeup's records live in every snapshot, so fewer).
 const MaxDeadActors = 10000
 
-// markDead sets a DEAD actor's DeadKey at index and prunes the oldest dead
-// actors beyond MaxDeadActors; it does nothing for a live actor.
-func markDead(txn *memdb.Txn, a *Actor, index uint64) error {
-	if a.State != ActorDead {
-		return nil
+// insertActor stores a, which became what it is at index: a DEAD actor gets
+// its DeadKey, and the oldest dead actors beyond MaxDeadActors are pruned.
+func insertActor(txn *memdb.Txn, a *Actor, index uint64) error {
+	a.DeadKey = ""
+	if a.State == ActorDead {
+		a.DeadKey = pruneKey(index)
 	}
-	a.DeadKey = fmt.Sprintf("%020d", index)
-	if err := txn.Insert(tableActors, a); err != nil {
+	if err := txn.Insert(tableActors, a); err != nil || a.State != ActorDead {
 		return err
 	}
 	return pruneOldest(txn, tableActors, "dead", indexActorsDead, MaxDeadActors, 1)
@@ -248,11 +248,8 @@ func (s *StateStore) registerActor(index uint64, req *ActorRegisterRequest) (*Ac
 				return false, fmt.Errorf("actor name %q in namespace %q belongs to actor %s: %w", a.Name, a.Namespace, raw.(*Actor).ID, ErrActorNameTaken)
 			}
 		}
-		a.CreateIndex, a.ModifyIndex, a.DeadKey = index, index, ""
-		if err := txn.Insert(tableActors, a); err != nil {
-			return false, err
-		}
-		return true, markDead(txn, a, index)
+		a.CreateIndex, a.ModifyIndex = index, index
+		return true, insertActor(txn, a, index)
 	})
 	if err != nil {
 		return nil, err
@@ -287,27 +284,7 @@ func (s *StateStore) updateActor(index uint64, req *ActorUpdateRequest) error {
 				return false, err
 			}
 		}
-		a.CreateIndex, a.ModifyIndex, a.DeadKey = cur.CreateIndex, index, ""
-		if err := txn.Insert(tableActors, a); err != nil {
-			return false, err
-		}
-		return true, markDead(txn, a, index)
+		a.CreateIndex, a.ModifyIndex = cur.CreateIndex, index
+		return true, insertActor(txn, a, index)
 	})
-}
-
-// restoreDeadActors rebuilds the DEAD count after a snapshot's actors are
-// inserted, pruning beyond MaxDeadActors.
-func restoreDeadActors(txn *memdb.Txn) error {
-	it, err := txn.Get(tableActors, "dead")
-	if err != nil {
-		return err
-	}
-	dead := 0
-	for raw := it.Next(); raw != nil; raw = it.Next() {
-		dead++
-	}
-	if dead == 0 {
-		return nil
-	}
-	return pruneOldest(txn, tableActors, "dead", indexActorsDead, MaxDeadActors, dead)
 }

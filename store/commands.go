@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"reflect"
 
 	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/nodeup/nodeup/sched"
 )
 
 // MessageType identifies the command carried by a Raft log entry; it is the
@@ -96,8 +99,9 @@ var (
 	ErrPlacementGroupNameTaken = errors.New("placement group name taken")
 	// ErrReservation means a placement would break a rule of committed
 	// state: an unregistered or dead node, a node reserved over its total,
-	// or a strategy's hard constraint (STRICT_PACK, STRICT_SPREAD).
-	ErrReservation = errors.New("invalid reservation")
+	// or a strategy's hard constraint (STRICT_PACK, STRICT_SPREAD). It is
+	// sched.ErrReservation, which sched.CheckStrategy's errors wrap.
+	ErrReservation = sched.ErrReservation
 )
 
 // ClusterInitRequest records the cluster identity. It applies only once: a
@@ -192,73 +196,31 @@ func Encode(t MessageType, req any) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
+// requestTypes maps each message type to its request struct.
+var requestTypes = map[MessageType]reflect.Type{
+	ClusterInitType:         reflect.TypeFor[ClusterInitRequest](),
+	NodeRegisterType:        reflect.TypeFor[NodeRegisterRequest](),
+	NodeStatusType:          reflect.TypeFor[NodeStatusRequest](),
+	NodeDeregisterType:      reflect.TypeFor[NodeDeregisterRequest](),
+	KVSetType:               reflect.TypeFor[KVSetRequest](),
+	KVDeleteType:            reflect.TypeFor[KVDeleteRequest](),
+	ActorRegisterType:       reflect.TypeFor[ActorRegisterRequest](),
+	ActorUpdateType:         reflect.TypeFor[ActorUpdateRequest](),
+	PlacementGroupWriteType: reflect.TypeFor[PlacementGroupWriteRequest](),
+}
+
 // requestMatches reports whether req is the request struct (or a non-nil
 // pointer to it) for t.
 func requestMatches(t MessageType, req any) bool {
-	switch t {
-	case ClusterInitType:
-		switch r := req.(type) {
-		case ClusterInitRequest:
-			return true
-		case *ClusterInitRequest:
-			return r != nil
-		}
-	case NodeRegisterType:
-		switch r := req.(type) {
-		case NodeRegisterRequest:
-			return true
-		case *NodeRegisterRequest:
-			return r != nil
-		}
-	case NodeStatusType:
-		switch r := req.(type) {
-		case NodeStatusRequest:
-			return true
-		case *NodeStatusRequest:
-			return r != nil
-		}
-	case NodeDeregisterType:
-		switch r := req.(type) {
-		case NodeDeregisterRequest:
-			return true
-		case *NodeDeregisterRequest:
-			return r != nil
-		}
-	case KVSetType:
-		switch r := req.(type) {
-		case KVSetRequest:
-			return true
-		case *KVSetRequest:
-			return r != nil
-		}
-	case KVDeleteType:
-		switch r := req.(type) {
-		case KVDeleteRequest:
-			return true
-		case *KVDeleteRequest:
-			return r != nil
-		}
-	case ActorRegisterType:
-		switch r := req.(type) {
-		case ActorRegisterRequest:
-			return true
-		case *ActorRegisterRequest:
-			return r != nil
-		}
-	case ActorUpdateType:
-		switch r := req.(type) {
-		case ActorUpdateRequest:
-			return true
-		case *ActorUpdateRequest:
-			return r != nil
-		}
-	case PlacementGroupWriteType:
-		switch r := req.(type) {
-		case PlacementGroupWriteRequest:
-			return true
-		case *PlacementGroupWriteRequest:
-			return r != nil
-		}
+	rt, ok := requestTypes[t]
+	if !ok || req == nil {
+		return false
+	}
+	switch v := reflect.ValueOf(req); v.Type() {
+	case rt:
+		return true
+	case reflect.PointerTo(rt):
+		return !v.IsNil()
 	}
 	return false
 }
@@ -266,27 +228,11 @@ func requestMatches(t MessageType, req any) bool {
 // newRequest returns a pointer to a zero request struct for t, or nil if t
 // is unknown.
 func newRequest(t MessageType) any {
-	switch t {
-	case ClusterInitType:
-		return new(ClusterInitRequest)
-	case NodeRegisterType:
-		return new(NodeRegisterRequest)
-	case NodeStatusType:
-		return new(NodeStatusRequest)
-	case NodeDeregisterType:
-		return new(NodeDeregisterRequest)
-	case KVSetType:
-		return new(KVSetRequest)
-	case KVDeleteType:
-		return new(KVDeleteRequest)
-	case ActorRegisterType:
-		return new(ActorRegisterRequest)
-	case ActorUpdateType:
-		return new(ActorUpdateRequest)
-	case PlacementGroupWriteType:
-		return new(PlacementGroupWriteRequest)
+	rt, ok := requestTypes[t]
+	if !ok {
+		return nil
 	}
-	return nil
+	return reflect.New(rt).Interface()
 }
 
 // decode parses a Raft log payload produced by Encode into its message type

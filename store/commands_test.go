@@ -4,19 +4,22 @@ import (
 	"errors"
 	"reflect"
 	"testing"
+
+	"github.com/nodeup/nodeup/sched"
 )
 
 func TestMessageTypeNumbersAreStable(t *testing.T) {
 	// These values are persisted in Raft logs: they must never change.
 	want := map[MessageType]uint8{
-		ClusterInitType:    0,
-		NodeRegisterType:   1,
-		NodeStatusType:     2,
-		NodeDeregisterType: 3,
-		KVSetType:          4,
-		KVDeleteType:       5,
-		ActorRegisterType:  6,
-		ActorUpdateType:    7,
+		ClusterInitType:         0,
+		NodeRegisterType:        1,
+		NodeStatusType:          2,
+		NodeDeregisterType:      3,
+		KVSetType:               4,
+		KVDeleteType:            5,
+		ActorRegisterType:       6,
+		ActorUpdateType:         7,
+		PlacementGroupWriteType: 8,
 	}
 	for mt, n := range want {
 		if uint8(mt) != n {
@@ -41,6 +44,9 @@ func TestEncodeDecodeRoundTrip(t *testing.T) {
 		{KVDeleteType, &KVDeleteRequest{Key: "k"}},
 		{ActorRegisterType, &ActorRegisterRequest{Actor: testActor("a1", "ns", "c"), GetIfExists: true}},
 		{ActorUpdateType, &ActorUpdateRequest{Actor: testActor("a1", "ns", "c")}},
+		{PlacementGroupWriteType, &PlacementGroupWriteRequest{Ops: []PlacementGroupOp{
+			{Kind: PGOpCreate, Group: testPG("aaaaaaaa", "a", sched.StrictSpread, cpus(1), cpus(2))},
+			{Kind: PGOpLose, ID: "aaaaaaaa", Nodes: []string{"n2"}, At: 7}}}},
 	}
 	for _, c := range cases {
 		for _, req := range []any{c.req, reflect.ValueOf(c.req).Elem().Interface()} {
@@ -68,6 +74,9 @@ func TestEncodeRejectsMismatch(t *testing.T) {
 	}
 	if _, err := Encode(KVSetType, (*KVSetRequest)(nil)); !errors.Is(err, ErrInvalidRequest) {
 		t.Errorf("nil request: err = %v", err)
+	}
+	if _, err := Encode(KVSetType, nil); !errors.Is(err, ErrInvalidRequest) {
+		t.Errorf("untyped nil request: err = %v", err)
 	}
 	if _, err := Encode(MessageType(99), &KVSetRequest{}); !errors.Is(err, ErrUnknownMessageType) {
 		t.Errorf("unknown type: err = %v", err)

@@ -77,7 +77,8 @@ type PlacementGroup struct {
 	// CreatedAt and StateChangedAt are unix nanoseconds stamped by the leader.
 	CreatedAt      int64
 	StateChangedAt int64
-	// RemovedKey orders REMOVED groups for pruning (set by the FSM).
+	// RemovedKey orders REMOVED groups for pruning (set by the FSM; empty
+	// while not REMOVED).
 	RemovedKey string
 	// CreateIndex and ModifyIndex are Raft indexes set by the FSM.
 	CreateIndex uint64
@@ -174,9 +175,17 @@ type placementReserved struct {
 // PlacementGroups returns every group (removed ones included, up to
 // MaxRemovedPlacementGroups of them) in creation order.
 func (s *StateStore) PlacementGroups() ([]*PlacementGroup, error) {
-	return all(s, "placement groups", tablePGs, "id", func(a, b *PlacementGroup) int {
-		return cmp.Or(cmp.Compare(a.CreateIndex, b.CreateIndex), cmp.Compare(a.ID, b.ID))
-	})
+	return all(s, "placement groups", tablePGs, "id", byPGCreation)
+}
+
+// LivePlacementGroups returns the groups that are not REMOVED, in creation
+// order, read through an index so removed ones cost nothing.
+func (s *StateStore) LivePlacementGroups() ([]*PlacementGroup, error) {
+	return all(s, "live placement groups", tablePGs, "live", byPGCreation, true)
+}
+
+func byPGCreation(a, b *PlacementGroup) int {
+	return cmp.Or(cmp.Compare(a.CreateIndex, b.CreateIndex), cmp.Compare(a.ID, b.ID))
 }
 
 // PlacementGroupByID returns the group with that ID, or (nil, nil).
@@ -312,7 +321,7 @@ func applyPGOp(txn *memdb.Txn, index uint64, op *PlacementGroupOp) (bool, error)
 			return false, nil
 		}
 		g.State, g.StateChangedAt, g.PendingReason, g.Infeasible = PGRemoved, op.At, "", false
-		g.RemovedKey = fmt.Sprintf("%020d", index)
+		g.RemovedKey = pruneKey(index)
 		if err := reserve(txn, cur, g); err != nil {
 			return false, err
 		}
@@ -362,7 +371,7 @@ func createPG(txn *memdb.Txn, index uint64, op *PlacementGroupOp) (bool, error) 
 	} else if err := reserve(txn, nil, g); err != nil {
 		return false, err
 	}
-	g.CreateIndex, g.ModifyIndex = index, index
+	g.CreateIndex, g.ModifyIndex, g.RemovedKey = index, index, ""
 	return true, txn.Insert(tablePGs, g)
 }
 
@@ -397,8 +406,8 @@ func reserve(txn *memdb.Txn, old, g *PlacementGroup) error {
 			}
 		}
 	}
-	if err := checkStrategy(g); err != nil {
-		return err
+	if err := sched.CheckStrategy(g.Strategy, g.Nodes); err != nil {
+		return fmt.Errorf("placement group %s: %w", g.ID, err)
 	}
 	before, after := holds(old), holds(g)
 	next := map[string]sched.ResourceSet{}
@@ -425,7 +434,7 @@ func reserve(txn *memdb.Txn, old, g *PlacementGroup) error {
 				return fmt.Errorf("placement group %s: node %s is not registered: %w", g.ID, nd, ErrReservation)
 			}
 			node := raw.(*Node)
-			if node.Status != NodeAlive && node.Status != NodeSuspect {
+			if !node.Status.Live() {
 				return fmt.Errorf("placement group %s: node %s is %s: %w", g.ID, nd, node.Status, ErrReservation)
 			}
 			for _, k := range n.Names() {
@@ -475,37 +484,15 @@ func reservedOn(txn *memdb.Txn, nd string) (sched.ResourceSet, error) {
 	return raw.(*placementReserved).Reserved, nil
 }
 
-// checkStrategy checks the hard constraints on the placed bundles:
-// STRICT_PACK one node, STRICT_SPREAD distinct nodes.
-func checkStrategy(g *PlacementGroup) error {
-	seen := map[string]int{}
-	first := ""
-	for i, nd := range g.Nodes {
-		if nd == "" {
-			continue
-		}
-		switch g.Strategy {
-		case sched.StrictPack:
-			if first == "" {
-				first = nd
-			} else if nd != first {
-				return fmt.Errorf("placement group %s: STRICT_PACK puts bundles on %s and %s: %w", g.ID, first, nd, ErrReservation)
-			}
-		case sched.StrictSpread:
-			if j, dup := seen[nd]; dup {
-				return fmt.Errorf("placement group %s: STRICT_SPREAD puts bundles %d and %d both on %s: %w", g.ID, j, i, nd, ErrReservation)
-			}
-			seen[nd] = i
-		}
-	}
-	return nil
-}
-
 // pruneRemoved counts added newly removed groups and deletes the oldest
 // removed ones beyond MaxRemovedPlacementGroups.
 func pruneRemoved(txn *memdb.Txn, added int) error {
 	return pruneOldest(txn, tablePGs, "removed", indexPGRemoved, MaxRemovedPlacementGroups, added)
 }
+
+// pruneKey is the value of a pruning index ("dead", "removed") for a row
+// that reached its final state at index: zero-padded, so oldest sorts first.
+func pruneKey(index uint64) string { return fmt.Sprintf("%020d", index) }
 
 // pruneOldest adds added to the count kept under tableIndex key counter and
 // deletes the rows of table first in index (oldest first) while the count
@@ -533,6 +520,24 @@ func pruneOldest(txn *memdb.Txn, table, index, counter string, max uint64, added
 	return txn.Insert(tableIndex, &indexEntry{Key: counter, Value: count})
 }
 
+// recount sets the pruning counter kept under tableIndex key counter to the
+// number of rows in table's index, pruning the oldest beyond max, after a
+// snapshot's rows are inserted (the counters are not in the snapshot).
+func recount(txn *memdb.Txn, table, index, counter string, max uint64) error {
+	it, err := txn.Get(table, index)
+	if err != nil {
+		return err
+	}
+	n := 0
+	for raw := it.Next(); raw != nil; raw = it.Next() {
+		n++
+	}
+	if n == 0 {
+		return nil
+	}
+	return pruneOldest(txn, table, index, counter, max, n)
+}
+
 // restorePlacement rebuilds the derived placement rows (per-node
 // reservations, the removed count) after a snapshot's groups are inserted.
 func restorePlacement(txn *memdb.Txn) error {
@@ -541,13 +546,8 @@ func restorePlacement(txn *memdb.Txn) error {
 		return err
 	}
 	sum := map[string]sched.ResourceSet{}
-	removed := uint64(0)
 	for raw := it.Next(); raw != nil; raw = it.Next() {
-		g := raw.(*PlacementGroup)
-		if g.State == PGRemoved {
-			removed++
-		}
-		for nd, r := range holds(g) {
+		for nd, r := range holds(raw.(*PlacementGroup)) {
 			if sum[nd] == nil {
 				sum[nd] = sched.ResourceSet{}
 			}
@@ -559,8 +559,5 @@ func restorePlacement(txn *memdb.Txn) error {
 			return err
 		}
 	}
-	if removed > 0 {
-		return txn.Insert(tableIndex, &indexEntry{Key: indexPGRemoved, Value: removed})
-	}
-	return nil
+	return recount(txn, tablePGs, "removed", indexPGRemoved, MaxRemovedPlacementGroups)
 }

@@ -2,6 +2,7 @@ package store
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/nodeup/nodeup/sched"
@@ -68,6 +69,17 @@ func TestPlacementGroupReservationsRespectCapacity(t *testing.T) {
 	if errs := pgWrite(t, f, 7, PlacementGroupOp{Kind: PGOpCreate, Group: c}); errs[0] != nil {
 		t.Fatal(errs[0])
 	}
+	// The live listing skips the removed group, also after a restore.
+	for _, f := range []*FSM{f, restored(t, f)} {
+		live, _ := f.State().LivePlacementGroups()
+		var ids []string
+		for _, g := range live {
+			ids = append(ids, g.ID)
+		}
+		if strings.Join(ids, " ") != "bbbbbbbb cccccccc" {
+			t.Fatalf("live groups %v, want b and c in creation order", ids)
+		}
+	}
 }
 
 func TestPlacementGroupLoseAndSnapshot(t *testing.T) {
@@ -104,17 +116,29 @@ func TestPlacementGroupLoseAndSnapshot(t *testing.T) {
 func TestPlacementGroupRemovedArePruned(t *testing.T) {
 	f := NewFSM(nil)
 	idx := uint64(1)
-	for i := 0; i < MaxRemovedPlacementGroups+5; i++ {
+	createRemove := func(f *FSM, i int) {
 		id := "a" + sched.QuantityOf(int64(i+1000000)).String()
 		g := testPG(id, "", sched.Pack, cpus(1))
 		pgWrite(t, f, idx, PlacementGroupOp{Kind: PGOpCreate, Group: g}, PlacementGroupOp{Kind: PGOpRemove, ID: id})
 		idx++
 	}
-	all, _ := f.State().PlacementGroups()
-	if len(all) != MaxRemovedPlacementGroups {
-		t.Fatalf("%d groups kept, want %d", len(all), MaxRemovedPlacementGroups)
+	check := func(f *FSM, oldest string) {
+		t.Helper()
+		all, _ := f.State().PlacementGroups()
+		if len(all) != MaxRemovedPlacementGroups {
+			t.Fatalf("%d groups kept, want %d", len(all), MaxRemovedPlacementGroups)
+		}
+		if all[0].ID != oldest {
+			t.Fatalf("oldest kept = %s, want %s", all[0].ID, oldest)
+		}
 	}
-	if all[0].ID != "a1000005" {
-		t.Fatalf("oldest kept = %s", all[0].ID)
+	for i := 0; i < MaxRemovedPlacementGroups+5; i++ {
+		createRemove(f, i)
 	}
+	check(f, "a1000005")
+	// A restored snapshot keeps counting.
+	r := restored(t, f)
+	check(r, "a1000005")
+	createRemove(r, MaxRemovedPlacementGroups+5)
+	check(r, "a1000006")
 }

@@ -25,8 +25,9 @@ const (
 	// "name" (Actor.NameKey, unique among live named actors).
 	tableActors = "actors"
 	// tablePGs holds *PlacementGroup, indexed by "id" (unique), "name"
-	// (PlacementGroup.NameKey, unique among named groups not removed) and
-	// "removed" (PlacementGroup.RemovedKey: removed groups, oldest first).
+	// (PlacementGroup.NameKey, unique among named groups not removed),
+	// "live" (groups not REMOVED) and "removed" (PlacementGroup.RemovedKey:
+	// removed groups, oldest first).
 	tablePGs = "placement_groups"
 	// tablePGReserved holds *placementReserved, indexed by "id" (NodeID):
 	// what placement groups hold per node, derived from tablePGs.
@@ -73,13 +74,17 @@ func stateSchema() *memdb.DBSchema {
 	// accumulate.
 	liveActors := &memdb.IndexSchema{Name: "live", Indexer: &memdb.ConditionalIndex{
 		Conditional: func(obj any) (bool, error) { return obj.(*Actor).State != ActorDead, nil }}}
+	// Groups not REMOVED, so the leader's scans skip the up to
+	// MaxRemovedPlacementGroups removed ones kept for listings.
+	livePGs := &memdb.IndexSchema{Name: "live", Indexer: &memdb.ConditionalIndex{
+		Conditional: func(obj any) (bool, error) { return obj.(*PlacementGroup).Live(), nil }}}
 	tables := []*memdb.TableSchema{
 		table(tableNodes, stringIndex("id", "ID", true), stringIndex("name", "Name", false)),
 		table(tableKV, stringIndex("id", "Key", true)),
 		table(tableMeta, meta),
 		table(tableActors, stringIndex("id", "ID", true), stringIndex("name", "NameKey", true), liveActors,
 			stringIndex("dead", "DeadKey", false)),
-		table(tablePGs, stringIndex("id", "ID", true), stringIndex("name", "NameKey", true),
+		table(tablePGs, stringIndex("id", "ID", true), stringIndex("name", "NameKey", true), livePGs,
 			stringIndex("removed", "RemovedKey", false)),
 		table(tablePGReserved, stringIndex("id", "NodeID", true)),
 		table(tableIndex, stringIndex("id", "Key", true)),

@@ -102,44 +102,19 @@ func (s *fsmSnapshot) write(w io.Writer) error {
 			return fmt.Errorf("write cluster meta: %w", err)
 		}
 	}
-	it, err := txn.Get(tableNodes, "id")
-	if err != nil {
-		return fmt.Errorf("read nodes: %w", err)
-	}
-	for raw := it.Next(); raw != nil; raw = it.Next() {
-		n := raw.(*Node)
-		if err := record(recordNode, n); err != nil {
-			return fmt.Errorf("write node %s: %w", n.ID, err)
+	// The tables in record order; each table's rows in "id" order.
+	for _, tb := range []struct {
+		name string
+		rec  snapshotRecordType
+	}{{tableNodes, recordNode}, {tableKV, recordKV}, {tableActors, recordActor}, {tablePGs, recordPlacementGroup}} {
+		it, err := txn.Get(tb.name, "id")
+		if err != nil {
+			return fmt.Errorf("read %s: %w", tb.name, err)
 		}
-	}
-	it, err = txn.Get(tableKV, "id")
-	if err != nil {
-		return fmt.Errorf("read kv: %w", err)
-	}
-	for raw := it.Next(); raw != nil; raw = it.Next() {
-		e := raw.(*KVEntry)
-		if err := record(recordKV, e); err != nil {
-			return fmt.Errorf("write key %q: %w", e.Key, err)
-		}
-	}
-	it, err = txn.Get(tableActors, "id")
-	if err != nil {
-		return fmt.Errorf("read actors: %w", err)
-	}
-	for raw := it.Next(); raw != nil; raw = it.Next() {
-		a := raw.(*Actor)
-		if err := record(recordActor, a); err != nil {
-			return fmt.Errorf("write actor %s: %w", a.ID, err)
-		}
-	}
-	it, err = txn.Get(tablePGs, "id")
-	if err != nil {
-		return fmt.Errorf("read placement groups: %w", err)
-	}
-	for raw := it.Next(); raw != nil; raw = it.Next() {
-		g := raw.(*PlacementGroup)
-		if err := record(recordPlacementGroup, g); err != nil {
-			return fmt.Errorf("write placement group %s: %w", g.ID, err)
+		for raw := it.Next(); raw != nil; raw = it.Next() {
+			if err := record(tb.rec, raw); err != nil {
+				return fmt.Errorf("write %s record: %w", tb.name, err)
+			}
 		}
 	}
 	if err := enc.EncodeUint8(uint8(recordEnd)); err != nil {
@@ -207,7 +182,7 @@ func readSnapshot(r io.Reader) (*memdb.MemDB, error) {
 			if err := restorePlacement(txn); err != nil {
 				return nil, fmt.Errorf("rebuild placement reservations: %w", err)
 			}
-			if err := restoreDeadActors(txn); err != nil {
+			if err := recount(txn, tableActors, "dead", indexActorsDead, MaxDeadActors); err != nil {
 				return nil, fmt.Errorf("count dead actors: %w", err)
 			}
 			txn.Commit()
@@ -260,7 +235,7 @@ func readSnapshot(r io.Reader) (*memdb.MemDB, error) {
 			if a.State != ActorDead {
 				a.DeadKey = ""
 			} else if a.DeadKey == "" { // a snapshot from before pruning
-				a.DeadKey = fmt.Sprintf("%020d", a.ModifyIndex)
+				a.DeadKey = pruneKey(a.ModifyIndex)
 			}
 			if err := txn.Insert(tableActors, a); err != nil {
 				return nil, fmt.Errorf("restore actor %s: %w", a.ID, err)
@@ -274,6 +249,11 @@ func readSnapshot(r io.Reader) (*memdb.MemDB, error) {
 				return nil, fmt.Errorf("record %d: %w", n, err)
 			}
 			g.NameKey = g.nameKey()
+			if g.State != PGRemoved {
+				g.RemovedKey = ""
+			} else if g.RemovedKey == "" {
+				g.RemovedKey = pruneKey(g.ModifyIndex)
+			}
 			if err := txn.Insert(tablePGs, g); err != nil {
 				return nil, fmt.Errorf("restore placement group %s: %w", g.ID, err)
 			}

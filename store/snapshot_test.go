@@ -262,3 +262,14 @@ func FuzzRestore(f *testing.F) {
 		}
 	})
 }
+
+func TestSnapshotRecordNumbersAreStable(t *testing.T) {
+	// These values are persisted in snapshots: they must never change.
+	want := map[snapshotRecordType]uint8{recordMeta: 1, recordNode: 2, recordKV: 3, recordActor: 4,
+		recordPlacementGroup: 5, recordEnd: 0xff}
+	for rec, n := range want {
+		if uint8(rec) != n {
+			t.Errorf("record type %d, want %d", uint8(rec), n)
+		}
+	}
+}

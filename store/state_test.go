@@ -236,3 +236,11 @@ func TestStateConcurrentReads(t *testing.T) {
 		<-done
 	}
 }
+
+func TestNodeStatusLive(t *testing.T) {
+	for s, want := range map[NodeStatus]bool{NodeAlive: true, NodeSuspect: true, NodeDead: false, NodeLeft: false} {
+		if s.Live() != want {
+			t.Errorf("%s.Live() = %v, want %v", s, s.Live(), want)
+		}
+	}
+}

@@ -34,6 +34,10 @@ func (s NodeStatus) Valid() bool {
 	return false
 }
 
+// Live reports whether a node with status s is up, alive or suspect (not
+// dead, not left): it holds its work and counts in placement.
+func (s NodeStatus) Live() bool { return s == NodeAlive || s == NodeSuspect }
+
 // Node is one member of the cluster as recorded in the replicated state.
 // It is serialised with msgpack using the Go field names as keys.
 type Node struct {
