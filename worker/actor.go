@@ -198,7 +198,7 @@ func createActor[T any](ctx context.Context, c actorClass, args ...any) (ActorHa
 		return h, err
 	}
 	o := c.opts
-	wargs, err := cw.encodeArgs(ctx, "actor "+c.class, args)
+	wargs, err := cw.encodeArgs(ctx, "actor", c.class, args)
 	if err != nil {
 		return h, err
 	}

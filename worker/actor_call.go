@@ -116,12 +116,13 @@ func callActor[R any](ctx context.Context, actorID, class, method string, args .
 	}
 	taskID := cw.newTaskID()
 	id := returnID(taskID, 0)
-	wargs, err := cw.encodeArgs(ctx, "call "+shortName(method), args)
+	name := shortName(method)
+	wargs, err := cw.encodeArgs(ctx, "call", name, args)
 	if err != nil {
 		return Ref[R]{err: err}
 	}
 	cw.objects.pending(id)
-	cw.actors.conn(actorID, class).enqueue(&actorCall{spec: wire.TaskSpec{TaskID: taskID, JobID: cw.jobID, Name: shortName(method),
+	cw.actors.conn(actorID, class).enqueue(&actorCall{spec: wire.TaskSpec{TaskID: taskID, JobID: cw.jobID, Name: name,
 		Function: method, Args: wargs, NumReturns: 1, Owner: cw.addr}})
 	return Ref[R]{id: id, owner: cw.addr}
 }

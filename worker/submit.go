@@ -91,7 +91,7 @@ func submit(ctx context.Context, f remote, numReturns int, args ...any) ([]strin
 	if name == "" {
 		name = shortName(f.name)
 	}
-	wargs, err := cw.encodeArgs(ctx, "submit "+name, args)
+	wargs, err := cw.encodeArgs(ctx, "submit", name, args)
 	if err != nil {
 		return fail(err)
 	}
@@ -125,7 +125,8 @@ func submit(ctx context.Context, f remote, numReturns int, args ...any) ([]strin
 // encodeArgs turns call arguments into wire form: refs stay refs (a ready
 // one this process owns travels inline), values are msgpack-encoded, and
 // values over the inline limit go to the object store and travel as refs.
-func (cw *coreWorker) encodeArgs(ctx context.Context, what string, args []any) ([]wire.Arg, error) {
+// Errors begin with verb and name ("submit square: ..."), built only then.
+func (cw *coreWorker) encodeArgs(ctx context.Context, verb, name string, args []any) ([]wire.Arg, error) {
 	out := make([]wire.Arg, len(args))
 	for i, a := range args {
 		if r, ok := a.(ObjectRef); ok {
@@ -138,13 +139,13 @@ func (cw *coreWorker) encodeArgs(ctx context.Context, what string, args []any) (
 		}
 		b, err := msgpack.Marshal(a)
 		if err != nil {
-			return nil, fmt.Errorf("%s: encode argument %d (%T): %w", what, i, a, err)
+			return nil, fmt.Errorf("%s %s: encode argument %d (%T): %w", verb, name, i, a, err)
 		}
 		if len(b) > inlineMax {
 			id := cw.newObjectID("a")
 			loc, err := cw.storeLarge(ctx, id, b)
 			if err != nil {
-				return nil, fmt.Errorf("%s: argument %d: %w", what, i, err)
+				return nil, fmt.Errorf("%s %s: argument %d: %w", verb, name, i, err)
 			}
 			cw.objects.completeLoc(id, loc)
 			out[i] = wire.Arg{IsRef: true, RefID: id, Owner: cw.addr}

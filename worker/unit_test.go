@@ -114,3 +114,11 @@ func TestWaitReturnsReadyInSubmissionOrder(t *testing.T) {
 		t.Fatal("numReturns above the number of refs accepted")
 	}
 }
+
+func TestEncodeArgsErrorNamesTheCall(t *testing.T) {
+	cw := &coreWorker{objects: newObjectTable()}
+	_, err := cw.encodeArgs(context.Background(), "submit", "square", []any{1, make(chan int)})
+	if err == nil || !strings.HasPrefix(err.Error(), "submit square: encode argument 1 (chan int): ") {
+		t.Fatalf("encode error = %v, want it to begin with the call and name the argument", err)
+	}
+}
