@@ -122,7 +122,7 @@ func callActor[R any](ctx context.Context, actorID, class, method string, args .
 		return Ref[R]{err: err}
 	}
 	cw.objects.pending(id)
-	cw.actors.conn(actorID, class).enqueue(&actorCall{spec: wire.TaskSpec{TaskID: taskID, JobID: cw.jobID, Name: name,
+	cw.actors.conn(actorID, class).enqueue(&actorCall{ret: id, spec: wire.TaskSpec{TaskID: taskID, JobID: cw.jobID, Name: name,
 		Function: method, Args: wargs, NumReturns: 1, Owner: cw.addr}})
 	return Ref[R]{id: id, owner: cw.addr}
 }
@@ -193,9 +193,13 @@ const maxActorInflight = 64
 
 type actorCall struct {
 	spec    wire.TaskSpec
+	ret     string // its return object's ID (a method has one result)
 	retries int
 	lost    error // set when a send failed after it may have reached the worker
 }
+
+// fail completes the call's return object with err.
+func (call *actorCall) fail(cw *coreWorker, err error) { cw.objects.complete(call.ret, nil, err) }
 
 func (c *actorConn) enqueue(call *actorCall) {
 	c.mu.Lock()
@@ -234,7 +238,7 @@ func (c *actorConn) send() {
 		if info.State == "DEAD" {
 			c.mu.Unlock()
 			for _, call := range calls {
-				c.cw.sub.fail(call.spec.TaskID, call.spec.NumReturns, c.died(info.DeathCause))
+				call.fail(c.cw, c.died(info.DeathCause))
 			}
 			continue
 		}
@@ -264,7 +268,7 @@ func (c *actorConn) send() {
 			if info.DeathCause != "" {
 				cause = fmt.Sprintf("%s while running call %s; it restarted, and MaxTaskRetries %d allows no retry", info.DeathCause, call.spec.Name, info.MaxTaskRetries)
 			}
-			c.cw.sub.fail(call.spec.TaskID, call.spec.NumReturns, c.died(cause))
+			call.fail(c.cw, c.died(cause))
 		}
 		for i, call := range send {
 			go c.push(info, session, seqs[i], call)
@@ -320,7 +324,7 @@ func (c *actorConn) failAll(err error) {
 	c.queue = nil
 	c.mu.Unlock()
 	for _, call := range calls {
-		c.cw.sub.fail(call.spec.TaskID, call.spec.NumReturns, err)
+		call.fail(c.cw, err)
 	}
 }
 
@@ -350,12 +354,12 @@ func (c *actorConn) push(info *wire.ActorInfo, session string, seq uint64, call 
 	c.mu.Unlock()
 	switch {
 	case err == nil && rep.Error != nil:
-		cw.sub.fail(call.spec.TaskID, call.spec.NumReturns, taskErrorFrom(call.spec.Name, rep.Error))
+		call.fail(cw, taskErrorFrom(call.spec.Name, rep.Error))
 	case err == nil:
-		cw.sub.finish(&pendingTask{spec: call.spec}, rep.Returns, rep.Stored, nil)
+		cw.objects.finish(call.spec.Name, []string{call.ret}, rep.Returns, rep.Stored)
 	case cw.ctx.Err() != nil:
 	case !rpc.IsTransport(err):
-		cw.sub.fail(call.spec.TaskID, call.spec.NumReturns, fmt.Errorf("call %s on actor %s: %w", call.spec.Name, c.id, err))
+		call.fail(cw, fmt.Errorf("call %s on actor %s: %w", call.spec.Name, c.id, err))
 	default:
 		if !errors.Is(err, syscall.ECONNREFUSED) {
 			call.lost = err

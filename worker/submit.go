@@ -36,6 +36,7 @@ type submitter struct {
 
 type pendingTask struct {
 	spec       wire.TaskSpec
+	ids        []string // its return objects' IDs (returnID), as submit gave them out
 	opts       taskOptions
 	key        string            // queue key: opts.key plus the effective env's key
 	envVars    map[string]string // effective runtime env vars
@@ -78,9 +79,7 @@ func submit(ctx context.Context, f remote, numReturns int, args ...any) ([]strin
 		ids[i] = returnID(taskID, i)
 	}
 	fail := func(err error) ([]string, string, error) {
-		for _, id := range ids {
-			cw.objects.complete(id, nil, err)
-		}
+		cw.objects.failAll(ids, err)
 		return ids, cw.addr, err
 	}
 	if f.err != nil {
@@ -102,7 +101,7 @@ func submit(ctx context.Context, f remote, numReturns int, args ...any) ([]strin
 	if envKey != "" {
 		key += "|env:" + envKey
 	}
-	t := &pendingTask{opts: opts, key: key, envVars: envVars, spec: wire.TaskSpec{TaskID: taskID, JobID: cw.jobID, Name: name, Function: f.name,
+	t := &pendingTask{ids: ids, opts: opts, key: key, envVars: envVars, spec: wire.TaskSpec{TaskID: taskID, JobID: cw.jobID, Name: name, Function: f.name,
 		NumReturns: numReturns, Owner: cw.addr, Args: wargs}}
 	// Refs this process owns that were not ready to inline: wait for them.
 	var deps []int
@@ -169,7 +168,7 @@ func (s *submitter) resolveThenEnqueue(t *pendingTask, deps []int) {
 			return
 		}
 		if o.err != nil {
-			s.finish(t, nil, nil, fmt.Errorf("argument %d of task %s failed: %w", i, t.spec.Name, o.err))
+			s.cw.objects.failAll(t.ids, fmt.Errorf("argument %d of task %s failed: %w", i, t.spec.Name, o.err))
 			return
 		}
 		if o.loc == nil { // large objects stay refs: the executor reads them from the store
@@ -299,7 +298,7 @@ func (s *submitter) infeasible(q *keyQueue, reason string) {
 	q.warned = true
 	s.mu.Unlock()
 	for _, t := range failed {
-		s.finish(t, nil, nil, &InfeasibleError{TaskName: t.spec.Name, Reason: reason})
+		s.cw.objects.failAll(t.ids, &InfeasibleError{TaskName: t.spec.Name, Reason: reason})
 	}
 	if warn {
 		s.cw.logger.Warn("task is infeasible: no node in the cluster can run it; it waits for a node that can (see nodeup status)",
@@ -314,7 +313,10 @@ func (s *submitter) push(q *keyQueue, l *heldLease, t *pendingTask) {
 	err := s.cw.pool.Call(s.cw.ctx, l.rep.WorkerAddr, wire.MethodPushTask, &wire.PushTaskRequest{LeaseID: l.rep.LeaseID, Spec: t.spec}, &rep)
 	s.mu.Lock()
 	l.inflight--
-	var done func()
+	// The outcome, recorded once s.mu is released: failed, succeeded, or
+	// neither (the task went back on the queue).
+	var failed error
+	succeeded := false
 	switch {
 	case err != nil && s.cw.ctx.Err() != nil:
 		s.mu.Unlock()
@@ -322,9 +324,7 @@ func (s *submitter) push(q *keyQueue, l *heldLease, t *pendingTask) {
 	case err != nil && !rpc.IsTransport(err):
 		// The worker answered, but not with a result (e.g. it could not
 		// decode the request): retrying elsewhere would fail the same way.
-		done = func() {
-			s.finish(t, nil, nil, fmt.Errorf("task %s: worker %s refused it: %w", t.spec.Name, l.rep.WorkerAddr, err))
-		}
+		failed = fmt.Errorf("task %s: worker %s refused it: %w", t.spec.Name, l.rep.WorkerAddr, err)
 	case err != nil:
 		if !l.dead {
 			l.dead = true
@@ -335,17 +335,15 @@ func (s *submitter) push(q *keyQueue, l *heldLease, t *pendingTask) {
 			s.cw.logger.Warn("worker running task died; retrying", "task", t.spec.Name, "node", l.rep.NodeName, "attempt", t.crashes, "err", err)
 			q.tasks = append([]*pendingTask{t}, q.tasks...)
 		} else {
-			done = func() {
-				s.finish(t, nil, nil, &WorkerCrashedError{TaskName: t.spec.Name, Attempts: t.crashes, Cause: err.Error()})
-			}
+			failed = &WorkerCrashedError{TaskName: t.spec.Name, Attempts: t.crashes, Cause: err.Error()}
 		}
 	case rep.Error != nil && t.opts.retryExceptions && (t.opts.maxRetries < 0 || t.appRetries < t.opts.maxRetries):
 		t.appRetries++
 		q.tasks = append(q.tasks, t)
 	case rep.Error != nil:
-		done = func() { s.finish(t, nil, nil, taskErrorFrom(t.spec.Name, rep.Error)) }
+		failed = taskErrorFrom(t.spec.Name, rep.Error)
 	default:
-		done = func() { s.finish(t, rep.Returns, rep.Stored, nil) }
+		succeeded = true
 	}
 	s.pumpLocked(q)
 	if !l.dead && l.inflight == 0 && len(q.tasks) == 0 {
@@ -353,8 +351,11 @@ func (s *submitter) push(q *keyQueue, l *heldLease, t *pendingTask) {
 		time.AfterFunc(leaseLinger, func() { s.maybeReturn(q, l, gen) })
 	}
 	s.mu.Unlock()
-	if done != nil {
-		done()
+	switch {
+	case failed != nil:
+		s.cw.objects.failAll(t.ids, failed)
+	case succeeded:
+		s.cw.objects.finish(t.spec.Name, t.ids, rep.Returns, rep.Stored)
 	}
 }
 
@@ -385,33 +386,6 @@ func (s *submitter) returnLease(l *heldLease) {
 	defer cancel()
 	if err := s.cw.pool.Call(ctx, l.rep.NodeAddr, wire.MethodLeaseReturn, &wire.LeaseReturnRequest{LeaseID: l.rep.LeaseID}, nil); err != nil && !rpc.IsTransport(err) {
 		s.cw.logger.Debug("return lease", "lease", l.rep.LeaseID, "err", err)
-	}
-}
-
-// finish completes a task's return objects: inline values, or where the
-// worker stored a large one.
-func (s *submitter) finish(t *pendingTask, returns [][]byte, stored []*wire.ObjectLoc, err error) {
-	for i := 0; i < t.spec.NumReturns; i++ {
-		id := returnID(t.spec.TaskID, i)
-		if err == nil && i < len(stored) && stored[i] != nil {
-			s.cw.objects.completeLoc(id, stored[i])
-			continue
-		}
-		if err != nil || i >= len(returns) {
-			if err == nil {
-				err = fmt.Errorf("task %s returned %d values, want %d", t.spec.Name, len(returns), t.spec.NumReturns)
-			}
-			s.cw.objects.complete(id, nil, err)
-			continue
-		}
-		s.cw.objects.complete(id, returns[i], nil)
-	}
-}
-
-// fail completes a call's return objects with err.
-func (s *submitter) fail(taskID string, numReturns int, err error) {
-	for i := 0; i < numReturns; i++ {
-		s.cw.objects.complete(returnID(taskID, i), nil, err)
 	}
 }
 
