@@ -210,7 +210,7 @@ func createActor[T any](ctx context.Context, c actorClass, args ...any) (ActorHa
 		Detached: o.detached, MaxRestarts: o.maxRestarts, MaxTaskRetries: o.maxTaskRetries, MaxConcurrency: o.maxConcurrency,
 		Resources: o.demandSet(), Strategy: o.strategy, Constructor: c.ctor, Args: wargs, BinaryHash: cw.binHash, BinaryNode: cw.nodeAddr,
 		OwnerAddr: cw.addr}
-	req.EnvVars, _ = cw.envFor(o.envVars)
+	req.EnvVars = cw.envFor(o.envVars)
 	if cw.namespace != DefaultNamespace {
 		req.JobNamespace = cw.namespace
 	}

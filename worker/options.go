@@ -3,6 +3,7 @@ package worker
 import (
 	"fmt"
 	"maps"
+	"slices"
 	"strings"
 
 	"github.com/nodeup/nodeup/cluster"
@@ -36,8 +37,11 @@ type taskOptions struct {
 	actorOnly      string
 
 	// envVars are the handle's own runtime env vars (WithRuntimeEnv),
-	// merged over the submitting process's at submit time (envFor).
+	// merged over the submitting process's when its tasks' queue or its
+	// actor is made (envFor); envKey is their canonical form (envKeyOf),
+	// derived.
 	envVars map[string]string
+	envKey  string
 }
 
 // defaultActorOptions: an actor holds no CPU unless asked (Ray schedules an
@@ -338,6 +342,7 @@ func applyOptions(base taskOptions, opts []Option) (taskOptions, error) {
 		o.demand = sched.PlacementGroupDemand(o.pg.id, o.bundle, o.res)
 	}
 	o.key = schedKey(o.demandSet(), o.strategy)
+	o.envKey = envKeyOf(o.envVars)
 	return o, nil
 }
 
@@ -348,4 +353,17 @@ func (o *taskOptions) demandSet() sched.ResourceSet {
 		return o.demand
 	}
 	return o.res
+}
+
+// envKeyOf is vars as sorted KEY=VALUE entries joined by NUL ("" for none):
+// keys hold no '=' or NUL and values no NUL, so equal keys mean equal envs.
+func envKeyOf(vars map[string]string) string {
+	var b strings.Builder
+	for _, k := range slices.Sorted(maps.Keys(vars)) {
+		b.WriteString(k)
+		b.WriteByte('=')
+		b.WriteString(vars[k])
+		b.WriteByte(0)
+	}
+	return b.String()
 }

@@ -31,16 +31,21 @@ const (
 type submitter struct {
 	cw     *coreWorker
 	mu     sync.Mutex
-	queues map[string]*keyQueue
+	queues map[queueKey]*keyQueue
 }
+
+// queueKey is a task's queue: its scheduling key and the key of its
+// handle's own runtime env vars (WithRuntimeEnv), both derived once per
+// handle. Tasks with different runtime envs must not share a lease (the node
+// runs each env in worker processes of its own); the process's env, which
+// every task here inherits, is the same for all.
+type queueKey struct{ sched, env string }
 
 type pendingTask struct {
 	spec       wire.TaskSpec
 	ids        []string // its return objects' IDs (returnID), as submit gave them out
 	opts       taskOptions
-	key        string            // queue key: opts.key plus the effective env's key
-	envVars    map[string]string // effective runtime env vars
-	crashes    int               // worker or node deaths so far
+	crashes    int // worker or node deaths so far
 	appRetries int
 }
 
@@ -52,7 +57,7 @@ type keyQueue struct {
 	requesting int
 	warned     bool
 	gpu        bool              // GPU demand: one task per lease at a time (gpus.go)
-	envVars    map[string]string // runtime env vars every lease of this key is for
+	envVars    map[string]string // effective runtime env vars every lease of this queue is for
 }
 
 type heldLease struct {
@@ -63,7 +68,7 @@ type heldLease struct {
 }
 
 func newSubmitter(cw *coreWorker) *submitter {
-	return &submitter{cw: cw, queues: map[string]*keyQueue{}}
+	return &submitter{cw: cw, queues: map[queueKey]*keyQueue{}}
 }
 
 // submit builds a task from f's registration and options and queues it; it
@@ -94,14 +99,7 @@ func submit(ctx context.Context, f remote, numReturns int, args ...any) ([]strin
 	if err != nil {
 		return fail(err)
 	}
-	// Tasks with different runtime envs must not share a lease: the node
-	// runs each env in worker processes of its own.
-	envVars, envKey := cw.envFor(opts.envVars)
-	key := opts.key
-	if envKey != "" {
-		key += "|env:" + envKey
-	}
-	t := &pendingTask{ids: ids, opts: opts, key: key, envVars: envVars, spec: wire.TaskSpec{TaskID: taskID, JobID: cw.jobID, Name: name, Function: f.name,
+	t := &pendingTask{ids: ids, opts: opts, spec: wire.TaskSpec{TaskID: taskID, JobID: cw.jobID, Name: name, Function: f.name,
 		NumReturns: numReturns, Owner: cw.addr, Args: wargs}}
 	// Refs this process owns that were not ready to inline: wait for them.
 	var deps []int
@@ -179,11 +177,11 @@ func (s *submitter) resolveThenEnqueue(t *pendingTask, deps []int) {
 }
 
 func (s *submitter) enqueue(t *pendingTask) {
-	key := t.key
+	key := queueKey{t.opts.key, t.opts.envKey}
 	s.mu.Lock()
 	q := s.queues[key]
 	if q == nil {
-		q = &keyQueue{res: t.opts.demandSet(), strategy: t.opts.strategy, gpu: demandsGPU(t.opts.res), envVars: t.envVars}
+		q = &keyQueue{res: t.opts.demandSet(), strategy: t.opts.strategy, gpu: demandsGPU(t.opts.res), envVars: s.cw.envFor(t.opts.envVars)}
 		s.queues[key] = q
 	}
 	q.tasks = append(q.tasks, t)
