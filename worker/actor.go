@@ -170,7 +170,7 @@ func (c ActorClass0[T]) Remote(ctx context.Context) (ActorHandle[T], error) {
 
 // Remote creates an actor from a plain argument; see ActorClass0.Remote.
 func (c ActorClass1[A, T]) Remote(ctx context.Context, a A) (ActorHandle[T], error) {
-	return c.RemoteArgs(ctx, Val(a))
+	return createActor[T](ctx, c.actorClass, a)
 }
 
 // RemoteArgs creates an actor from an argument that may be a Ref[A].
@@ -180,7 +180,7 @@ func (c ActorClass1[A, T]) RemoteArgs(ctx context.Context, a Arg[A]) (ActorHandl
 
 // Remote creates an actor from plain arguments; see ActorClass0.Remote.
 func (c ActorClass2[A, B, T]) Remote(ctx context.Context, a A, b B) (ActorHandle[T], error) {
-	return c.RemoteArgs(ctx, Val(a), Val(b))
+	return createActor[T](ctx, c.actorClass, a, b)
 }
 
 // RemoteArgs creates an actor from arguments that may be refs.

@@ -78,7 +78,7 @@ func (m Method0[T, R]) Remote(ctx context.Context, h ActorHandle[T]) Ref[R] {
 
 // Remote calls the method with a plain argument; see Method0.Remote.
 func (m Method1[T, A, R]) Remote(ctx context.Context, h ActorHandle[T], a A) Ref[R] {
-	return m.RemoteArgs(ctx, h, Val(a))
+	return callActor[R](ctx, h.id, h.class, m.name, a)
 }
 
 // RemoteArgs calls the method with an argument that may be a Ref[A].
@@ -88,7 +88,7 @@ func (m Method1[T, A, R]) RemoteArgs(ctx context.Context, h ActorHandle[T], a Ar
 
 // Remote calls the method with plain arguments; see Method0.Remote.
 func (m Method2[T, A, B, R]) Remote(ctx context.Context, h ActorHandle[T], a A, b B) Ref[R] {
-	return m.RemoteArgs(ctx, h, Val(a), Val(b))
+	return callActor[R](ctx, h.id, h.class, m.name, a, b)
 }
 
 // RemoteArgs calls the method with arguments that may be refs.
@@ -98,7 +98,7 @@ func (m Method2[T, A, B, R]) RemoteArgs(ctx context.Context, h ActorHandle[T], a
 
 // Remote calls the method with plain arguments; see Method0.Remote.
 func (m Method3[T, A, B, C, R]) Remote(ctx context.Context, h ActorHandle[T], a A, b B, c C) Ref[R] {
-	return m.RemoteArgs(ctx, h, Val(a), Val(b), Val(c))
+	return callActor[R](ctx, h.id, h.class, m.name, a, b, c)
 }
 
 // RemoteArgs calls the method with arguments that may be refs.
