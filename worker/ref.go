@@ -84,6 +84,12 @@ func (r Ref[T]) Get(ctx context.Context) (T, error) {
 	if err != nil {
 		return zero, err
 	}
+	return r.get(ctx, cw)
+}
+
+// get is Get with the process's core worker in hand.
+func (r Ref[T]) get(ctx context.Context, cw *coreWorker) (T, error) {
+	var zero T
 	b, err := cw.getValue(ctx, r.id, r.owner)
 	if err != nil {
 		return zero, err
@@ -108,12 +114,20 @@ func Get[T any](ctx context.Context, r Ref[T]) (T, error) { return r.Get(ctx) }
 // error wins. Objects owned by other processes are fetched together, one
 // batch per owner, before the first is needed (as ray.get of a list).
 func GetAll[T any](ctx context.Context, refs []Ref[T]) ([]T, error) {
-	if cw, err := current(); err == nil && len(refs) > 1 {
+	cw, cwErr := current()
+	if cwErr == nil && len(refs) > 1 {
 		cw.prefetch(len(refs), func(i int) (string, string) { return refs[i].id, refs[i].owner })
 	}
 	out := make([]T, len(refs))
 	for i, r := range refs {
-		v, err := r.Get(ctx)
+		// As r.Get, with the core worker looked up once for all refs.
+		if r.err != nil {
+			return nil, r.err
+		}
+		if cwErr != nil {
+			return nil, cwErr
+		}
+		v, err := r.get(ctx, cw)
 		if err != nil {
 			return nil, err
 		}

@@ -3,6 +3,7 @@ package worker
 import (
 	"bytes"
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -120,5 +121,16 @@ func TestEncodeArgsErrorNamesTheCall(t *testing.T) {
 	_, err := cw.encodeArgs(context.Background(), "submit", "square", []any{1, make(chan int)})
 	if err == nil || !strings.HasPrefix(err.Error(), "submit square: encode argument 1 (chan int): ") {
 		t.Fatalf("encode error = %v, want it to begin with the call and name the argument", err)
+	}
+}
+
+func TestGetAllErrorsAsGet(t *testing.T) {
+	ctx := context.Background()
+	if _, err := GetAll(ctx, []Ref[int]{{id: "x.0", owner: "127.0.0.1:1"}}); !errors.Is(err, ErrNotInitialized) {
+		t.Fatalf("GetAll before Init = %v, want ErrNotInitialized", err)
+	}
+	bad := errors.New("bad option")
+	if _, err := GetAll(ctx, []Ref[int]{{err: bad}, {id: "x.0"}}); err != bad {
+		t.Fatalf("GetAll of a ref whose submission failed = %v, want its error", err)
 	}
 }
