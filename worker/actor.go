@@ -34,15 +34,17 @@ type methodEntry struct {
 }
 
 var actorRegistry = struct {
-	sync.Mutex
+	sync.RWMutex
 	ctors   map[string]*ctorEntry
 	methods map[string]*methodEntry
 }{ctors: map[string]*ctorEntry{}, methods: map[string]*methodEntry{}}
 
+// funcName is fn's Go name, under which it is registered.
 func funcName(fn any) string { return runtime.FuncForPC(reflect.ValueOf(fn).Pointer()).Name() }
 
 // uniqueName makes name unique in taken (registration order is the same in
-// every copy of the binary, so every copy picks the same names).
+// every copy of the binary, so every copy picks the same names): name, else
+// name#2, name#3, ...
 func uniqueName[V any](taken map[string]V, name string) string {
 	base := name
 	for i := 2; ; i++ {
@@ -72,14 +74,14 @@ func registerMethod(fn any, numArgs int, inv methodInvoker) string {
 }
 
 func lookupCtor(name string) *ctorEntry {
-	actorRegistry.Lock()
-	defer actorRegistry.Unlock()
+	actorRegistry.RLock()
+	defer actorRegistry.RUnlock()
 	return actorRegistry.ctors[name]
 }
 
 func lookupMethod(name string) *methodEntry {
-	actorRegistry.Lock()
-	defer actorRegistry.Unlock()
+	actorRegistry.RLock()
+	defer actorRegistry.RUnlock()
 	return actorRegistry.methods[name]
 }
 

@@ -3,8 +3,6 @@ package worker
 import (
 	"context"
 	"fmt"
-	"reflect"
-	"runtime"
 	"sync"
 
 	"github.com/vmihailenco/msgpack/v5"
@@ -21,28 +19,26 @@ type registered struct {
 	invoke     invoker
 }
 
+// registry is written at registration (package init) and read by every
+// task a worker runs.
 var registry = struct {
-	sync.Mutex
+	sync.RWMutex
 	byName map[string]*registered
 }{byName: map[string]*registered{}}
 
 // register records fn under its Go name (made unique in registration order,
 // which is the same in every copy of the binary).
 func register(fn any, numArgs, numReturns int, inv invoker) string {
-	name := runtime.FuncForPC(reflect.ValueOf(fn).Pointer()).Name()
 	registry.Lock()
 	defer registry.Unlock()
-	base := name
-	for i := 2; registry.byName[name] != nil; i++ {
-		name = fmt.Sprintf("%s#%d", base, i)
-	}
+	name := uniqueName(registry.byName, funcName(fn))
 	registry.byName[name] = &registered{name: name, numArgs: numArgs, numReturns: numReturns, invoke: inv}
 	return name
 }
 
 func lookup(name string) *registered {
-	registry.Lock()
-	defer registry.Unlock()
+	registry.RLock()
+	defer registry.RUnlock()
 	return registry.byName[name]
 }
 

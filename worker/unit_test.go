@@ -134,3 +134,12 @@ func TestGetAllErrorsAsGet(t *testing.T) {
 		t.Fatalf("GetAll of a ref whose submission failed = %v, want its error", err)
 	}
 }
+
+func TestRegisterNamesRepeatsInOrder(t *testing.T) {
+	fn := func(ctx context.Context) (int, error) { return 1, nil }
+	first := Register0(fn).name
+	second := Register0(fn).name
+	if second != first+"#2" || lookup(first) == nil || lookup(second) == nil {
+		t.Fatalf("registering one function twice: %q then %q, want the second %q#2, both found", first, second, first)
+	}
+}
