@@ -27,6 +27,10 @@ type coreWorker struct {
 	isWorker  bool
 	jobID     string
 	namespace string // for named actors: JobNamespace, default "default"
+	// workerEnv is the environment this job's task worker processes get
+	// (the namespace, unless the default), sent with every lease request.
+	// Set once in Init.
+	workerEnv []string
 	ownerID   string // unique per process: prefixes task and object IDs
 	binHash   string
 	// envVars are this process's effective runtime env vars (the job's in

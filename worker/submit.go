@@ -234,7 +234,7 @@ func (s *submitter) requestLease(q *keyQueue) {
 		name := q.tasks[0].spec.Name
 		s.mu.Unlock()
 		req := &wire.LeaseRequest{JobID: cw.jobID, BinaryHash: cw.binHash, BinaryNode: cw.nodeAddr, Resources: q.res,
-			Strategy: q.strategy, Spilled: spilled || hops >= maxSpillHops, TaskName: name, Env: cw.workerEnv(), EnvVars: q.envVars}
+			Strategy: q.strategy, Spilled: spilled || hops >= maxSpillHops, TaskName: name, Env: cw.workerEnv, EnvVars: q.envVars}
 		var rep wire.LeaseReply
 		err := cw.pool.Call(cw.ctx, addr, wire.MethodLease, req, &rep)
 		switch {
@@ -422,12 +422,4 @@ func shortName(name string) string {
 		name = name[i+1:]
 	}
 	return name
-}
-
-// workerEnv is the environment this job's worker processes get.
-func (cw *coreWorker) workerEnv() []string {
-	if cw.namespace == DefaultNamespace {
-		return nil
-	}
-	return []string{EnvNamespace + "=" + cw.namespace}
 }
