@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"math"
 	"reflect"
+	"runtime"
 	"testing"
 
 	"github.com/vmihailenco/msgpack/v5"
@@ -72,8 +73,18 @@ func TestSliceDecoderRefusesHostileLength(t *testing.T) {
 	// allocating at most maxPrealloc elements.
 	b := []byte{0xdd, 0x80, 0, 0, 0, 1, 2}
 	var v []int
-	if err := msgpack.Unmarshal(b, &v); err == nil {
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	err := msgpack.Unmarshal(b, &v)
+	runtime.ReadMemStats(&after)
+	if err == nil {
 		t.Fatalf("decoded %d elements from a truncated array", len(v))
+	}
+	// maxPrealloc ints are 512 KiB; the claimed length would be 16 GiB.
+	// The bound leaves room for whatever else this process allocates
+	// meanwhile.
+	if got := after.TotalAlloc - before.TotalAlloc; got > 64<<20 {
+		t.Fatalf("decoding a truncated array claiming 2^31 elements allocated %d bytes", got)
 	}
 	var f []float64
 	if err := msgpack.Unmarshal([]byte{0x92, 0xa1, 'x', 1}, &f); err == nil {
