@@ -160,7 +160,7 @@ func (cw *coreWorker) getValue(ctx context.Context, id, owner string) ([]byte, e
 func (cw *coreWorker) handleObjectGet(ctx context.Context, req *wire.ObjectGetRequest) (*wire.ObjectGetReply, error) {
 	o := cw.objects.get(req.ID)
 	if o == nil {
-		return &wire.ObjectGetReply{Lost: "its owner does not know it (freed, or never created)"}, nil
+		return &wire.ObjectGetReply{Lost: unknownToOwner}, nil
 	}
 	if req.WaitMillis > 0 {
 		wctx, cancel := context.WithTimeout(ctx, time.Duration(req.WaitMillis)*time.Millisecond)
@@ -170,11 +170,20 @@ func (cw *coreWorker) handleObjectGet(ctx context.Context, req *wire.ObjectGetRe
 	if !o.ready() {
 		return &wire.ObjectGetReply{NotReady: true}, nil
 	}
-	rep := &wire.ObjectGetReply{Value: o.value, Loc: o.loc}
+	rep := o.reply()
+	return &rep, nil
+}
+
+// unknownToOwner is an owner's Lost reason for an object it does not know.
+const unknownToOwner = "its owner does not know it (freed, or never created)"
+
+// reply is a ready object as Object.Get and Object.GetMany answer it.
+func (o *object) reply() wire.ObjectGetReply {
+	rep := wire.ObjectGetReply{Value: o.value, Loc: o.loc}
 	if o.err != nil {
 		rep.Error, rep.TaskName = failureOf(o.err)
 	}
-	return rep, nil
+	return rep
 }
 
 // failureOf flattens a stored error for the wire.

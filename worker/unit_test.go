@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/nodeup/nodeup/sched"
+	"github.com/nodeup/nodeup/wire"
 )
 
 func TestOptionsValidateAndConvert(t *testing.T) {
@@ -141,5 +143,29 @@ func TestRegisterNamesRepeatsInOrder(t *testing.T) {
 	second := Register0(fn).name
 	if second != first+"#2" || lookup(first) == nil || lookup(second) == nil {
 		t.Fatalf("registering one function twice: %q then %q, want the second %q#2, both found", first, second, first)
+	}
+}
+
+// TestOwnerAnswersGetAndGetManyAlike: the owner's answers for a value, a
+// task failure, a pending and an unknown object, one at a time and batched.
+func TestOwnerAnswersGetAndGetManyAlike(t *testing.T) {
+	cw := &coreWorker{objects: newObjectTable()}
+	cw.objects.complete("v", []byte{0x07}, nil)
+	cw.objects.complete("f", nil, &TaskError{TaskName: "sq", Message: "no good", PID: 9})
+	cw.objects.pending("p")
+	ctx := context.Background()
+	many, err := cw.handleObjectGetMany(ctx, &wire.ObjectGetManyRequest{IDs: []string{"v", "f", "p", "gone"}})
+	if err != nil || len(many.Objects) != 4 {
+		t.Fatalf("GetMany = %+v, %v", many, err)
+	}
+	for i, id := range []string{"v", "f", "p", "gone"} {
+		one, err := cw.handleObjectGet(ctx, &wire.ObjectGetRequest{ID: id})
+		if err != nil || !reflect.DeepEqual(*one, many.Objects[i]) {
+			t.Errorf("%s: Get answered %+v (%v), GetMany %+v", id, one, err, many.Objects[i])
+		}
+	}
+	if o := many.Objects; !bytes.Equal(o[0].Value, []byte{0x07}) || o[1].Error == nil || o[1].Error.Message != "no good" || o[1].TaskName != "sq" ||
+		!o[2].NotReady || o[3].Lost != unknownToOwner {
+		t.Fatalf("GetMany answers %+v", o)
 	}
 }
