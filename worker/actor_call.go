@@ -231,10 +231,6 @@ func (c *actorConn) send() {
 		c.mu.Lock()
 		calls := c.queue
 		c.queue = nil
-		if info.State != "DEAD" && len(calls) > maxActorInflight-c.inflight {
-			n := max(maxActorInflight-c.inflight, 0)
-			calls, c.queue = calls[:n:n], calls[n:]
-		}
 		if info.State == "DEAD" {
 			c.mu.Unlock()
 			for _, call := range calls {
@@ -242,10 +238,11 @@ func (c *actorConn) send() {
 			}
 			continue
 		}
+		if n := max(maxActorInflight-c.inflight, 0); len(calls) > n {
+			calls, c.queue = calls[:n:n], calls[n:]
+		}
 		session := c.session
-		var send []*actorCall
-		var seqs []uint64
-		var lost []*actorCall
+		var send, lost []*actorCall
 		for _, call := range calls {
 			if call.lost != nil {
 				// It may have run on the instance that died: resend only
@@ -258,9 +255,9 @@ func (c *actorConn) send() {
 				call.lost = nil
 			}
 			send = append(send, call)
-			seqs = append(seqs, c.seq)
-			c.seq++
 		}
+		first := c.seq // the calls sent are numbered first, first+1, ...
+		c.seq += uint64(len(send))
 		c.inflight += len(send)
 		c.mu.Unlock()
 		for _, call := range lost {
@@ -271,7 +268,7 @@ func (c *actorConn) send() {
 			call.fail(c.cw, c.died(cause))
 		}
 		for i, call := range send {
-			go c.push(info, session, seqs[i], call)
+			go c.push(info, session, first+uint64(i), call)
 		}
 	}
 }
