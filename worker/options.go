@@ -152,26 +152,14 @@ func Detached() Option {
 // again) after its worker process or node dies: default 0, -1 forever, as
 // Ray's max_restarts.
 func MaxRestarts(n int) Option {
-	return actorOption("MaxRestarts", func(o *taskOptions) error {
-		if n < -1 {
-			return fmt.Errorf("option MaxRestarts %d: use -1 (forever) or more", n)
-		}
-		o.maxRestarts = n
-		return nil
-	})
+	return actorOption("MaxRestarts", func(o *taskOptions) error { return setCount(&o.maxRestarts, "MaxRestarts", n) })
 }
 
 // MaxTaskRetries sets how often a method call cut off by its actor's death
 // is retried on the restarted actor: default 0 (the call fails with
 // *ActorDiedError), -1 forever, as Ray's max_task_retries.
 func MaxTaskRetries(n int) Option {
-	return actorOption("MaxTaskRetries", func(o *taskOptions) error {
-		if n < -1 {
-			return fmt.Errorf("option MaxTaskRetries %d: use -1 (forever) or more", n)
-		}
-		o.maxTaskRetries = n
-		return nil
-	})
+	return actorOption("MaxTaskRetries", func(o *taskOptions) error { return setCount(&o.maxTaskRetries, "MaxTaskRetries", n) })
 }
 
 // MaxConcurrency sets how many of an actor's calls run at once: 1 (the
@@ -190,13 +178,16 @@ func MaxConcurrency(n int) Option {
 // MaxRetries sets how often a task is retried when its worker or node dies
 // (default 3, as Ray's max_retries; -1: forever).
 func MaxRetries(n int) Option {
-	return func(o *taskOptions) error {
-		if n < -1 {
-			return fmt.Errorf("option MaxRetries %d: use -1 (forever) or more", n)
-		}
-		o.maxRetries = n
-		return nil
+	return func(o *taskOptions) error { return setCount(&o.maxRetries, "MaxRetries", n) }
+}
+
+// setCount sets a retry or restart count option: -1 (forever) or more.
+func setCount(field *int, option string, n int) error {
+	if n < -1 {
+		return fmt.Errorf("option %s %d: use -1 (forever) or more", option, n)
 	}
+	*field = n
+	return nil
 }
 
 // RetryExceptions makes a task's own errors and panics count as retryable

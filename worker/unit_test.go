@@ -169,3 +169,22 @@ func TestOwnerAnswersGetAndGetManyAlike(t *testing.T) {
 		t.Fatalf("GetMany answers %+v", o)
 	}
 }
+
+func TestCountOptionsRefuseBelowMinusOne(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		opt   func(int) Option
+		field func(*taskOptions) int
+	}{
+		{"MaxRetries", MaxRetries, func(o *taskOptions) int { return o.maxRetries }},
+		{"MaxRestarts", MaxRestarts, func(o *taskOptions) int { return o.maxRestarts }},
+		{"MaxTaskRetries", MaxTaskRetries, func(o *taskOptions) int { return o.maxTaskRetries }},
+	} {
+		if o, err := applyOptions(defaultActorOptions(), []Option{tc.opt(-1)}); err != nil || tc.field(&o) != -1 {
+			t.Errorf("%s(-1): %d, %v", tc.name, tc.field(&o), err)
+		}
+		if _, err := applyOptions(defaultActorOptions(), []Option{tc.opt(-2)}); err == nil || err.Error() != "option "+tc.name+" -2: use -1 (forever) or more" {
+			t.Errorf("%s(-2) = %v", tc.name, err)
+		}
+	}
+}
