@@ -10,6 +10,7 @@ import (
 
 	"github.com/nodeup/nodeup/cluster"
 	"github.com/nodeup/nodeup/rpc"
+	"github.com/nodeup/nodeup/store"
 	"github.com/nodeup/nodeup/wire"
 )
 
@@ -231,7 +232,7 @@ func (c *actorConn) send() {
 		c.mu.Lock()
 		calls := c.queue
 		c.queue = nil
-		if info.State == "DEAD" {
+		if info.State == string(store.ActorDead) {
 			c.mu.Unlock()
 			for _, call := range calls {
 				call.fail(c.cw, c.died(info.DeathCause))
@@ -304,7 +305,7 @@ func (c *actorConn) resolve() (*wire.ActorInfo, error) {
 			backoff = min(2*backoff, 2*time.Second)
 			continue
 		}
-		if info.State == "DEAD" || info.State == "ALIVE" {
+		if info.State == string(store.ActorDead) || info.State == string(store.ActorAlive) {
 			c.mu.Lock()
 			c.info, c.staleInc, c.name = &info, -1, info.Name
 			c.session = randomHex(8)

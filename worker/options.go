@@ -261,7 +261,7 @@ func AcceleratorType(model string) Option {
 		if strings.TrimSpace(model) == "" {
 			return fmt.Errorf("option AcceleratorType %q: give a GPU model such as \"H100\"", model)
 		}
-		return setQuantity(o, "accelerator_type:"+model, 0.001)
+		return setQuantity(o, sched.AcceleratorTypeResource(model), 0.001)
 	}
 }
 
