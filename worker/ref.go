@@ -201,8 +201,8 @@ func Wait[R ObjectRef](ctx context.Context, refs []R, numReturns int, timeout ti
 		cw.prefetch(len(missing), func(k int) (string, string) { return refs[missing[k]].ID(), refs[missing[k]].Owner() })
 		count, _ = cw.objects.scan(n, id, isReady, numReturns)
 	}
+	parent := ctx
 	if count < numReturns {
-		parent := ctx
 		if timeout > 0 {
 			var cancel context.CancelFunc
 			ctx, cancel = context.WithTimeout(ctx, timeout)
@@ -217,6 +217,7 @@ func Wait[R ObjectRef](ctx context.Context, refs []R, numReturns int, timeout ti
 		ch := make(chan int, len(pending))
 		cw.objects.watch(pending, id, ch)
 		unblock := cw.blocked(ctx)
+	wait:
 		for count < numReturns {
 			select {
 			case i := <-ch:
@@ -224,10 +225,9 @@ func Wait[R ObjectRef](ctx context.Context, refs []R, numReturns int, timeout ti
 					isReady[i] = true
 					count++
 				}
-				continue
 			case <-ctx.Done():
+				break wait
 			}
-			break
 		}
 		unblock()
 		cw.objects.unwatch(pending, id, ch)
@@ -239,15 +239,12 @@ func Wait[R ObjectRef](ctx context.Context, refs []R, numReturns int, timeout ti
 				drained = true
 			}
 		}
-		if err := parent.Err(); err != nil {
-			ready, notReady = splitReady(refs, isReady, numReturns)
-			if len(ready) < numReturns {
-				return ready, notReady, err
-			}
-			return ready, notReady, nil
-		}
 	}
 	ready, notReady = splitReady(refs, isReady, numReturns)
+	if len(ready) < numReturns {
+		// Too few: an error only if the caller's ctx ended, not on timeout.
+		return ready, notReady, parent.Err()
+	}
 	return ready, notReady, nil
 }
 

@@ -113,6 +113,13 @@ func TestWaitReturnsReadyInSubmissionOrder(t *testing.T) {
 	if err != nil || len(ready) != 2 || len(notReady) != 1 || time.Since(start) > 2*time.Second {
 		t.Fatalf("timed-out wait: %d ready, %d not, %v after %s", len(ready), len(notReady), err, time.Since(start))
 	}
+	// The caller's ctx ending first is an error, with the partial lists.
+	short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	ready, notReady, err = Wait(short, refs, 3, 0)
+	if !errors.Is(err, context.DeadlineExceeded) || len(ready) != 2 || len(notReady) != 1 {
+		t.Fatalf("wait past ctx's deadline: %d ready, %d not, %v", len(ready), len(notReady), err)
+	}
 	if _, _, err := Wait(ctx, refs, 4, 0); err == nil {
 		t.Fatal("numReturns above the number of refs accepted")
 	}
