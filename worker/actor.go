@@ -34,15 +34,17 @@ type methodEntry struct {
 }
 
 var actorRegistry = struct {
-	sync.Mutex
+	sync.RWMutex
 	ctors   map[string]*ctorEntry
 	methods map[string]*methodEntry
 }{ctors: map[string]*ctorEntry{}, methods: map[string]*methodEntry{}}
 
+// funcName is fn's Go name, under which it is registered.
 func funcName(fn any) string { return runtime.FuncForPC(reflect.ValueOf(fn).Pointer()).Name() }
 
 // uniqueName makes name unique in taken (registration order is the same in
-// every copy of the binary, so every copy picks the same names).
+// every copy of the binary, so every copy picks the same names): name, else
+// name#2, name#3, ...
 func uniqueName[V any](taken map[string]V, name string) string {
 	base := name
 	for i := 2; ; i++ {
@@ -72,14 +74,14 @@ func registerMethod(fn any, numArgs int, inv methodInvoker) string {
 }
 
 func lookupCtor(name string) *ctorEntry {
-	actorRegistry.Lock()
-	defer actorRegistry.Unlock()
+	actorRegistry.RLock()
+	defer actorRegistry.RUnlock()
 	return actorRegistry.ctors[name]
 }
 
 func lookupMethod(name string) *methodEntry {
-	actorRegistry.Lock()
-	defer actorRegistry.Unlock()
+	actorRegistry.RLock()
+	defer actorRegistry.RUnlock()
 	return actorRegistry.methods[name]
 }
 
@@ -170,7 +172,7 @@ func (c ActorClass0[T]) Remote(ctx context.Context) (ActorHandle[T], error) {
 
 // Remote creates an actor from a plain argument; see ActorClass0.Remote.
 func (c ActorClass1[A, T]) Remote(ctx context.Context, a A) (ActorHandle[T], error) {
-	return c.RemoteArgs(ctx, Val(a))
+	return createActor[T](ctx, c.actorClass, a)
 }
 
 // RemoteArgs creates an actor from an argument that may be a Ref[A].
@@ -180,7 +182,7 @@ func (c ActorClass1[A, T]) RemoteArgs(ctx context.Context, a Arg[A]) (ActorHandl
 
 // Remote creates an actor from plain arguments; see ActorClass0.Remote.
 func (c ActorClass2[A, B, T]) Remote(ctx context.Context, a A, b B) (ActorHandle[T], error) {
-	return c.RemoteArgs(ctx, Val(a), Val(b))
+	return createActor[T](ctx, c.actorClass, a, b)
 }
 
 // RemoteArgs creates an actor from arguments that may be refs.
@@ -198,7 +200,7 @@ func createActor[T any](ctx context.Context, c actorClass, args ...any) (ActorHa
 		return h, err
 	}
 	o := c.opts
-	wargs, err := cw.encodeArgs(ctx, "actor "+c.class, args)
+	wargs, err := cw.encodeArgs(ctx, "actor", c.class, args)
 	if err != nil {
 		return h, err
 	}
@@ -210,7 +212,7 @@ func createActor[T any](ctx context.Context, c actorClass, args ...any) (ActorHa
 		Detached: o.detached, MaxRestarts: o.maxRestarts, MaxTaskRetries: o.maxTaskRetries, MaxConcurrency: o.maxConcurrency,
 		Resources: o.demandSet(), Strategy: o.strategy, Constructor: c.ctor, Args: wargs, BinaryHash: cw.binHash, BinaryNode: cw.nodeAddr,
 		OwnerAddr: cw.addr}
-	req.EnvVars, _ = cw.envFor(o.envVars)
+	req.EnvVars = cw.envFor(o.envVars)
 	if cw.namespace != DefaultNamespace {
 		req.JobNamespace = cw.namespace
 	}

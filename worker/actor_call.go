@@ -10,6 +10,7 @@ import (
 
 	"github.com/nodeup/nodeup/cluster"
 	"github.com/nodeup/nodeup/rpc"
+	"github.com/nodeup/nodeup/store"
 	"github.com/nodeup/nodeup/wire"
 )
 
@@ -78,7 +79,7 @@ func (m Method0[T, R]) Remote(ctx context.Context, h ActorHandle[T]) Ref[R] {
 
 // Remote calls the method with a plain argument; see Method0.Remote.
 func (m Method1[T, A, R]) Remote(ctx context.Context, h ActorHandle[T], a A) Ref[R] {
-	return m.RemoteArgs(ctx, h, Val(a))
+	return callActor[R](ctx, h.id, h.class, m.name, a)
 }
 
 // RemoteArgs calls the method with an argument that may be a Ref[A].
@@ -88,7 +89,7 @@ func (m Method1[T, A, R]) RemoteArgs(ctx context.Context, h ActorHandle[T], a Ar
 
 // Remote calls the method with plain arguments; see Method0.Remote.
 func (m Method2[T, A, B, R]) Remote(ctx context.Context, h ActorHandle[T], a A, b B) Ref[R] {
-	return m.RemoteArgs(ctx, h, Val(a), Val(b))
+	return callActor[R](ctx, h.id, h.class, m.name, a, b)
 }
 
 // RemoteArgs calls the method with arguments that may be refs.
@@ -98,7 +99,7 @@ func (m Method2[T, A, B, R]) RemoteArgs(ctx context.Context, h ActorHandle[T], a
 
 // Remote calls the method with plain arguments; see Method0.Remote.
 func (m Method3[T, A, B, C, R]) Remote(ctx context.Context, h ActorHandle[T], a A, b B, c C) Ref[R] {
-	return m.RemoteArgs(ctx, h, Val(a), Val(b), Val(c))
+	return callActor[R](ctx, h.id, h.class, m.name, a, b, c)
 }
 
 // RemoteArgs calls the method with arguments that may be refs.
@@ -116,12 +117,13 @@ func callActor[R any](ctx context.Context, actorID, class, method string, args .
 	}
 	taskID := cw.newTaskID()
 	id := returnID(taskID, 0)
-	wargs, err := cw.encodeArgs(ctx, "call "+shortName(method), args)
+	name := shortName(method)
+	wargs, err := cw.encodeArgs(ctx, "call", name, args)
 	if err != nil {
 		return Ref[R]{err: err}
 	}
 	cw.objects.pending(id)
-	cw.actors.conn(actorID, class).enqueue(&actorCall{spec: wire.TaskSpec{TaskID: taskID, JobID: cw.jobID, Name: shortName(method),
+	cw.actors.conn(actorID, class).enqueue(&actorCall{ret: id, spec: wire.TaskSpec{TaskID: taskID, JobID: cw.jobID, Name: name,
 		Function: method, Args: wargs, NumReturns: 1, Owner: cw.addr}})
 	return Ref[R]{id: id, owner: cw.addr}
 }
@@ -192,9 +194,13 @@ const maxActorInflight = 64
 
 type actorCall struct {
 	spec    wire.TaskSpec
+	ret     string // its return object's ID (a method has one result)
 	retries int
 	lost    error // set when a send failed after it may have reached the worker
 }
+
+// fail completes the call's return object with err.
+func (call *actorCall) fail(cw *coreWorker, err error) { cw.objects.complete(call.ret, nil, err) }
 
 func (c *actorConn) enqueue(call *actorCall) {
 	c.mu.Lock()
@@ -226,21 +232,18 @@ func (c *actorConn) send() {
 		c.mu.Lock()
 		calls := c.queue
 		c.queue = nil
-		if info.State != "DEAD" && len(calls) > maxActorInflight-c.inflight {
-			n := max(maxActorInflight-c.inflight, 0)
-			calls, c.queue = calls[:n:n], calls[n:]
-		}
-		if info.State == "DEAD" {
+		if info.State == string(store.ActorDead) {
 			c.mu.Unlock()
 			for _, call := range calls {
-				c.cw.sub.fail(call.spec.TaskID, call.spec.NumReturns, c.died(info.DeathCause))
+				call.fail(c.cw, c.died(info.DeathCause))
 			}
 			continue
 		}
+		if n := max(maxActorInflight-c.inflight, 0); len(calls) > n {
+			calls, c.queue = calls[:n:n], calls[n:]
+		}
 		session := c.session
-		var send []*actorCall
-		var seqs []uint64
-		var lost []*actorCall
+		var send, lost []*actorCall
 		for _, call := range calls {
 			if call.lost != nil {
 				// It may have run on the instance that died: resend only
@@ -253,9 +256,9 @@ func (c *actorConn) send() {
 				call.lost = nil
 			}
 			send = append(send, call)
-			seqs = append(seqs, c.seq)
-			c.seq++
 		}
+		first := c.seq // the calls sent are numbered first, first+1, ...
+		c.seq += uint64(len(send))
 		c.inflight += len(send)
 		c.mu.Unlock()
 		for _, call := range lost {
@@ -263,10 +266,10 @@ func (c *actorConn) send() {
 			if info.DeathCause != "" {
 				cause = fmt.Sprintf("%s while running call %s; it restarted, and MaxTaskRetries %d allows no retry", info.DeathCause, call.spec.Name, info.MaxTaskRetries)
 			}
-			c.cw.sub.fail(call.spec.TaskID, call.spec.NumReturns, c.died(cause))
+			call.fail(c.cw, c.died(cause))
 		}
 		for i, call := range send {
-			go c.push(info, session, seqs[i], call)
+			go c.push(info, session, first+uint64(i), call)
 		}
 	}
 }
@@ -302,7 +305,7 @@ func (c *actorConn) resolve() (*wire.ActorInfo, error) {
 			backoff = min(2*backoff, 2*time.Second)
 			continue
 		}
-		if info.State == "DEAD" || info.State == "ALIVE" {
+		if info.State == string(store.ActorDead) || info.State == string(store.ActorAlive) {
 			c.mu.Lock()
 			c.info, c.staleInc, c.name = &info, -1, info.Name
 			c.session = randomHex(8)
@@ -319,7 +322,7 @@ func (c *actorConn) failAll(err error) {
 	c.queue = nil
 	c.mu.Unlock()
 	for _, call := range calls {
-		c.cw.sub.fail(call.spec.TaskID, call.spec.NumReturns, err)
+		call.fail(c.cw, err)
 	}
 }
 
@@ -349,12 +352,12 @@ func (c *actorConn) push(info *wire.ActorInfo, session string, seq uint64, call 
 	c.mu.Unlock()
 	switch {
 	case err == nil && rep.Error != nil:
-		cw.sub.fail(call.spec.TaskID, call.spec.NumReturns, taskErrorFrom(call.spec.Name, rep.Error))
+		call.fail(cw, taskErrorFrom(call.spec.Name, rep.Error))
 	case err == nil:
-		cw.sub.finish(&pendingTask{spec: call.spec}, rep.Returns, rep.Stored, nil)
+		cw.objects.finish(call.spec.Name, []string{call.ret}, rep.Returns, rep.Stored)
 	case cw.ctx.Err() != nil:
 	case !rpc.IsTransport(err):
-		cw.sub.fail(call.spec.TaskID, call.spec.NumReturns, fmt.Errorf("call %s on actor %s: %w", call.spec.Name, c.id, err))
+		call.fail(cw, fmt.Errorf("call %s on actor %s: %w", call.spec.Name, c.id, err))
 	default:
 		if !errors.Is(err, syscall.ECONNREFUSED) {
 			call.lost = err

@@ -120,6 +120,11 @@ func (a *actorInstance) ordered(session string, seq uint64, run func() *wire.Pus
 	}
 	a.execute()
 	a.mu.Unlock()
+	select {
+	case <-q.done: // it was due and ran here, or another executor ran it
+		return q.rep
+	default:
+	}
 	t := time.NewTimer(gapTimeout)
 	defer t.Stop()
 	select {

@@ -7,9 +7,11 @@ import (
 )
 
 // msgpack/v5 decodes and encodes a slice element by element through
-// reflection, looking each element's codec up in a sync.Map: about 50 ns per
-// element, most of the cost of a []int or []float64 value (task arguments,
-// results, Puts). These codecs read and write the same bytes in one loop.
+// reflection, looking each element's codec up in a sync.Map: for a []int or
+// []float64 value (task arguments, results, Puts) about 45 ns per element to
+// decode and 30 ns to encode. These codecs read and write the same bytes in
+// one loop, in about 20 and 15 ns (BenchmarkSliceCodecs, 1,000 elements, on
+// a shared 2-core machine).
 // Encoders are registered only where the library's own element encoding
 // does not depend on encoder flags, so the output is byte-identical.
 func init() {

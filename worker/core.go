@@ -9,9 +9,7 @@ import (
 	"log/slog"
 	"maps"
 	"net"
-	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -29,13 +27,16 @@ type coreWorker struct {
 	isWorker  bool
 	jobID     string
 	namespace string // for named actors: JobNamespace, default "default"
+	// workerEnv is the environment this job's task worker processes get
+	// (the namespace, unless the default), sent with every lease request.
+	// Set once in Init.
+	workerEnv []string
 	ownerID   string // unique per process: prefixes task and object IDs
 	binHash   string
 	// envVars are this process's effective runtime env vars (the job's in
 	// a driver, the node-given ones in a worker), which the work it submits
-	// inherits; envKey is their canonical form (envKeyOf). Set once in Init.
+	// inherits. Set once in Init.
 	envVars map[string]string
-	envKey  string
 
 	nodeAddr string // the local node's RPC address
 	nodeID   string
@@ -159,7 +160,7 @@ func (cw *coreWorker) getValue(ctx context.Context, id, owner string) ([]byte, e
 func (cw *coreWorker) handleObjectGet(ctx context.Context, req *wire.ObjectGetRequest) (*wire.ObjectGetReply, error) {
 	o := cw.objects.get(req.ID)
 	if o == nil {
-		return &wire.ObjectGetReply{Lost: "its owner does not know it (freed, or never created)"}, nil
+		return &wire.ObjectGetReply{Lost: unknownToOwner}, nil
 	}
 	if req.WaitMillis > 0 {
 		wctx, cancel := context.WithTimeout(ctx, time.Duration(req.WaitMillis)*time.Millisecond)
@@ -169,11 +170,20 @@ func (cw *coreWorker) handleObjectGet(ctx context.Context, req *wire.ObjectGetRe
 	if !o.ready() {
 		return &wire.ObjectGetReply{NotReady: true}, nil
 	}
-	rep := &wire.ObjectGetReply{Value: o.value, Loc: o.loc}
+	rep := o.reply()
+	return &rep, nil
+}
+
+// unknownToOwner is an owner's Lost reason for an object it does not know.
+const unknownToOwner = "its owner does not know it (freed, or never created)"
+
+// reply is a ready object as Object.Get and Object.GetMany answer it.
+func (o *object) reply() wire.ObjectGetReply {
+	rep := wire.ObjectGetReply{Value: o.value, Loc: o.loc}
 	if o.err != nil {
 		rep.Error, rep.TaskName = failureOf(o.err)
 	}
-	return rep, nil
+	return rep
 }
 
 // failureOf flattens a stored error for the wire.
@@ -191,39 +201,23 @@ func taskErrorFrom(name string, f *wire.TaskFailure) *TaskError {
 
 // setEnv records the process's effective runtime env vars (Init only).
 func (cw *coreWorker) setEnv(vars map[string]string) {
-	if len(vars) == 0 {
-		cw.envVars, cw.envKey = nil, ""
-		return
+	cw.envVars = nil
+	if len(vars) > 0 {
+		cw.envVars = maps.Clone(vars)
 	}
-	cw.envVars = maps.Clone(vars)
-	cw.envKey = envKeyOf(cw.envVars)
 }
 
 // envFor is the effective runtime env of work submitted from this process
 // with its own vars: this process's env updated with own (Ray's dict
-// update), and its canonical key ("" for none). Without own vars it is the
-// process's, allocating nothing.
-func (cw *coreWorker) envFor(own map[string]string) (map[string]string, string) {
+// update). Without own vars it is the process's, allocating nothing.
+func (cw *coreWorker) envFor(own map[string]string) map[string]string {
 	if len(own) == 0 {
-		return cw.envVars, cw.envKey
+		return cw.envVars
 	}
 	m := maps.Clone(cw.envVars)
 	if m == nil {
 		m = make(map[string]string, len(own))
 	}
 	maps.Copy(m, own)
-	return m, envKeyOf(m)
-}
-
-// envKeyOf is vars as sorted KEY=VALUE entries joined by NUL: keys hold no
-// '=' or NUL and values no NUL, so equal keys mean equal envs.
-func envKeyOf(vars map[string]string) string {
-	var b strings.Builder
-	for _, k := range slices.Sorted(maps.Keys(vars)) {
-		b.WriteString(k)
-		b.WriteByte('=')
-		b.WriteString(vars[k])
-		b.WriteByte(0)
-	}
-	return b.String()
+	return m
 }

@@ -11,8 +11,6 @@ import (
 	"github.com/nodeup/nodeup/wire"
 )
 
-type leaseKey struct{}
-
 // leaseSlots serialises the tasks pushed under one lease: a lease holds one
 // task's resources, so its pipelined tasks run one after another, while
 // tasks of different leases run concurrently as goroutines.
@@ -26,8 +24,6 @@ type leaseSlot struct {
 	refs    int        // guarded by leaseSlots.mu
 	blocked int        // tasks of this lease waiting in Get; guarded by leaseSlots.mu
 }
-
-type slotKey struct{}
 
 // block marks one of the lease's tasks as waiting and reports whether it is
 // the first, so only the first tells the node.
@@ -74,8 +70,7 @@ var slots = &leaseSlots{slots: map[uint64]*leaseSlot{}}
 func (cw *coreWorker) handlePushTask(ctx context.Context, req *wire.PushTaskRequest) (*wire.PushTaskReply, error) {
 	s := slots.acquire(req.LeaseID)
 	defer slots.release(req.LeaseID, s)
-	ctx = context.WithValue(context.WithValue(ctx, leaseKey{}, req.LeaseID), slotKey{}, s)
-	ctx = context.WithValue(ctx, taskBlockKey{}, &taskBlock{})
+	ctx = context.WithValue(ctx, taskRunKey{}, &taskRun{lease: req.LeaseID, slot: s})
 	return cw.execute(ctx, &req.Spec), nil
 }
 
@@ -162,33 +157,32 @@ func (cw *coreWorker) run(ctx context.Context, spec *wire.TaskSpec, numArgs int,
 // returned call undoes both. Goroutines of one task may block at once: the
 // first to block lends the task's share and the last to wake takes it back.
 func (cw *coreWorker) blocked(ctx context.Context) func() {
-	id, _ := ctx.Value(leaseKey{}).(uint64)
-	s, _ := ctx.Value(slotKey{}).(*leaseSlot)
-	tb, _ := ctx.Value(taskBlockKey{}).(*taskBlock)
-	if !cw.isWorker || id == 0 || s == nil || tb == nil {
+	tr, _ := ctx.Value(taskRunKey{}).(*taskRun)
+	if !cw.isWorker || tr == nil || tr.lease == 0 {
 		return func() {}
 	}
+	s := tr.slot
 	call := func(method string) {
 		c, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
-		if err := cw.pool.Call(c, cw.nodeAddr, method, &wire.BlockedRequest{LeaseID: id}, nil); err != nil {
+		if err := cw.pool.Call(c, cw.nodeAddr, method, &wire.BlockedRequest{LeaseID: tr.lease}, nil); err != nil {
 			cw.logger.Warn("tell node about blocked task", "method", method, "err", err)
 		}
 	}
-	// tb.mu is held across each transition so that a goroutine blocking
+	// tr.mu is held across each transition so that a goroutine blocking
 	// while another wakes never gives back a slot the task does not hold.
-	tb.mu.Lock()
-	if tb.n++; tb.n == 1 {
+	tr.mu.Lock()
+	if tr.n++; tr.n == 1 {
 		if slots.block(s) {
 			call(wire.MethodBlocked)
 		}
 		s.mu.Unlock()
 	}
-	tb.mu.Unlock()
+	tr.mu.Unlock()
 	return func() {
-		tb.mu.Lock()
-		defer tb.mu.Unlock()
-		if tb.n--; tb.n == 0 {
+		tr.mu.Lock()
+		defer tr.mu.Unlock()
+		if tr.n--; tr.n == 0 {
 			if slots.unblock(s) {
 				call(wire.MethodUnblocked)
 			}
@@ -197,11 +191,15 @@ func (cw *coreWorker) blocked(ctx context.Context) func() {
 	}
 }
 
-// taskBlock counts the goroutines of one running task that wait in Get or
-// Wait.
-type taskBlock struct {
-	mu sync.Mutex
-	n  int
+// taskRun is what a pushed task's context carries for blocked: its lease,
+// the lease's slot, and how many of the task's goroutines wait in Get or
+// Wait (n, guarded by mu): one context value, set per task and looked up
+// once by blocked.
+type taskRun struct {
+	lease uint64
+	slot  *leaseSlot
+	mu    sync.Mutex
+	n     int
 }
 
-type taskBlockKey struct{}
+type taskRunKey struct{}

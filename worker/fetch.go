@@ -118,14 +118,11 @@ func (cw *coreWorker) handleObjectGetMany(ctx context.Context, req *wire.ObjectG
 		o := cw.objects.get(oid)
 		switch {
 		case o == nil:
-			out.Lost = "its owner does not know it (freed, or never created)"
+			out.Lost = unknownToOwner
 		case !o.ready() || (sent && int64(len(o.value)) > budget):
 			out.NotReady = true
 		default:
-			out.Value, out.Loc = o.value, o.loc
-			if o.err != nil {
-				out.Error, out.TaskName = failureOf(o.err)
-			}
+			*out = o.reply()
 			budget -= int64(len(o.value))
 			sent = true
 		}

@@ -46,14 +46,20 @@ func TestWaitReturnsAtMostNumReturns(t *testing.T) {
 
 // waitInTask waits inside a task for refs owned by the driver: the borrower
 // path (batch fetches from the owner). It returns the positions of the
-// ready refs after each Wait of one.
-var waitInTask = Register1(func(ctx context.Context, refs []Ref[time.Duration]) ([]int, error) {
+// ready refs after each Wait of one. Once only one ref is left it sends
+// release, which the task behind that ref waits for.
+var waitInTask = Register2(func(ctx context.Context, refs []Ref[time.Duration], release Signal) ([]int, error) {
 	pos := map[string]int{}
 	for i, r := range refs {
 		pos[r.ID()] = i
 	}
 	var order []int
 	for rest := refs; len(rest) > 0; {
+		if len(rest) == 1 {
+			if err := release.Send(ctx, false); err != nil {
+				return nil, err
+			}
+		}
 		ready, notReady, err := Wait(ctx, rest, 1, 0)
 		if err != nil {
 			return nil, err
@@ -67,13 +73,21 @@ var waitInTask = Register1(func(ctx context.Context, refs []Ref[time.Duration]) 
 	return order, nil
 })
 
+// awaitSignal returns once s is sent.
+var awaitSignal = Register1(func(ctx context.Context, s Signal) (time.Duration, error) { return 0, s.Wait(ctx) })
+
 func TestWaitInTaskForBorrowedRefs(t *testing.T) {
 	startCluster(t, 1, nil)
 	ctx := ctxT(t)
-	// The slow task first: a borrower that waited for every ref (or for
-	// the first in order) would return it first. The others are Puts,
+	release, err := NewSignal(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The held-back task first: a borrower that waited for every ref (or
+	// for the first in order) would wait for it, which only the borrower
+	// itself releases, after seeing the others ready. The others are Puts,
 	// ready from the start.
-	refs := []Ref[time.Duration]{sleepy.Options(CPUs(0)).Remote(ctx, 600*time.Millisecond)}
+	refs := []Ref[time.Duration]{awaitSignal.Options(CPUs(0)).Remote(ctx, release)}
 	for _, d := range []time.Duration{1, 2} {
 		r, err := Put(ctx, d)
 		if err != nil {
@@ -81,7 +95,9 @@ func TestWaitInTaskForBorrowedRefs(t *testing.T) {
 		}
 		refs = append(refs, r)
 	}
-	order, err := waitInTask.Options(CPUs(0)).Remote(ctx, refs).Get(ctx)
+	short, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	order, err := waitInTask.Options(CPUs(0)).Remote(ctx, refs, release).Get(short)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,8 +3,6 @@ package worker
 import (
 	"context"
 	"fmt"
-	"reflect"
-	"runtime"
 	"sync"
 
 	"github.com/vmihailenco/msgpack/v5"
@@ -21,28 +19,26 @@ type registered struct {
 	invoke     invoker
 }
 
+// registry is written at registration (package init) and read by every
+// task a worker runs.
 var registry = struct {
-	sync.Mutex
+	sync.RWMutex
 	byName map[string]*registered
 }{byName: map[string]*registered{}}
 
 // register records fn under its Go name (made unique in registration order,
 // which is the same in every copy of the binary).
 func register(fn any, numArgs, numReturns int, inv invoker) string {
-	name := runtime.FuncForPC(reflect.ValueOf(fn).Pointer()).Name()
 	registry.Lock()
 	defer registry.Unlock()
-	base := name
-	for i := 2; registry.byName[name] != nil; i++ {
-		name = fmt.Sprintf("%s#%d", base, i)
-	}
+	name := uniqueName(registry.byName, funcName(fn))
 	registry.byName[name] = &registered{name: name, numArgs: numArgs, numReturns: numReturns, invoke: inv}
 	return name
 }
 
 func lookup(name string) *registered {
-	registry.Lock()
-	defer registry.Unlock()
+	registry.RLock()
+	defer registry.RUnlock()
 	return registry.byName[name]
 }
 
@@ -259,7 +255,10 @@ func (f Func0[R]) Remote(ctx context.Context) Ref[R] {
 }
 
 // Remote submits a call with a plain argument.
-func (f Func1[A, R]) Remote(ctx context.Context, a A) Ref[R] { return f.RemoteArgs(ctx, Val(a)) }
+func (f Func1[A, R]) Remote(ctx context.Context, a A) Ref[R] {
+	ids, owner, err := submit(ctx, f.remote, 1, a)
+	return Ref[R]{id: ids[0], owner: owner, err: err}
+}
 
 // RemoteArgs submits a call whose argument may be a Ref[A].
 func (f Func1[A, R]) RemoteArgs(ctx context.Context, a Arg[A]) Ref[R] {
@@ -269,7 +268,8 @@ func (f Func1[A, R]) RemoteArgs(ctx context.Context, a Arg[A]) Ref[R] {
 
 // Remote submits a call with plain arguments.
 func (f Func2[A, B, R]) Remote(ctx context.Context, a A, b B) Ref[R] {
-	return f.RemoteArgs(ctx, Val(a), Val(b))
+	ids, owner, err := submit(ctx, f.remote, 1, a, b)
+	return Ref[R]{id: ids[0], owner: owner, err: err}
 }
 
 // RemoteArgs submits a call whose arguments may be refs.
@@ -280,7 +280,8 @@ func (f Func2[A, B, R]) RemoteArgs(ctx context.Context, a Arg[A], b Arg[B]) Ref[
 
 // Remote submits a call with plain arguments.
 func (f Func3[A, B, C, R]) Remote(ctx context.Context, a A, b B, c C) Ref[R] {
-	return f.RemoteArgs(ctx, Val(a), Val(b), Val(c))
+	ids, owner, err := submit(ctx, f.remote, 1, a, b, c)
+	return Ref[R]{id: ids[0], owner: owner, err: err}
 }
 
 // RemoteArgs submits a call whose arguments may be refs.
@@ -291,7 +292,8 @@ func (f Func3[A, B, C, R]) RemoteArgs(ctx context.Context, a Arg[A], b Arg[B], c
 
 // Remote submits a call and returns a ref for each result.
 func (f Func1x2[A, R1, R2]) Remote(ctx context.Context, a A) (Ref[R1], Ref[R2]) {
-	return f.RemoteArgs(ctx, Val(a))
+	ids, owner, err := submit(ctx, f.remote, 2, a)
+	return Ref[R1]{id: ids[0], owner: owner, err: err}, Ref[R2]{id: ids[1], owner: owner, err: err}
 }
 
 // RemoteArgs submits a call whose argument may be a ref.
@@ -302,7 +304,8 @@ func (f Func1x2[A, R1, R2]) RemoteArgs(ctx context.Context, a Arg[A]) (Ref[R1], 
 
 // Remote submits a call and returns a ref for each result.
 func (f Func2x2[A, B, R1, R2]) Remote(ctx context.Context, a A, b B) (Ref[R1], Ref[R2]) {
-	return f.RemoteArgs(ctx, Val(a), Val(b))
+	ids, owner, err := submit(ctx, f.remote, 2, a, b)
+	return Ref[R1]{id: ids[0], owner: owner, err: err}, Ref[R2]{id: ids[1], owner: owner, err: err}
 }
 
 // RemoteArgs submits a call whose arguments may be refs.

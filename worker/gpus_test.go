@@ -77,7 +77,7 @@ func (*gpuHolder) Report(ctx context.Context) (gpuReport, error) { return report
 // declaring gpus[i] H100s of 80 GiB each, and connects the driver to node 0.
 func startGPUCluster(t *testing.T, gpus ...int) []*cluster.Node {
 	t.Helper()
-	return startClusterWith(t, len(gpus), func(i int, cfg *cluster.Config) {
+	return startClusterInit(t, len(gpus), func(i int, cfg *cluster.Config) {
 		cfg.GPUs = cluster.GPUConfig{Declare: true, Count: gpus[i], Model: "NVIDIA H100 80GB HBM3", MemoryBytes: 80 << 30}
 	})
 }

@@ -114,6 +114,9 @@ func Init(ctx context.Context, opts ...InitOption) error {
 	if cw.namespace == "" {
 		cw.namespace = DefaultNamespace
 	}
+	if cw.namespace != DefaultNamespace {
+		cw.workerEnv = []string{EnvNamespace + "=" + cw.namespace}
+	}
 	if os.Getenv(cluster.EnvWorkerMode) == "1" {
 		env, err := workerRuntimeEnv()
 		if err != nil {

@@ -48,17 +48,12 @@ func (a *arena) close() {
 	}
 }
 
-// storeLarge writes data to the local node's object store as object id of
-// this job (create, write through the mapping, seal: plasma's protocol).
-// Errors name the object and say when the store is full.
-func (cw *coreWorker) storeLarge(ctx context.Context, id string, data []byte) (*wire.ObjectLoc, error) {
-	return cw.storeLargeParts(ctx, id, data)
-}
-
-// storeLargeParts is storeLarge of the concatenation of parts, written
-// straight into the store (a Put of a []byte writes its msgpack header and
-// the caller's bytes, with no encoded copy in between).
-func (cw *coreWorker) storeLargeParts(ctx context.Context, id string, parts ...[]byte) (*wire.ObjectLoc, error) {
+// storeLarge writes the concatenation of parts to the local node's object
+// store as object id of this job (create, write through the mapping, seal:
+// plasma's protocol); each part is copied straight into the store (a Put of
+// a []byte writes its msgpack header and the caller's bytes, with no encoded
+// copy in between). Errors name the object and say when the store is full.
+func (cw *coreWorker) storeLarge(ctx context.Context, id string, parts ...[]byte) (*wire.ObjectLoc, error) {
 	if err := cw.arena.open(); err != nil {
 		return nil, fmt.Errorf("store object %s: %w", id, err)
 	}

@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"fmt"
 	"sync"
 
 	"github.com/nodeup/nodeup/wire"
@@ -62,6 +63,29 @@ func (t *objectTable) complete(id string, value []byte, err error) { t.set(id, v
 
 // completeLoc records where a large object was stored.
 func (t *objectTable) completeLoc(id string, loc *wire.ObjectLoc) { t.set(id, nil, loc, nil) }
+
+// failAll completes each of ids with err (a task's or call's return objects).
+func (t *objectTable) failAll(ids []string, err error) {
+	for _, id := range ids {
+		t.complete(id, nil, err)
+	}
+}
+
+// finish completes a task's or call's return objects ids with its results:
+// inline values, or where the worker stored a large one. A result missing
+// from the reply fails its object, naming the task.
+func (t *objectTable) finish(name string, ids []string, returns [][]byte, stored []*wire.ObjectLoc) {
+	for i, id := range ids {
+		switch {
+		case i < len(stored) && stored[i] != nil:
+			t.completeLoc(id, stored[i])
+		case i < len(returns):
+			t.complete(id, returns[i], nil)
+		default:
+			t.complete(id, nil, fmt.Errorf("task %s returned %d values, want %d", name, len(returns), len(ids)))
+		}
+	}
+}
 
 func (t *objectTable) set(id string, value []byte, loc *wire.ObjectLoc, err error) {
 	t.mu.Lock()

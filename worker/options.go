@@ -3,6 +3,7 @@ package worker
 import (
 	"fmt"
 	"maps"
+	"slices"
 	"strings"
 
 	"github.com/nodeup/nodeup/cluster"
@@ -36,8 +37,11 @@ type taskOptions struct {
 	actorOnly      string
 
 	// envVars are the handle's own runtime env vars (WithRuntimeEnv),
-	// merged over the submitting process's at submit time (envFor).
+	// merged over the submitting process's when its tasks' queue or its
+	// actor is made (envFor); envKey is their canonical form (envKeyOf),
+	// derived.
 	envVars map[string]string
+	envKey  string
 }
 
 // defaultActorOptions: an actor holds no CPU unless asked (Ray schedules an
@@ -148,26 +152,14 @@ func Detached() Option {
 // again) after its worker process or node dies: default 0, -1 forever, as
 // Ray's max_restarts.
 func MaxRestarts(n int) Option {
-	return actorOption("MaxRestarts", func(o *taskOptions) error {
-		if n < -1 {
-			return fmt.Errorf("option MaxRestarts %d: use -1 (forever) or more", n)
-		}
-		o.maxRestarts = n
-		return nil
-	})
+	return actorOption("MaxRestarts", func(o *taskOptions) error { return setCount(&o.maxRestarts, "MaxRestarts", n) })
 }
 
 // MaxTaskRetries sets how often a method call cut off by its actor's death
 // is retried on the restarted actor: default 0 (the call fails with
 // *ActorDiedError), -1 forever, as Ray's max_task_retries.
 func MaxTaskRetries(n int) Option {
-	return actorOption("MaxTaskRetries", func(o *taskOptions) error {
-		if n < -1 {
-			return fmt.Errorf("option MaxTaskRetries %d: use -1 (forever) or more", n)
-		}
-		o.maxTaskRetries = n
-		return nil
-	})
+	return actorOption("MaxTaskRetries", func(o *taskOptions) error { return setCount(&o.maxTaskRetries, "MaxTaskRetries", n) })
 }
 
 // MaxConcurrency sets how many of an actor's calls run at once: 1 (the
@@ -186,13 +178,16 @@ func MaxConcurrency(n int) Option {
 // MaxRetries sets how often a task is retried when its worker or node dies
 // (default 3, as Ray's max_retries; -1: forever).
 func MaxRetries(n int) Option {
-	return func(o *taskOptions) error {
-		if n < -1 {
-			return fmt.Errorf("option MaxRetries %d: use -1 (forever) or more", n)
-		}
-		o.maxRetries = n
-		return nil
+	return func(o *taskOptions) error { return setCount(&o.maxRetries, "MaxRetries", n) }
+}
+
+// setCount sets a retry or restart count option: -1 (forever) or more.
+func setCount(field *int, option string, n int) error {
+	if n < -1 {
+		return fmt.Errorf("option %s %d: use -1 (forever) or more", option, n)
 	}
+	*field = n
+	return nil
 }
 
 // RetryExceptions makes a task's own errors and panics count as retryable
@@ -266,7 +261,7 @@ func AcceleratorType(model string) Option {
 		if strings.TrimSpace(model) == "" {
 			return fmt.Errorf("option AcceleratorType %q: give a GPU model such as \"H100\"", model)
 		}
-		return setQuantity(o, "accelerator_type:"+model, 0.001)
+		return setQuantity(o, sched.AcceleratorTypeResource(model), 0.001)
 	}
 }
 
@@ -338,6 +333,7 @@ func applyOptions(base taskOptions, opts []Option) (taskOptions, error) {
 		o.demand = sched.PlacementGroupDemand(o.pg.id, o.bundle, o.res)
 	}
 	o.key = schedKey(o.demandSet(), o.strategy)
+	o.envKey = envKeyOf(o.envVars)
 	return o, nil
 }
 
@@ -348,4 +344,17 @@ func (o *taskOptions) demandSet() sched.ResourceSet {
 		return o.demand
 	}
 	return o.res
+}
+
+// envKeyOf is vars as sorted KEY=VALUE entries joined by NUL ("" for none):
+// keys hold no '=' or NUL and values no NUL, so equal keys mean equal envs.
+func envKeyOf(vars map[string]string) string {
+	var b strings.Builder
+	for _, k := range slices.Sorted(maps.Keys(vars)) {
+		b.WriteString(k)
+		b.WriteByte('=')
+		b.WriteString(vars[k])
+		b.WriteByte(0)
+	}
+	return b.String()
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/nodeup/nodeup/cluster"
 	"github.com/nodeup/nodeup/rpc"
 	"github.com/nodeup/nodeup/sched"
+	"github.com/nodeup/nodeup/store"
 	"github.com/nodeup/nodeup/wire"
 )
 
@@ -141,7 +142,7 @@ func CreatePlacementGroup(ctx context.Context, bundles []map[string]float64, str
 		if err := cw.pool.Call(ctx, cw.nodeAddr, wire.MethodPGCreate, req, &info); err != nil {
 			return nil, fmt.Errorf("create placement group %q: %w", o.name, err)
 		}
-		pg.placed = info.State == "CREATED"
+		pg.placed = info.State == string(store.PGCreated)
 		return pg, nil
 	}
 	// Unnamed: nothing to check against other groups, so the ID is made
@@ -157,7 +158,7 @@ func CreatePlacementGroup(ctx context.Context, bundles []map[string]float64, str
 		}
 		// The leader replies CREATED only once every bundle is committed
 		// on its node, so Ready needs no further round trip.
-		pg.placed = info.State == "CREATED"
+		pg.placed = info.State == string(store.PGCreated)
 	}()
 	return pg, nil
 }
@@ -247,9 +248,9 @@ func (pg *PlacementGroup) Ready(ctx context.Context) error {
 			return err
 		}
 		switch info.State {
-		case "CREATED":
+		case string(store.PGCreated):
 			return nil
-		case "REMOVED":
+		case string(store.PGRemoved):
 			return fmt.Errorf("placement group %s: %w", pg.id, ErrPlacementGroupRemoved)
 		}
 		if ctx.Err() != nil {

@@ -84,6 +84,12 @@ func (r Ref[T]) Get(ctx context.Context) (T, error) {
 	if err != nil {
 		return zero, err
 	}
+	return r.get(ctx, cw)
+}
+
+// get is Get with the process's core worker in hand.
+func (r Ref[T]) get(ctx context.Context, cw *coreWorker) (T, error) {
+	var zero T
 	b, err := cw.getValue(ctx, r.id, r.owner)
 	if err != nil {
 		return zero, err
@@ -108,12 +114,20 @@ func Get[T any](ctx context.Context, r Ref[T]) (T, error) { return r.Get(ctx) }
 // error wins. Objects owned by other processes are fetched together, one
 // batch per owner, before the first is needed (as ray.get of a list).
 func GetAll[T any](ctx context.Context, refs []Ref[T]) ([]T, error) {
-	if cw, err := current(); err == nil && len(refs) > 1 {
+	cw, cwErr := current()
+	if cwErr == nil && len(refs) > 1 {
 		cw.prefetch(len(refs), func(i int) (string, string) { return refs[i].id, refs[i].owner })
 	}
 	out := make([]T, len(refs))
 	for i, r := range refs {
-		v, err := r.Get(ctx)
+		// As r.Get, with the core worker looked up once for all refs.
+		if r.err != nil {
+			return nil, r.err
+		}
+		if cwErr != nil {
+			return nil, cwErr
+		}
+		v, err := r.get(ctx, cw)
 		if err != nil {
 			return nil, err
 		}
@@ -132,7 +146,7 @@ func Put[T any](ctx context.Context, v T) (Ref[T], error) {
 	id := cw.newObjectID("p")
 	if raw, ok := any(v).([]byte); ok && len(raw) > inlineMax && uint64(len(raw)) <= math.MaxUint32 {
 		// One copy, straight into the store, of what Marshal would write.
-		loc, err := cw.storeLargeParts(ctx, id, binHeader(len(raw)), raw)
+		loc, err := cw.storeLarge(ctx, id, binHeader(len(raw)), raw)
 		if err != nil {
 			return Ref[T]{}, fmt.Errorf("put %T: %w", v, err)
 		}
@@ -187,8 +201,8 @@ func Wait[R ObjectRef](ctx context.Context, refs []R, numReturns int, timeout ti
 		cw.prefetch(len(missing), func(k int) (string, string) { return refs[missing[k]].ID(), refs[missing[k]].Owner() })
 		count, _ = cw.objects.scan(n, id, isReady, numReturns)
 	}
+	parent := ctx
 	if count < numReturns {
-		parent := ctx
 		if timeout > 0 {
 			var cancel context.CancelFunc
 			ctx, cancel = context.WithTimeout(ctx, timeout)
@@ -203,6 +217,7 @@ func Wait[R ObjectRef](ctx context.Context, refs []R, numReturns int, timeout ti
 		ch := make(chan int, len(pending))
 		cw.objects.watch(pending, id, ch)
 		unblock := cw.blocked(ctx)
+	wait:
 		for count < numReturns {
 			select {
 			case i := <-ch:
@@ -210,10 +225,9 @@ func Wait[R ObjectRef](ctx context.Context, refs []R, numReturns int, timeout ti
 					isReady[i] = true
 					count++
 				}
-				continue
 			case <-ctx.Done():
+				break wait
 			}
-			break
 		}
 		unblock()
 		cw.objects.unwatch(pending, id, ch)
@@ -225,15 +239,12 @@ func Wait[R ObjectRef](ctx context.Context, refs []R, numReturns int, timeout ti
 				drained = true
 			}
 		}
-		if err := parent.Err(); err != nil {
-			ready, notReady = splitReady(refs, isReady, numReturns)
-			if len(ready) < numReturns {
-				return ready, notReady, err
-			}
-			return ready, notReady, nil
-		}
 	}
 	ready, notReady = splitReady(refs, isReady, numReturns)
+	if len(ready) < numReturns {
+		// Too few: an error only if the caller's ctx ended, not on timeout.
+		return ready, notReady, parent.Err()
+	}
 	return ready, notReady, nil
 }
 

@@ -13,7 +13,7 @@ import (
 // zone=rack2 with gpu=yes; node 2 also has one H100 (declared as the GPU
 // resources a GPU node offers).
 func startLabelled(t *testing.T) {
-	startClusterWith(t, 3, func(i int, cfg *cluster.Config) {
+	startClusterInit(t, 3, func(i int, cfg *cluster.Config) {
 		cfg.Labels = map[string]string{"zone": []string{"rack1", "rack2", "rack2"}[i]}
 		if i == 2 {
 			cfg.Labels["gpu"] = "yes"

@@ -31,15 +31,21 @@ const (
 type submitter struct {
 	cw     *coreWorker
 	mu     sync.Mutex
-	queues map[string]*keyQueue
+	queues map[queueKey]*keyQueue
 }
+
+// queueKey is a task's queue: its scheduling key and the key of its
+// handle's own runtime env vars (WithRuntimeEnv), both derived once per
+// handle. Tasks with different runtime envs must not share a lease (the node
+// runs each env in worker processes of its own); the process's env, which
+// every task here inherits, is the same for all.
+type queueKey struct{ sched, env string }
 
 type pendingTask struct {
 	spec       wire.TaskSpec
+	ids        []string // its return objects' IDs (returnID), as submit gave them out
 	opts       taskOptions
-	key        string            // queue key: opts.key plus the effective env's key
-	envVars    map[string]string // effective runtime env vars
-	crashes    int               // worker or node deaths so far
+	crashes    int // worker or node deaths so far
 	appRetries int
 }
 
@@ -51,7 +57,7 @@ type keyQueue struct {
 	requesting int
 	warned     bool
 	gpu        bool              // GPU demand: one task per lease at a time (gpus.go)
-	envVars    map[string]string // runtime env vars every lease of this key is for
+	envVars    map[string]string // effective runtime env vars every lease of this queue is for
 }
 
 type heldLease struct {
@@ -62,7 +68,7 @@ type heldLease struct {
 }
 
 func newSubmitter(cw *coreWorker) *submitter {
-	return &submitter{cw: cw, queues: map[string]*keyQueue{}}
+	return &submitter{cw: cw, queues: map[queueKey]*keyQueue{}}
 }
 
 // submit builds a task from f's registration and options and queues it; it
@@ -78,9 +84,7 @@ func submit(ctx context.Context, f remote, numReturns int, args ...any) ([]strin
 		ids[i] = returnID(taskID, i)
 	}
 	fail := func(err error) ([]string, string, error) {
-		for _, id := range ids {
-			cw.objects.complete(id, nil, err)
-		}
+		cw.objects.failAll(ids, err)
 		return ids, cw.addr, err
 	}
 	if f.err != nil {
@@ -91,18 +95,11 @@ func submit(ctx context.Context, f remote, numReturns int, args ...any) ([]strin
 	if name == "" {
 		name = shortName(f.name)
 	}
-	wargs, err := cw.encodeArgs(ctx, "submit "+name, args)
+	wargs, err := cw.encodeArgs(ctx, "submit", name, args)
 	if err != nil {
 		return fail(err)
 	}
-	// Tasks with different runtime envs must not share a lease: the node
-	// runs each env in worker processes of its own.
-	envVars, envKey := cw.envFor(opts.envVars)
-	key := opts.key
-	if envKey != "" {
-		key += "|env:" + envKey
-	}
-	t := &pendingTask{opts: opts, key: key, envVars: envVars, spec: wire.TaskSpec{TaskID: taskID, JobID: cw.jobID, Name: name, Function: f.name,
+	t := &pendingTask{ids: ids, opts: opts, spec: wire.TaskSpec{TaskID: taskID, JobID: cw.jobID, Name: name, Function: f.name,
 		NumReturns: numReturns, Owner: cw.addr, Args: wargs}}
 	// Refs this process owns that were not ready to inline: wait for them.
 	var deps []int
@@ -125,7 +122,8 @@ func submit(ctx context.Context, f remote, numReturns int, args ...any) ([]strin
 // encodeArgs turns call arguments into wire form: refs stay refs (a ready
 // one this process owns travels inline), values are msgpack-encoded, and
 // values over the inline limit go to the object store and travel as refs.
-func (cw *coreWorker) encodeArgs(ctx context.Context, what string, args []any) ([]wire.Arg, error) {
+// Errors begin with verb and name ("submit square: ..."), built only then.
+func (cw *coreWorker) encodeArgs(ctx context.Context, verb, name string, args []any) ([]wire.Arg, error) {
 	out := make([]wire.Arg, len(args))
 	for i, a := range args {
 		if r, ok := a.(ObjectRef); ok {
@@ -138,13 +136,13 @@ func (cw *coreWorker) encodeArgs(ctx context.Context, what string, args []any) (
 		}
 		b, err := msgpack.Marshal(a)
 		if err != nil {
-			return nil, fmt.Errorf("%s: encode argument %d (%T): %w", what, i, a, err)
+			return nil, fmt.Errorf("%s %s: encode argument %d (%T): %w", verb, name, i, a, err)
 		}
 		if len(b) > inlineMax {
 			id := cw.newObjectID("a")
 			loc, err := cw.storeLarge(ctx, id, b)
 			if err != nil {
-				return nil, fmt.Errorf("%s: argument %d: %w", what, i, err)
+				return nil, fmt.Errorf("%s %s: argument %d: %w", verb, name, i, err)
 			}
 			cw.objects.completeLoc(id, loc)
 			out[i] = wire.Arg{IsRef: true, RefID: id, Owner: cw.addr}
@@ -168,7 +166,7 @@ func (s *submitter) resolveThenEnqueue(t *pendingTask, deps []int) {
 			return
 		}
 		if o.err != nil {
-			s.finish(t, nil, nil, fmt.Errorf("argument %d of task %s failed: %w", i, t.spec.Name, o.err))
+			s.cw.objects.failAll(t.ids, fmt.Errorf("argument %d of task %s failed: %w", i, t.spec.Name, o.err))
 			return
 		}
 		if o.loc == nil { // large objects stay refs: the executor reads them from the store
@@ -179,11 +177,11 @@ func (s *submitter) resolveThenEnqueue(t *pendingTask, deps []int) {
 }
 
 func (s *submitter) enqueue(t *pendingTask) {
-	key := t.key
+	key := queueKey{t.opts.key, t.opts.envKey}
 	s.mu.Lock()
 	q := s.queues[key]
 	if q == nil {
-		q = &keyQueue{res: t.opts.demandSet(), strategy: t.opts.strategy, gpu: demandsGPU(t.opts.res), envVars: t.envVars}
+		q = &keyQueue{res: t.opts.demandSet(), strategy: t.opts.strategy, gpu: demandsGPU(t.opts.res), envVars: s.cw.envFor(t.opts.envVars)}
 		s.queues[key] = q
 	}
 	q.tasks = append(q.tasks, t)
@@ -236,7 +234,7 @@ func (s *submitter) requestLease(q *keyQueue) {
 		name := q.tasks[0].spec.Name
 		s.mu.Unlock()
 		req := &wire.LeaseRequest{JobID: cw.jobID, BinaryHash: cw.binHash, BinaryNode: cw.nodeAddr, Resources: q.res,
-			Strategy: q.strategy, Spilled: spilled || hops >= maxSpillHops, TaskName: name, Env: cw.workerEnv(), EnvVars: q.envVars}
+			Strategy: q.strategy, Spilled: spilled || hops >= maxSpillHops, TaskName: name, Env: cw.workerEnv, EnvVars: q.envVars}
 		var rep wire.LeaseReply
 		err := cw.pool.Call(cw.ctx, addr, wire.MethodLease, req, &rep)
 		switch {
@@ -298,7 +296,7 @@ func (s *submitter) infeasible(q *keyQueue, reason string) {
 	q.warned = true
 	s.mu.Unlock()
 	for _, t := range failed {
-		s.finish(t, nil, nil, &InfeasibleError{TaskName: t.spec.Name, Reason: reason})
+		s.cw.objects.failAll(t.ids, &InfeasibleError{TaskName: t.spec.Name, Reason: reason})
 	}
 	if warn {
 		s.cw.logger.Warn("task is infeasible: no node in the cluster can run it; it waits for a node that can (see nodeup status)",
@@ -313,7 +311,10 @@ func (s *submitter) push(q *keyQueue, l *heldLease, t *pendingTask) {
 	err := s.cw.pool.Call(s.cw.ctx, l.rep.WorkerAddr, wire.MethodPushTask, &wire.PushTaskRequest{LeaseID: l.rep.LeaseID, Spec: t.spec}, &rep)
 	s.mu.Lock()
 	l.inflight--
-	var done func()
+	// The outcome, recorded once s.mu is released: failed, succeeded, or
+	// neither (the task went back on the queue).
+	var failed error
+	succeeded := false
 	switch {
 	case err != nil && s.cw.ctx.Err() != nil:
 		s.mu.Unlock()
@@ -321,9 +322,7 @@ func (s *submitter) push(q *keyQueue, l *heldLease, t *pendingTask) {
 	case err != nil && !rpc.IsTransport(err):
 		// The worker answered, but not with a result (e.g. it could not
 		// decode the request): retrying elsewhere would fail the same way.
-		done = func() {
-			s.finish(t, nil, nil, fmt.Errorf("task %s: worker %s refused it: %w", t.spec.Name, l.rep.WorkerAddr, err))
-		}
+		failed = fmt.Errorf("task %s: worker %s refused it: %w", t.spec.Name, l.rep.WorkerAddr, err)
 	case err != nil:
 		if !l.dead {
 			l.dead = true
@@ -334,17 +333,15 @@ func (s *submitter) push(q *keyQueue, l *heldLease, t *pendingTask) {
 			s.cw.logger.Warn("worker running task died; retrying", "task", t.spec.Name, "node", l.rep.NodeName, "attempt", t.crashes, "err", err)
 			q.tasks = append([]*pendingTask{t}, q.tasks...)
 		} else {
-			done = func() {
-				s.finish(t, nil, nil, &WorkerCrashedError{TaskName: t.spec.Name, Attempts: t.crashes, Cause: err.Error()})
-			}
+			failed = &WorkerCrashedError{TaskName: t.spec.Name, Attempts: t.crashes, Cause: err.Error()}
 		}
 	case rep.Error != nil && t.opts.retryExceptions && (t.opts.maxRetries < 0 || t.appRetries < t.opts.maxRetries):
 		t.appRetries++
 		q.tasks = append(q.tasks, t)
 	case rep.Error != nil:
-		done = func() { s.finish(t, nil, nil, taskErrorFrom(t.spec.Name, rep.Error)) }
+		failed = taskErrorFrom(t.spec.Name, rep.Error)
 	default:
-		done = func() { s.finish(t, rep.Returns, rep.Stored, nil) }
+		succeeded = true
 	}
 	s.pumpLocked(q)
 	if !l.dead && l.inflight == 0 && len(q.tasks) == 0 {
@@ -352,8 +349,11 @@ func (s *submitter) push(q *keyQueue, l *heldLease, t *pendingTask) {
 		time.AfterFunc(leaseLinger, func() { s.maybeReturn(q, l, gen) })
 	}
 	s.mu.Unlock()
-	if done != nil {
-		done()
+	switch {
+	case failed != nil:
+		s.cw.objects.failAll(t.ids, failed)
+	case succeeded:
+		s.cw.objects.finish(t.spec.Name, t.ids, rep.Returns, rep.Stored)
 	}
 }
 
@@ -384,33 +384,6 @@ func (s *submitter) returnLease(l *heldLease) {
 	defer cancel()
 	if err := s.cw.pool.Call(ctx, l.rep.NodeAddr, wire.MethodLeaseReturn, &wire.LeaseReturnRequest{LeaseID: l.rep.LeaseID}, nil); err != nil && !rpc.IsTransport(err) {
 		s.cw.logger.Debug("return lease", "lease", l.rep.LeaseID, "err", err)
-	}
-}
-
-// finish completes a task's return objects: inline values, or where the
-// worker stored a large one.
-func (s *submitter) finish(t *pendingTask, returns [][]byte, stored []*wire.ObjectLoc, err error) {
-	for i := 0; i < t.spec.NumReturns; i++ {
-		id := returnID(t.spec.TaskID, i)
-		if err == nil && i < len(stored) && stored[i] != nil {
-			s.cw.objects.completeLoc(id, stored[i])
-			continue
-		}
-		if err != nil || i >= len(returns) {
-			if err == nil {
-				err = fmt.Errorf("task %s returned %d values, want %d", t.spec.Name, len(returns), t.spec.NumReturns)
-			}
-			s.cw.objects.complete(id, nil, err)
-			continue
-		}
-		s.cw.objects.complete(id, returns[i], nil)
-	}
-}
-
-// fail completes a call's return objects with err.
-func (s *submitter) fail(taskID string, numReturns int, err error) {
-	for i := 0; i < numReturns; i++ {
-		s.cw.objects.complete(returnID(taskID, i), nil, err)
 	}
 }
 
@@ -449,12 +422,4 @@ func shortName(name string) string {
 		name = name[i+1:]
 	}
 	return name
-}
-
-// workerEnv is the environment this job's worker processes get.
-func (cw *coreWorker) workerEnv() []string {
-	if cw.namespace == DefaultNamespace {
-		return nil
-	}
-	return []string{EnvNamespace + "=" + cw.namespace}
 }

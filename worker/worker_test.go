@@ -77,21 +77,15 @@ func quietLogger() *slog.Logger {
 // "node<i>": 2) and connects this test's driver to node 0.
 func startCluster(t testing.TB, n int, extra func(i int) sched.ResourceSet) []*cluster.Node {
 	t.Helper()
-	return startClusterWith(t, n, func(i int, cfg *cluster.Config) {
+	return startClusterInit(t, n, func(i int, cfg *cluster.Config) {
 		if extra != nil {
 			cfg.Resources.Add(extra(i))
 		}
 	})
 }
 
-// startClusterWith is startCluster with each node's config passed to mutate
-// before the node starts.
-func startClusterWith(t testing.TB, n int, mutate func(i int, cfg *cluster.Config)) []*cluster.Node {
-	t.Helper()
-	return startClusterInit(t, n, mutate)
-}
-
-// startClusterInit is startClusterWith with extra options for the driver's
+// startClusterInit is startCluster with each node's config passed to mutate
+// (if not nil) before the node starts, and extra options for the driver's
 // Init (after Address and Logger).
 func startClusterInit(t testing.TB, n int, mutate func(i int, cfg *cluster.Config), initOpts ...InitOption) []*cluster.Node {
 	t.Helper()
