@@ -12,12 +12,12 @@ import (
 // GPU or memory) is used below it takes work itself; at or above it, work
 // goes to a node still below the threshold when one has room, and only when
 // every node is at or above it does a node pack up to 100%.
-const SpreadThreshold = sched.DefaultSpreadThreshold
+const SpreadThreshold = 0.5
 
 // loadKinds are the resources whose use makes a node "utilized" for the
-// hybrid policy. Ray's critical resource utilization (and
-// sched.Node.CriticalUtilization) counts CPU, memory and object store
-// memory; this lease path counts GPU in place of object store memory.
+// hybrid policy. Ray's critical resource utilization counts CPU, memory
+// and object store memory; this lease path counts GPU in place of object
+// store memory.
 var loadKinds = []string{sched.CPU, sched.GPU, sched.Memory}
 
 // criticalLoad is the highest share of CPU, GPU or memory in use, from

@@ -50,19 +50,3 @@ func BenchmarkPlaceBundles100Nodes(b *testing.B) {
 		}
 	}
 }
-
-func BenchmarkSelectNode100Nodes(b *testing.B) {
-	nodes := benchCluster(100)
-	demand := WithAcceleratorType(ResourceSet{CPU: Unit, GPU: Unit}, "H100")
-	for _, st := range []TaskStrategy{{}, {Kind: StrategySpread}} {
-		b.Run(string(st.kind()), func(b *testing.B) {
-			b.ReportAllocs()
-			var s Selector
-			for b.Loop() {
-				if _, err := s.Select(nodes, demand, st, "node-007"); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
-	}
-}

@@ -147,7 +147,7 @@ func CheckStrategy(s PlacementStrategy, nodes []string) error {
 // strategy, as Ray's GCS placement-group scheduler does, or places none.
 // It returns assignment[i] = the ID of the node for bundles[i]. It only
 // decides: it changes no input, and the caller commits the reservation
-// (see Ledger).
+// (the leader, through the FSM).
 //
 // Only alive nodes are considered, in ID order, so the result is
 // deterministic. A node's room is Available capped at Total. Bundles are

@@ -128,3 +128,8 @@ func (s shortfall) describe(what string) string {
 	return fmt.Sprintf("needs %s=%s but the most %s on any eligible node is %s (node %s)",
 		s.resource, s.need, what, s.most, s.node)
 }
+
+// ErrReservation is wrapped by CheckStrategy's errors, and by the FSM when a
+// proposed placement-group reservation is not valid against committed state
+// (unknown or dead node, over a node's capacity, or breaking the strategy).
+var ErrReservation = errors.New("invalid reservation")

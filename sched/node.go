@@ -31,33 +31,6 @@ type Node struct {
 	Alive bool
 }
 
-// CriticalUtilization returns the node's critical resource utilization, the
-// number Ray's hybrid policy ranks nodes by
-// (NodeResources::CalculateCriticalResourceUtilization): the highest of
-// 1 - Available/Total over CPU, memory and object_store_memory, skipping
-// those the node has none of. 0 is idle, 1 is full; the result is clamped to
-// [0, 1]. GPUs and custom resources are not counted, as in Ray.
-func (n *Node) CriticalUtilization() float64 {
-	return criticalUtilization(n.Total, n.Available)
-}
-
-var criticalResources = [...]string{CPU, Memory, ObjectStoreMemory}
-
-func criticalUtilization(total, avail ResourceSet) float64 {
-	var hi float64
-	for _, k := range criticalResources {
-		t := total[k]
-		if t <= 0 {
-			continue
-		}
-		u := 1 - float64(avail[k])/float64(t)
-		if u > hi {
-			hi = u
-		}
-	}
-	return min(hi, 1)
-}
-
 // freeFraction is the mean over the resources demand asks for of the
 // fraction of the node's total still free in avail (after subtracting
 // nothing); 0 when demand names nothing the node has. Higher means emptier.

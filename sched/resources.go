@@ -1,12 +1,12 @@
-// Package sched holds nodeup's scheduling vocabulary and logic: fixed-point
-// resource quantities and resource sets; node selection for tasks and
-// actors (SelectNode: Ray's hybrid DEFAULT policy, SPREAD, node affinity,
-// label selectors, accelerator types), built from feasibility filters and
-// ranking steps in the style of Nomad's scheduler; placement-group bundle
-// packing (PlaceBundles, RePlaceBundles: PACK, SPREAD, STRICT_PACK,
-// STRICT_SPREAD); and a Ledger of committed bundle reservations. Decisions
-// fail with *InfeasibleError (never, on the alive nodes as they are) or
-// *PendingError (not now). It is pure logic: no I/O, no storage types.
+// Package sched holds nodeup's scheduling vocabulary and pure logic:
+// fixed-point resource quantities and resource sets; label selectors;
+// Ray's placement-group resource names; and placement-group bundle packing
+// (PlaceBundles, RePlaceBundles: PACK, SPREAD, STRICT_PACK, STRICT_SPREAD;
+// CheckStrategy). Decisions fail with *InfeasibleError (never, on the alive
+// nodes as they are) or *PendingError (not now). The task and actor lease
+// policies (Ray's hybrid DEFAULT, SPREAD, node affinity) live with the
+// node's local scheduler in cluster/, and committed reservations in the
+// FSM (store/). It is pure logic: no I/O, no storage types.
 package sched
 
 import (
