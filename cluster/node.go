@@ -19,6 +19,7 @@ import (
 	"github.com/hashicorp/raft"
 	autopilot "github.com/hashicorp/raft-autopilot"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	"golang.org/x/sync/singleflight"
 
 	"github.com/nodeup/nodeup/objstore"
 	"github.com/nodeup/nodeup/rpc"
@@ -64,7 +65,7 @@ type Node struct {
 	actors  *actorManager
 	pgs     *pgManager
 	objects *objstore.Store
-	pulls   flight
+	pulls   singleflight.Group // one pull per object key at a time; concurrent callers share it
 
 	gpus nodeGPUs // the node's GPU devices (gpus.go)
 

@@ -104,7 +104,7 @@ func (n *Node) objectLocate(ctx context.Context, r *wire.ObjectLocateRequest) (*
 	if r.Loc.NodeAddr == n.rpcAddr {
 		return nil, &rpc.Error{Code: CodeNotFound, Message: fmt.Sprintf("object %s is not in the store of node %s (freed, or lost with a restart)", key, n.cfg.NodeName)}
 	}
-	if err := n.pulls.do(key, func() error { return n.pull(ctx, r.Loc) }); err != nil {
+	if _, err, _ := n.pulls.Do(key, func() (any, error) { return nil, n.pull(ctx, r.Loc) }); err != nil {
 		return nil, err
 	}
 	loc, _, ok := n.objects.Get(key)
@@ -175,38 +175,6 @@ func (n *Node) pull(ctx context.Context, from wire.ObjectLoc) error {
 		return err
 	}
 	return n.objects.Seal(from.Key)
-}
-
-// flight runs one pull per key at a time; concurrent callers wait for it.
-type flight struct {
-	mu    sync.Mutex
-	calls map[string]*flightCall
-}
-
-type flightCall struct {
-	done chan struct{}
-	err  error
-}
-
-func (f *flight) do(key string, fn func() error) error {
-	f.mu.Lock()
-	if f.calls == nil {
-		f.calls = map[string]*flightCall{}
-	}
-	if c, ok := f.calls[key]; ok {
-		f.mu.Unlock()
-		<-c.done
-		return c.err
-	}
-	c := &flightCall{done: make(chan struct{})}
-	f.calls[key] = c
-	f.mu.Unlock()
-	c.err = fn()
-	f.mu.Lock()
-	delete(f.calls, key)
-	f.mu.Unlock()
-	close(c.done)
-	return c.err
 }
 
 // arenaPath is the node's object store file, for clients to map.
