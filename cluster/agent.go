@@ -35,6 +35,7 @@ func (n *Node) agentLoop() {
 			if err == nil && resp.View != nil {
 				n.view.Store(resp.View)
 				n.spills.reset()
+				n.viewUpdates.publish()
 			}
 			if err == nil && !resp.Known {
 				registered = false

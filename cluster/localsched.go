@@ -82,14 +82,10 @@ func (s *localSched) grantLocked(res sched.ResourceSet) *lease {
 
 // wait queues a request until it can be granted or ctx ends.
 func (s *localSched) wait(ctx context.Context, res sched.ResourceSet) (*lease, error) {
-	s.mu.Lock()
-	if l := s.grantLocked(res); l != nil {
-		s.mu.Unlock()
+	l, w := s.enqueue(res)
+	if l != nil {
 		return l, nil
 	}
-	w := &leaseWaiter{res: res, grant: make(chan *lease, 1)}
-	s.queue = append(s.queue, w)
-	s.mu.Unlock()
 	select {
 	case l := <-w.grant:
 		if l == nil {
@@ -97,20 +93,39 @@ func (s *localSched) wait(ctx context.Context, res sched.ResourceSet) (*lease, e
 		}
 		return l, nil
 	case <-ctx.Done():
-		s.mu.Lock()
-		if i := slices.Index(s.queue, w); i >= 0 {
-			s.queue = slices.Delete(s.queue, i, i+1)
-		}
-		s.mu.Unlock()
-		// Granted between the cancel and the lock: give it back.
-		select {
-		case l := <-w.grant:
-			if l != nil {
-				s.release(l.id)
-			}
-		default:
+		if l := s.withdraw(w); l != nil {
+			s.release(l.id)
 		}
 		return nil, ctx.Err()
+	}
+}
+
+// enqueue grants res now (a lease), or queues a waiter whose grant channel
+// receives the lease later (nil if it never can be).
+func (s *localSched) enqueue(res sched.ResourceSet) (*lease, *leaseWaiter) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if l := s.grantLocked(res); l != nil {
+		return l, nil
+	}
+	w := &leaseWaiter{res: res, grant: make(chan *lease, 1)}
+	s.queue = append(s.queue, w)
+	return nil, w
+}
+
+// withdraw takes w out of the queue. A lease granted to it before that is
+// returned: the caller uses or releases it.
+func (s *localSched) withdraw(w *leaseWaiter) *lease {
+	s.mu.Lock()
+	if i := slices.Index(s.queue, w); i >= 0 {
+		s.queue = slices.Delete(s.queue, i, i+1)
+	}
+	s.mu.Unlock()
+	select {
+	case l := <-w.grant:
+		return l
+	default:
+		return nil
 	}
 }
 

@@ -55,10 +55,12 @@ type Node struct {
 	httpServer *http.Server
 	httpAddr   string
 
-	leader     leaderState
-	leaderHint atomic.Value // string: RPC address of the leader, for non-voters
-	view       atomic.Value // []wire.NodeInfo: the cluster as the leader last reported it
-	spills     spillLedger  // demand spilled to other nodes since view arrived
+	leader      leaderState
+	leaderHint  atomic.Value // string: RPC address of the leader, for non-voters
+	view        atomic.Value // []wire.NodeInfo: the cluster as the leader last reported it
+	spills      spillLedger  // demand spilled to other nodes since view arrived
+	spread      spreadPolicy // SPREAD's round-robin position
+	viewUpdates broadcast    // published at every new view from the leader
 
 	local   *localSched
 	workers *workerPool

@@ -2,7 +2,6 @@ package cluster
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -197,10 +196,15 @@ func (n *Node) decideLease(ctx context.Context, req *wire.LeaseRequest) (*wire.L
 		}
 		return noteGPUInfeasible(n, req, reason), nil, nil
 	}
+	// placed: the strategy chose this node; the request stays here even if
+	// it must queue.
+	placed := false
 	if req.Strategy.Kind == wire.StrategySpread && !req.Spilled {
-		if t := pickNode(view(), req.Resources, "", true, sel); t != nil && t.NodeID != self {
+		t := n.spread.pick(view(), req.Resources, sel)
+		if t != nil && t.NodeID != self {
 			return n.spillTo(t, req), nil, nil
 		}
+		placed = t != nil
 	}
 	var l *lease
 	if req.Strategy.Kind == wire.StrategyDefault && !req.Spilled {
@@ -216,7 +220,7 @@ func (n *Node) decideLease(ctx context.Context, req *wire.LeaseRequest) (*wire.L
 	if l == nil {
 		l = n.local.tryGrant(req.Resources)
 	}
-	if l == nil && !req.Spilled {
+	if l == nil && !req.Spilled && !placed {
 		// Hybrid policy: this node is full; spill to a node with room now.
 		if t := pickNode(view(), req.Resources, self, true, sel); t != nil {
 			return n.spillTo(t, req), nil, nil
@@ -226,14 +230,52 @@ func (n *Node) decideLease(ctx context.Context, req *wire.LeaseRequest) (*wire.L
 		return &wire.LeaseReply{Busy: true}, nil, nil
 	}
 	if l == nil {
-		var err error
-		if l, err = n.local.wait(ctx, req.Resources); errors.Is(err, errUnfit) {
-			return &wire.LeaseReply{Infeasible: err.Error()}, nil, nil
-		} else if err != nil {
-			return nil, nil, err
-		}
+		return n.waitOrSpill(ctx, req, sel)
 	}
 	return nil, l, nil
+}
+
+// waitOrSpill queues req here until it is granted. While it waits, each new
+// view from the leader that shows another node with room for it (and this
+// node still without) sends it there (spillback), so a queued request does
+// not wait for this node while another could run it: Ray's raylet
+// re-schedules its queued work on every resource update the same way.
+// Requests that must run here stay: hard node affinity, and placement-group
+// bundle demand.
+func (n *Node) waitOrSpill(ctx context.Context, req *wire.LeaseRequest, sel sched.LabelSelector) (*wire.LeaseReply, *lease, error) {
+	l, w := n.local.enqueue(req.Resources)
+	if l != nil {
+		return nil, l, nil
+	}
+	_, _, inBundle := sched.PlacementGroupOf(req.Resources)
+	movable := !inBundle && !(req.Strategy.Kind == wire.StrategyNodeAffinity && !req.Strategy.Soft)
+	for {
+		views := n.viewUpdates.next()
+		if !movable {
+			views = nil
+		}
+		select {
+		case l := <-w.grant:
+			if l == nil {
+				return &wire.LeaseReply{Infeasible: errUnfit.Error()}, nil, nil
+			}
+			return nil, l, nil
+		case <-ctx.Done():
+			if l := n.local.withdraw(w); l != nil {
+				n.local.release(l.id)
+			}
+			return nil, nil, ctx.Err()
+		case <-views:
+			t := pickNode(n.clusterView(), req.Resources, n.id.NodeID, true, sel)
+			if t == nil {
+				continue
+			}
+			if l := n.local.withdraw(w); l != nil {
+				return nil, l, nil // granted here meanwhile
+			}
+			return n.spillTo(t, req), nil, nil
+		}
+	}
 }
 
 // spillTo answers a lease request with spillback to t, remembering the

@@ -257,6 +257,13 @@ type TaskSpec struct {
 type PushTaskRequest struct {
 	LeaseID uint64
 	Spec    TaskSpec
+	// Pipelined marks a task sent while another task of the same lease may
+	// still run. The worker starts it only after that one ends, and only if
+	// that one has neither blocked in Get or Wait nor run longer than the
+	// worker's pipeline wait (10 ms); otherwise it answers NotRun at once,
+	// and the owner runs the task on another lease. A task that is not
+	// pipelined waits for the lease's running task, however long.
+	Pipelined bool `msgpack:",omitempty"`
 }
 
 // PushTaskReply returns the task's results (msgpack values) or its error.
@@ -266,6 +273,14 @@ type PushTaskReply struct {
 	Returns [][]byte
 	Stored  []*ObjectLoc
 	Error   *TaskFailure
+	// NotRun: the worker did not start the task (a Pipelined push behind a
+	// task that blocked or ran long); nothing of it ran, and the owner may
+	// send it anywhere without counting an attempt.
+	NotRun bool `msgpack:",omitempty"`
+	// RunNanos is how long the task ran in the worker, in nanoseconds,
+	// arguments and results included; the owner pipelines only tasks of a
+	// shape known to be short.
+	RunNanos int64 `msgpack:",omitempty"`
 }
 
 // TaskFailure is an application error or panic raised by a task.

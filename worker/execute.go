@@ -11,67 +11,129 @@ import (
 	"github.com/nodeup/nodeup/wire"
 )
 
+// pipelineWait is how long a task pipelined behind a running task of its
+// lease may wait: a running task older than this is not short, and work
+// queued behind it goes back to its owner for another lease (NotRun).
+const pipelineWait = 10 * time.Millisecond
+
 // leaseSlots serialises the tasks pushed under one lease: a lease holds one
-// task's resources, so its pipelined tasks run one after another, while
-// tasks of different leases run concurrently as goroutines.
+// task's resources, so at most one of its tasks runs at a time, while tasks
+// of different leases run concurrently as goroutines. A pipelined task
+// never waits behind a task that blocked (its resources stay held: only
+// CPU is lent) or that ran longer than pipelineWait: it is answered NotRun.
 type leaseSlots struct {
 	mu    sync.Mutex
 	slots map[uint64]*leaseSlot
 }
 
+// leaseSlot is one lease's state; every field is guarded by leaseSlots.mu.
 type leaseSlot struct {
-	mu      sync.Mutex // held by the task running under the lease
-	refs    int        // guarded by leaseSlots.mu
-	blocked int        // tasks of this lease waiting in Get; guarded by leaseSlots.mu
+	refs    int           // pushes holding or waiting for the slot
+	running bool          // a task of the lease runs
+	started time.Time     // when it started
+	kicked  bool          // it blocked or outran pipelineWait: pipelined pushes leave
+	changed chan struct{} // closed (and replaced) when the slot is released or kicked
 }
 
-// block marks one of the lease's tasks as waiting and reports whether it is
-// the first, so only the first tells the node.
-func (ls *leaseSlots) block(s *leaseSlot) bool {
+// acquire waits until the lease's slot is free and takes it. A pipelined
+// push gives up (ok false) once the running task is kicked, blocks, or is
+// older than pipelineWait; any push gives up when ctx ends.
+func (ls *leaseSlots) acquire(ctx context.Context, id uint64, pipelined bool) (s *leaseSlot, ok bool) {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
-	s.blocked++
-	return s.blocked == 1
-}
-
-// unblock reports whether no task of the lease waits any more.
-func (ls *leaseSlots) unblock(s *leaseSlot) bool {
-	ls.mu.Lock()
-	defer ls.mu.Unlock()
-	s.blocked--
-	return s.blocked == 0
-}
-
-func (ls *leaseSlots) acquire(id uint64) *leaseSlot {
-	ls.mu.Lock()
-	s := ls.slots[id]
+	s = ls.slots[id]
 	if s == nil {
-		s = &leaseSlot{}
+		s = &leaseSlot{changed: make(chan struct{})}
 		ls.slots[id] = s
 	}
 	s.refs++
-	ls.mu.Unlock()
-	s.mu.Lock()
-	return s
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	for s.running {
+		wait := pipelineWait - time.Since(s.started)
+		if pipelined && (s.kicked || wait <= 0) {
+			ls.kickLocked(s)
+			ls.dropLocked(id, s)
+			return nil, false
+		}
+		var timeout <-chan time.Time
+		if pipelined {
+			if timer == nil {
+				timer = time.NewTimer(wait)
+			} else {
+				timer.Reset(wait)
+			}
+			timeout = timer.C
+		}
+		ch := s.changed
+		ls.mu.Unlock()
+		select {
+		case <-ch:
+		case <-timeout:
+		case <-ctx.Done():
+		}
+		ls.mu.Lock()
+		if ctx.Err() != nil {
+			ls.dropLocked(id, s)
+			return nil, false
+		}
+	}
+	s.running, s.kicked, s.started = true, false, time.Now()
+	return s, true
 }
 
-func (ls *leaseSlots) release(id uint64, s *leaseSlot) {
-	s.mu.Unlock()
+// kickLocked sends the pushes waiting behind s's running task away.
+func (ls *leaseSlots) kickLocked(s *leaseSlot) {
+	if !s.kicked {
+		s.kicked = true
+		close(s.changed)
+		s.changed = make(chan struct{})
+	}
+}
+
+// block marks s's running task as blocked in Get or Wait: tasks pipelined
+// behind it must not run on the resources it still holds.
+func (ls *leaseSlots) block(s *leaseSlot) {
 	ls.mu.Lock()
+	ls.kickLocked(s)
+	ls.mu.Unlock()
+}
+
+// release ends the running task of lease id.
+func (ls *leaseSlots) release(id uint64, s *leaseSlot) {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	s.running = false
+	close(s.changed)
+	s.changed = make(chan struct{})
+	ls.dropLocked(id, s)
+}
+
+func (ls *leaseSlots) dropLocked(id uint64, s *leaseSlot) {
 	if s.refs--; s.refs == 0 {
 		delete(ls.slots, id)
 	}
-	ls.mu.Unlock()
 }
 
 var slots = &leaseSlots{slots: map[uint64]*leaseSlot{}}
 
-// handlePushTask runs a task pushed by its owner and replies when it ends.
+// handlePushTask runs a task pushed by its owner and replies when it ends,
+// or with NotRun when a pipelined task cannot start soon (acquire).
 func (cw *coreWorker) handlePushTask(ctx context.Context, req *wire.PushTaskRequest) (*wire.PushTaskReply, error) {
-	s := slots.acquire(req.LeaseID)
+	s, ok := slots.acquire(ctx, req.LeaseID, req.Pipelined)
+	if !ok {
+		return &wire.PushTaskReply{NotRun: true}, nil
+	}
 	defer slots.release(req.LeaseID, s)
+	start := time.Now()
 	ctx = context.WithValue(ctx, taskRunKey{}, &taskRun{lease: req.LeaseID, slot: s})
-	return cw.execute(ctx, &req.Spec), nil
+	rep := cw.execute(ctx, &req.Spec)
+	rep.RunNanos = int64(time.Since(start))
+	return rep, nil
 }
 
 func (cw *coreWorker) execute(ctx context.Context, spec *wire.TaskSpec) (rep *wire.PushTaskReply) {
@@ -152,16 +214,16 @@ func (cw *coreWorker) run(ctx context.Context, spec *wire.TaskSpec, numArgs int,
 }
 
 // blocked tells the node that the task on ctx's lease waits in Get, so its
-// CPU is lent to other work, and lets the next task pipelined on the same
-// lease run meanwhile (it may be the very task this one waits for). The
-// returned call undoes both. Goroutines of one task may block at once: the
-// first to block lends the task's share and the last to wake takes it back.
+// CPU is lent to other work, and sends the tasks pipelined behind it on the
+// lease back to their owner (they may be the very tasks it waits for, and
+// must not run on the resources it keeps). The returned call takes the CPU
+// back. Goroutines of one task may block at once: the first to block lends
+// the task's CPU and the last to wake takes it back.
 func (cw *coreWorker) blocked(ctx context.Context) func() {
 	tr, _ := ctx.Value(taskRunKey{}).(*taskRun)
 	if !cw.isWorker || tr == nil || tr.lease == 0 {
 		return func() {}
 	}
-	s := tr.slot
 	call := func(method string) {
 		c, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
@@ -170,23 +232,18 @@ func (cw *coreWorker) blocked(ctx context.Context) func() {
 		}
 	}
 	// tr.mu is held across each transition so that a goroutine blocking
-	// while another wakes never gives back a slot the task does not hold.
+	// while another wakes never takes back CPU the task did not lend.
 	tr.mu.Lock()
 	if tr.n++; tr.n == 1 {
-		if slots.block(s) {
-			call(wire.MethodBlocked)
-		}
-		s.mu.Unlock()
+		slots.block(tr.slot)
+		call(wire.MethodBlocked)
 	}
 	tr.mu.Unlock()
 	return func() {
 		tr.mu.Lock()
 		defer tr.mu.Unlock()
 		if tr.n--; tr.n == 0 {
-			if slots.unblock(s) {
-				call(wire.MethodUnblocked)
-			}
-			s.mu.Lock()
+			call(wire.MethodUnblocked)
 		}
 	}
 }

@@ -196,7 +196,10 @@ func RetryExceptions(on bool) Option {
 	return func(o *taskOptions) error { o.retryExceptions = on; return nil }
 }
 
-// Spread places tasks on the least-loaded feasible node (Ray's "SPREAD").
+// Spread places tasks round robin over the feasible nodes (alive, totals
+// covering the demand, labels matching), one lease per task, so a burst
+// lands evenly (Ray's scheduling_strategy="SPREAD"). For actors, the
+// leader places each on the least-loaded feasible node.
 func Spread() Option {
 	return func(o *taskOptions) error {
 		o.strategy.Kind, o.strategy.NodeID, o.strategy.Soft = wire.StrategySpread, "", false

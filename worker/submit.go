@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -15,14 +16,18 @@ import (
 )
 
 // Tuning of the submitter (Ray's direct task submitter): how many tasks one
-// lease may have in flight when there is a backlog, how many lease requests
-// one scheduling key keeps outstanding, and how long an idle lease is kept
-// for the next task of the same shape.
+// lease may have in flight when its key's tasks are known to be short and
+// there is a backlog, how long a task may run and still count as short, how
+// many lease requests one scheduling key keeps outstanding, and how long an
+// idle lease is kept for the next task of the same shape.
 const (
 	maxPipeline      = 8
+	shortTask        = 5 * time.Millisecond
 	maxLeaseRequests = 10
 	leaseLinger      = 50 * time.Millisecond
 	maxSpillHops     = 4
+	// maxDeadWorkers bounds the worker IDs remembered as crashed.
+	maxDeadWorkers = 1024
 )
 
 // submitter queues tasks per scheduling key (resources + strategy), leases
@@ -32,6 +37,9 @@ type submitter struct {
 	cw     *coreWorker
 	mu     sync.Mutex
 	queues map[queueKey]*keyQueue
+	// deadWorkers holds worker processes seen to crash (by worker ID): a
+	// lease on one of them is never used, whichever queue holds it.
+	deadWorkers map[string]bool
 }
 
 // queueKey is a task's queue: its scheduling key and the key of its
@@ -47,6 +55,9 @@ type pendingTask struct {
 	opts       taskOptions
 	crashes    int // worker or node deaths so far
 	appRetries int
+	// crashedIn holds the worker IDs whose crash killed an attempt of the
+	// task: a retry never goes to them.
+	crashedIn []string
 }
 
 type keyQueue struct {
@@ -57,7 +68,16 @@ type keyQueue struct {
 	requesting int
 	warned     bool
 	gpu        bool              // GPU demand: one task per lease at a time (gpus.go)
+	spread     bool              // SPREAD: one task per lease, each lease placed anew
+	short      bool              // the key's last task ran under shortTask: it may be pipelined
 	envVars    map[string]string // effective runtime env vars every lease of this queue is for
+}
+
+// pipelines reports whether q's tasks may queue several to a lease: only
+// tasks known to be short (Ray grants a lease per task in flight), never
+// GPU or SPREAD tasks, and only while there are more tasks than leases.
+func (q *keyQueue) pipelines() bool {
+	return q.short && !q.gpu && !q.spread && len(q.tasks) > len(q.leases)
 }
 
 type heldLease struct {
@@ -68,7 +88,7 @@ type heldLease struct {
 }
 
 func newSubmitter(cw *coreWorker) *submitter {
-	return &submitter{cw: cw, queues: map[queueKey]*keyQueue{}}
+	return &submitter{cw: cw, queues: map[queueKey]*keyQueue{}, deadWorkers: map[string]bool{}}
 }
 
 // submit builds a task from f's registration and options and queues it; it
@@ -181,7 +201,8 @@ func (s *submitter) enqueue(t *pendingTask) {
 	s.mu.Lock()
 	q := s.queues[key]
 	if q == nil {
-		q = &keyQueue{res: t.opts.demandSet(), strategy: t.opts.strategy, gpu: demandsGPU(t.opts.res), envVars: s.cw.envFor(t.opts.envVars)}
+		q = &keyQueue{res: t.opts.demandSet(), strategy: t.opts.strategy, gpu: demandsGPU(t.opts.res),
+			spread: t.opts.strategy.Kind == wire.StrategySpread, envVars: s.cw.envFor(t.opts.envVars)}
 		s.queues[key] = q
 	}
 	q.tasks = append(q.tasks, t)
@@ -190,28 +211,31 @@ func (s *submitter) enqueue(t *pendingTask) {
 }
 
 // pumpLocked pushes queued tasks onto leases with room and asks for more
-// leases while a backlog remains.
+// leases while a backlog remains. A lease has one task in flight, or up to
+// maxPipeline when the key pipelines; the worker sends a pipelined task
+// back (NotRun) rather than let it wait behind a slow or blocked one.
 func (s *submitter) pumpLocked(q *keyQueue) {
 	for len(q.tasks) > 0 {
 		limit := 1
-		if len(q.tasks) > len(q.leases) && !q.gpu {
+		if q.pipelines() {
 			limit = maxPipeline
 		}
+		t := q.tasks[0]
 		var best *heldLease
 		for _, l := range q.leases {
-			if !l.dead && l.inflight < limit && (best == nil || l.inflight < best.inflight) {
+			if !l.dead && l.inflight < limit && (best == nil || l.inflight < best.inflight) && !slices.Contains(t.crashedIn, l.rep.WorkerID) {
 				best = l
 			}
 		}
 		if best == nil {
 			break
 		}
-		t := q.tasks[0]
 		q.tasks[0] = nil
 		q.tasks = q.tasks[1:]
+		pipelined := best.inflight > 0
 		best.inflight++
 		best.gen++
-		go s.push(q, best, t)
+		go s.push(q, best, t, pipelined)
 	}
 	for q.requesting < min(len(q.tasks), maxLeaseRequests) {
 		q.requesting++
@@ -266,7 +290,10 @@ func (s *submitter) requestLease(q *keyQueue) {
 		s.mu.Lock()
 		q.requesting--
 		l := &heldLease{rep: rep}
-		if len(q.tasks) == 0 {
+		if len(q.tasks) == 0 || s.deadWorkers[rep.WorkerID] {
+			// Nothing to run, or granted on a process this submitter saw
+			// crash (the node had not noticed yet): give it back.
+			s.pumpLocked(q)
 			s.mu.Unlock()
 			s.returnLease(l)
 			return
@@ -305,10 +332,11 @@ func (s *submitter) infeasible(q *keyQueue, reason string) {
 }
 
 // push runs one task on a leased worker and records its outcome.
-func (s *submitter) push(q *keyQueue, l *heldLease, t *pendingTask) {
+func (s *submitter) push(q *keyQueue, l *heldLease, t *pendingTask, pipelined bool) {
 	t.spec.Attempt = t.crashes + t.appRetries
 	var rep wire.PushTaskReply
-	err := s.cw.pool.Call(s.cw.ctx, l.rep.WorkerAddr, wire.MethodPushTask, &wire.PushTaskRequest{LeaseID: l.rep.LeaseID, Spec: t.spec}, &rep)
+	err := s.cw.pool.Call(s.cw.ctx, l.rep.WorkerAddr, wire.MethodPushTask,
+		&wire.PushTaskRequest{LeaseID: l.rep.LeaseID, Spec: t.spec, Pipelined: pipelined}, &rep)
 	s.mu.Lock()
 	l.inflight--
 	// The outcome, recorded once s.mu is released: failed, succeeded, or
@@ -324,24 +352,37 @@ func (s *submitter) push(q *keyQueue, l *heldLease, t *pendingTask) {
 		// decode the request): retrying elsewhere would fail the same way.
 		failed = fmt.Errorf("task %s: worker %s refused it: %w", t.spec.Name, l.rep.WorkerAddr, err)
 	case err != nil:
-		if !l.dead {
-			l.dead = true
-			s.dropLeaseLocked(q, l)
-		}
+		s.workerDiedLocked(l.rep.WorkerID)
 		t.crashes++
+		t.crashedIn = append(t.crashedIn, l.rep.WorkerID)
 		if t.opts.maxRetries < 0 || t.crashes <= t.opts.maxRetries {
-			s.cw.logger.Warn("worker running task died; retrying", "task", t.spec.Name, "node", l.rep.NodeName, "attempt", t.crashes, "err", err)
+			s.cw.logger.Warn("worker running task died; retrying in another worker process", "task", t.spec.Name, "node", l.rep.NodeName,
+				"worker", l.rep.WorkerID, "attempt", t.crashes, "err", err)
 			q.tasks = append([]*pendingTask{t}, q.tasks...)
 		} else {
 			failed = &WorkerCrashedError{TaskName: t.spec.Name, Attempts: t.crashes, Cause: err.Error()}
 		}
+	case rep.NotRun:
+		// Sent back unstarted from behind a slow or blocked task: the
+		// key is not short, and the task goes first to another lease.
+		q.short = false
+		q.tasks = append([]*pendingTask{t}, q.tasks...)
 	case rep.Error != nil && t.opts.retryExceptions && (t.opts.maxRetries < 0 || t.appRetries < t.opts.maxRetries):
+		q.short = rep.RunNanos < int64(shortTask)
 		t.appRetries++
 		q.tasks = append(q.tasks, t)
 	case rep.Error != nil:
+		q.short = rep.RunNanos < int64(shortTask)
 		failed = taskErrorFrom(t.spec.Name, rep.Error)
 	default:
+		q.short = rep.RunNanos < int64(shortTask)
 		succeeded = true
+	}
+	var giveBack bool
+	if q.spread && !l.dead && l.inflight == 0 {
+		// SPREAD places every task anew: a lease is not reused.
+		l.dead, giveBack = true, true
+		s.dropLeaseLocked(q, l)
 	}
 	s.pumpLocked(q)
 	if !l.dead && l.inflight == 0 && len(q.tasks) == 0 {
@@ -349,11 +390,32 @@ func (s *submitter) push(q *keyQueue, l *heldLease, t *pendingTask) {
 		time.AfterFunc(leaseLinger, func() { s.maybeReturn(q, l, gen) })
 	}
 	s.mu.Unlock()
+	if giveBack {
+		s.returnLease(l)
+	}
 	switch {
 	case failed != nil:
 		s.cw.objects.failAll(t.ids, failed)
 	case succeeded:
 		s.cw.objects.finish(t.spec.Name, t.ids, rep.Returns, rep.Stored)
+	}
+}
+
+// workerDiedLocked drops every lease held on the worker process id, in
+// every queue: a crash kills all of its leases, and pushing to one the
+// submitter has not tried yet would only fail again and spend a retry.
+func (s *submitter) workerDiedLocked(id string) {
+	if len(s.deadWorkers) >= maxDeadWorkers {
+		clear(s.deadWorkers)
+	}
+	s.deadWorkers[id] = true
+	for _, q := range s.queues {
+		q.leases = slices.DeleteFunc(q.leases, func(l *heldLease) bool {
+			if l.rep.WorkerID == id {
+				l.dead = true
+			}
+			return l.dead
+		})
 	}
 }
 
