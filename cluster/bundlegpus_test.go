@@ -112,6 +112,14 @@ func TestBundleGPUsAnyBundleAndInfeasible(t *testing.T) {
 	}
 	s.release(b.id)
 	s.release(c.id)
+	// A device going bad leaves its bundle's scheduling too.
+	s.setBundleGPUHealth(gpu.HealthEvent{Index: 1, Reason: "Xid 79"})
+	if why := s.bundleGPUInfeasible(testPG, 1, gpu.Request{GPU: sched.Unit}); !strings.Contains(why, "no bundle here can hold GPU=1") {
+		t.Errorf("1 GPU in bundle 1 after its device went bad: %q, want infeasible", why)
+	}
+	if l := s.tryGrant(sched.PlacementGroupDemand(testPG, 1, gpus(1))); l != nil {
+		t.Errorf("1 GPU in bundle 1 after its device went bad: granted %v", l.gpus.Indices())
+	}
 	s.returnBundles(testPG, nil)
 
 	commitGPUBundles(t, s, 0.5, 0.5)
