@@ -28,7 +28,7 @@ type heldBundle struct {
 	res       sched.ResourceSet
 	committed bool
 	at        time.Time
-	gpus      *bundleGPUs // nil for a bundle without GPU demand (gpus.go)
+	gpus      *bundleGPUs // nil for a bundle without GPU demand (bundlegpus.go)
 }
 
 func bundleKey(group string, index int) string { return group + "/" + strconv.Itoa(index) }
