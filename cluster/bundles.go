@@ -19,14 +19,16 @@ import (
 const prepareTimeout = 30 * time.Second
 
 // heldBundle is one placement-group bundle on this node: its resources,
-// taken out of the free pool at prepare; once committed, offered again
-// under the bundle's renamed resources (sched.BundleResources).
+// taken out of the free pool at prepare, with the devices for its GPU and
+// gpu_memory; once committed, offered again under the bundle's renamed
+// resources (sched.BundleResources).
 type heldBundle struct {
 	group     string
 	index     int
 	res       sched.ResourceSet
 	committed bool
 	at        time.Time
+	gpus      *bundleGPUs // nil for a bundle without GPU demand (bundlegpus.go)
 }
 
 func bundleKey(group string, index int) string { return group + "/" + strconv.Itoa(index) }
@@ -53,10 +55,14 @@ func (s *localSched) prepareLocked(group string, bs []wire.BundleSpec) string {
 		k, have, want, _ := s.avail.Missing(need)
 		return fmt.Sprintf("needs %s=%s but %s is free", k, want, have)
 	}
+	gpus, why := s.reserveBundleGPUs(fresh)
+	if why != "" {
+		return why
+	}
 	s.avail.Sub(need)
 	now := time.Now()
-	for _, b := range fresh {
-		s.bundles[bundleKey(group, b.Index)] = &heldBundle{group: group, index: b.Index, res: b.Resources.Clone(), at: now}
+	for i, b := range fresh {
+		s.bundles[bundleKey(group, b.Index)] = &heldBundle{group: group, index: b.Index, res: b.Resources.Clone(), at: now, gpus: gpus[i]}
 	}
 	return ""
 }
@@ -100,6 +106,7 @@ func (s *localSched) returnBundles(group string, indexes []int) int {
 		delete(s.bundles, key)
 		k++
 		s.avail.Add(h.res)
+		s.returnBundleGPUs(h.gpus)
 		if !h.committed {
 			continue
 		}

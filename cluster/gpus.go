@@ -166,6 +166,7 @@ func (n *Node) onGPUHealth(ev gpu.HealthEvent) {
 		delta[name] += q
 	}
 	n.gpus.total = now
+	n.local.setBundleGPUHealth(ev)
 	n.local.adjustAvailable(delta)
 	n.logger.Warn("node GPU resources reduced", "index", ev.Index, "reason", ev.Reason, "gpu_resources", now.String())
 	go n.registerAgain()
@@ -191,21 +192,35 @@ func (s *localSched) adjustAvailable(delta sched.ResourceSet) {
 	s.dispatchLocked()
 }
 
-// assignGPUs gives a lease with GPU or gpu_memory demand its devices; it
-// runs under s.mu with the rest of the grant, so grants and devices never
-// disagree. ok is false when the devices cannot be had now (the lease
-// waits). A node without devices, or a demand without GPUs, costs nothing.
-func (s *localSched) assignGPUs(res sched.ResourceSet) (as *gpu.Assignment, ok bool) {
-	if s.gpus == nil || res[sched.GPU] == 0 && res[gpu.MemoryResource] == 0 {
-		return nil, true
+// assignGPUs gives a lease with GPU or gpu_memory demand its devices: from
+// its placement-group bundle's reservation for a demand in a group
+// (assignInBundle), else from the node's free devices. It runs under s.mu
+// with the rest of the grant, so grants and devices never disagree. ok is
+// false when the devices cannot be had now (the lease waits); from is the
+// bundle the devices came from (nil: the node's). A node without devices,
+// or a demand without GPUs, costs nothing.
+func (s *localSched) assignGPUs(res sched.ResourceSet) (as *gpu.Assignment, from *bundleGPUs, ok bool) {
+	if s.gpus == nil {
+		return nil, nil, true
+	}
+	if pg, idx, inGroup := sched.PlacementGroupOf(res); inGroup {
+		return s.assignInBundle(pg, idx, bundleRequest(pg, res))
+	}
+	if res[sched.GPU] == 0 && res[gpu.MemoryResource] == 0 {
+		return nil, nil, true
 	}
 	as, err := s.gpus.Assign(gpu.RequestFrom(res))
-	return as, err == nil
+	return as, nil, err == nil
 }
 
-// releaseGPUs gives a lease's devices back; s.mu is held and the lease was
-// just removed from s.leases, so this happens exactly once per lease.
+// releaseGPUs gives a lease's devices back, to its bundle or to the node;
+// s.mu is held and the lease was just removed from s.leases, so this
+// happens exactly once per lease.
 func (s *localSched) releaseGPUs(l *lease) {
+	if l.bundle != nil {
+		s.releaseInBundle(l)
+		return
+	}
 	if l.gpus != nil && s.gpus != nil {
 		if err := s.gpus.Release(l.gpus); err != nil {
 			slog.Error("GPU release out of step with leases (a bug)", "lease", l.id, "err", err)
@@ -215,10 +230,17 @@ func (s *localSched) releaseGPUs(l *lease) {
 
 // gpuInfeasible explains why this node's device layout can never hold
 // res's GPU demand even though its totals cover it (e.g. gpu_memory larger
-// than any one device); "" when it can, or when res asks for no GPU.
+// than any one device, or a GPU in a group whose bundles here each hold
+// less); "" when it can, or when res asks for no GPU.
 func (n *Node) gpuInfeasible(res sched.ResourceSet) string {
 	alloc := n.local.gpus // set before the node serves (attachGPUs)
-	if alloc == nil || res[sched.GPU] == 0 && res[gpu.MemoryResource] == 0 {
+	if alloc == nil {
+		return ""
+	}
+	if pg, idx, inGroup := sched.PlacementGroupOf(res); inGroup {
+		return n.local.bundleGPUInfeasible(pg, idx, bundleRequest(pg, res))
+	}
+	if res[sched.GPU] == 0 && res[gpu.MemoryResource] == 0 {
 		return ""
 	}
 	if err := alloc.Feasible(gpu.RequestFrom(res)); err != nil {

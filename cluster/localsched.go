@@ -37,6 +37,7 @@ type lease struct {
 	res      sched.ResourceSet
 	lentCPU  sched.Quantity  // CPU given back while the task is blocked in Get
 	gpus     *gpu.Assignment // devices for GPU demand; nil without (gpus.go)
+	bundle   *bundleGPUs     // the placement-group bundle gpus came from; nil: the node's devices
 }
 
 type leaseWaiter struct {
@@ -69,13 +70,13 @@ func (s *localSched) grantLocked(res sched.ResourceSet) *lease {
 	if !s.avail.Covers(res) {
 		return nil
 	}
-	as, ok := s.assignGPUs(res)
+	as, from, ok := s.assignGPUs(res)
 	if !ok {
 		return nil
 	}
 	s.avail.Sub(res)
 	s.nextID++
-	l := &lease{id: s.nextID, res: res.Clone(), gpus: as}
+	l := &lease{id: s.nextID, res: res.Clone(), gpus: as, bundle: from}
 	s.leases[l.id] = l
 	return l
 }

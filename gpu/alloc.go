@@ -187,11 +187,20 @@ type DeviceUsage struct {
 // is used (packing onto the fullest device that fits, as Ray packs fractional
 // GPUs), and gpu_memory requests land on one device with that much
 // unreserved memory. On every device the reserved fraction never exceeds 1
-// and the reserved memory never exceeds its total. Safe for concurrent use.
+// and the reserved memory never exceeds its total (for an Allocator from
+// Within: the share of the device it was given). Safe for concurrent use.
 type Allocator struct {
 	mu   sync.Mutex
-	devs []DeviceUsage
+	devs []slot
 	live map[*Assignment]struct{}
+}
+
+// slot is one device in an Allocator: its usage, and how much of it the
+// Allocator may hand out (the whole device, or a bundle's share of it).
+type slot struct {
+	DeviceUsage
+	capGPU sched.Quantity // fixed-point; sched.Unit for a whole device
+	capMem uint64         // bytes; Device.MemoryBytes for a whole device
 }
 
 // NewAllocator returns an Allocator over devs, all healthy and free. Device
@@ -199,9 +208,29 @@ type Allocator struct {
 func NewAllocator(devs []Device) *Allocator {
 	a := &Allocator{live: map[*Assignment]struct{}{}}
 	for _, d := range devs {
-		a.devs = append(a.devs, DeviceUsage{Device: d, Healthy: true})
+		a.devs = append(a.devs, slot{DeviceUsage: DeviceUsage{Device: d, Healthy: true}, capGPU: sched.Unit, capMem: d.MemoryBytes})
 	}
-	slices.SortFunc(a.devs, func(x, y DeviceUsage) int { return x.Device.Index - y.Device.Index })
+	slices.SortFunc(a.devs, func(x, y slot) int { return x.Device.Index - y.Device.Index })
+	return a
+}
+
+// Within returns an Allocator over the devices of as that hands out only
+// as's share of each (its GPU fraction and its bytes), as Ray gives the
+// work in a placement-group bundle the GPU instances the bundle reserved:
+// every assignment from it holds a subset of as's devices, a whole-GPU
+// request needs a device as holds whole, and fractions share a device up to
+// as's fraction of it. as stays reserved in the Allocator that made it;
+// release it there once nothing assigned from the result is live. A nil or
+// empty as gives an Allocator without devices.
+func Within(as *Assignment) *Allocator {
+	a := &Allocator{live: map[*Assignment]struct{}{}}
+	if as == nil {
+		return a
+	}
+	for _, sh := range as.Shares {
+		a.devs = append(a.devs, slot{DeviceUsage: DeviceUsage{Device: sh.Device, Healthy: true}, capGPU: sh.GPU, capMem: sh.MemoryBytes})
+	}
+	slices.SortFunc(a.devs, func(x, y slot) int { return x.Device.Index - y.Device.Index })
 	return a
 }
 
@@ -248,7 +277,7 @@ func (a *Allocator) Assign(req Request) (*Assignment, error) {
 		n := int(req.GPU / sched.Unit)
 		var free []int
 		for i, d := range a.devs {
-			if d.Healthy && d.GPU == 0 && d.MemoryBytes == 0 && fits(sched.Unit, req.MemoryBytes, d.Device.MemoryBytes) {
+			if d.Healthy && d.GPU == 0 && d.MemoryBytes == 0 && d.fits(sched.Unit, req.MemoryBytes) {
 				free = append(free, i)
 			}
 		}
@@ -265,7 +294,7 @@ func (a *Allocator) Assign(req Request) (*Assignment, error) {
 				continue
 			}
 			frac, mem, ok := need(req.GPU, req.MemoryBytes, d.Device.MemoryBytes)
-			if !ok || d.GPU+frac > sched.Unit || d.MemoryBytes+mem > d.Device.MemoryBytes {
+			if !ok || d.GPU+frac > d.capGPU || d.MemoryBytes+mem > d.capMem {
 				continue
 			}
 			// Pack: prefer the device with the most already reserved.
@@ -311,7 +340,7 @@ func (a *Allocator) feasible(req Request) error {
 	}
 	fit := 0
 	for _, d := range a.devs {
-		if d.Healthy && fits(gpu, req.MemoryBytes, d.Device.MemoryBytes) {
+		if d.Healthy && d.fits(gpu, req.MemoryBytes) {
 			fit++
 		}
 	}
@@ -324,10 +353,10 @@ func (a *Allocator) feasible(req Request) error {
 	return fmt.Errorf("%w: no healthy device can hold %s", ErrInfeasible, req)
 }
 
-// fits reports whether a device of total bytes could ever hold (gpu, mem).
-func fits(gpu sched.Quantity, mem, total uint64) bool {
-	_, _, ok := need(gpu, mem, total)
-	return ok
+// fits reports whether the slot, were it free, could hold (gpu, mem).
+func (d *slot) fits(gpu sched.Quantity, mem uint64) bool {
+	frac, bytes, ok := need(gpu, mem, d.Device.MemoryBytes)
+	return ok && frac <= d.capGPU && bytes <= d.capMem
 }
 
 // take reserves (gpu, mem) on device i; the caller checked it fits.
@@ -400,7 +429,11 @@ func (a *Allocator) SetHealth(devIndex int, healthy bool, reason string) bool {
 func (a *Allocator) Devices() []DeviceUsage {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return slices.Clone(a.devs)
+	out := make([]DeviceUsage, len(a.devs))
+	for i, d := range a.devs {
+		out[i] = d.DeviceUsage
+	}
+	return out
 }
 
 // Healthy returns the devices that may be scheduled, in index order.
@@ -435,9 +468,9 @@ func (a *Allocator) Available() sched.ResourceSet {
 	for _, d := range a.devs {
 		if d.Healthy {
 			n++
-			gpu += sched.Unit - d.GPU
-			mem += d.Device.MemoryBytes - d.MemoryBytes
-			total += d.Device.MemoryBytes
+			gpu += d.capGPU - d.GPU
+			mem += d.capMem - d.MemoryBytes
+			total += d.capMem
 		}
 	}
 	if n == 0 {

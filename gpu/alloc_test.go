@@ -369,3 +369,131 @@ func TestRequestFrom(t *testing.T) {
 		t.Errorf("RequestFrom = %+v", r)
 	}
 }
+
+// Within hands out a bundle's reservation only: whole devices the bundle
+// holds whole, fractions up to the bundle's share of a device, never a
+// device the bundle does not hold.
+func TestWithinHandsOutOnlyTheReservation(t *testing.T) {
+	node := NewAllocator(testDevices(4, 40*gib))
+	other, _ := node.Assign(Request{GPU: q("1")}) // device 0 taken by a plain lease
+	two, err := node.Assign(Request{GPU: q("2")})
+	if err != nil || two.CUDAVisibleDevices() != "1,2" {
+		t.Fatalf("2-GPU bundle: %+v, %v", two, err)
+	}
+	in := Within(two)
+	if av := in.Available(); !av.Equal(sched.ResourceSet{sched.GPU: q("2"), MemoryResource: sched.QuantityOf(80 * gib)}) {
+		t.Errorf("Available in a 2-GPU bundle = %v", av)
+	}
+	a, errA := in.Assign(Request{GPU: q("1")})
+	b, errB := in.Assign(Request{GPU: q("1")})
+	if errA != nil || errB != nil || a.CUDAVisibleDevices() != "1" || b.CUDAVisibleDevices() != "2" {
+		t.Fatalf("two 1-GPU leases in the bundle: %v %v, %v %v; want devices 1 and 2", a.Indices(), errA, b.Indices(), errB)
+	}
+	if _, err := in.Assign(Request{GPU: q("0.1")}); !errors.Is(err, ErrUnavailable) {
+		t.Errorf("a third lease in a full bundle: %v, want ErrUnavailable", err)
+	}
+	if err := in.Feasible(Request{GPU: q("3")}); !errors.Is(err, ErrInfeasible) {
+		t.Errorf("3 GPUs in a 2-GPU bundle: %v, want ErrInfeasible", err)
+	}
+	// Half a device: two quarters fit, a third does not, a whole never.
+	half, _ := node.Assign(Request{GPU: q("0.5")})
+	hin := Within(half)
+	if err := hin.Feasible(Request{GPU: q("1")}); !errors.Is(err, ErrInfeasible) {
+		t.Errorf("1 GPU in a 0.5-GPU bundle: %v, want ErrInfeasible", err)
+	}
+	if err := hin.Feasible(Request{MemoryBytes: 21 * gib}); !errors.Is(err, ErrInfeasible) {
+		t.Errorf("21 GiB in a 0.5-GPU bundle of a 40 GiB device: %v, want ErrInfeasible", err)
+	}
+	q1, err1 := hin.Assign(Request{GPU: q("0.25")})
+	q2, err2 := hin.Assign(Request{MemoryBytes: 10 * gib})
+	if err1 != nil || err2 != nil || q1.CUDAVisibleDevices() != half.CUDAVisibleDevices() || q2.CUDAVisibleDevices() != half.CUDAVisibleDevices() {
+		t.Fatalf("quarters in a half bundle: %v %v, %v %v; want device %s", q1.Indices(), err1, q2.Indices(), err2, half.CUDAVisibleDevices())
+	}
+	if _, err := hin.Assign(Request{GPU: 1}); !errors.Is(err, ErrUnavailable) {
+		t.Errorf("past the half: %v, want ErrUnavailable", err)
+	}
+	if empty := Within(nil); len(empty.Devices()) != 0 {
+		t.Errorf("Within(nil) has devices %+v", empty.Devices())
+	}
+	for _, as := range []*Assignment{a, b} {
+		if err := in.Release(as); err != nil {
+			t.Error(err)
+		}
+	}
+	for _, as := range []*Assignment{other, two, half} {
+		if err := node.Release(as); err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+// TestWithinProperty: random bundles reserved from a node's devices, and
+// random requests and releases inside each, never give a lease a device
+// outside its bundle nor more of a device than the bundle reserved;
+// Feasible and Assign agree inside bundles as on the node.
+func TestWithinProperty(t *testing.T) {
+	for seed := uint64(1); seed <= 100; seed++ {
+		r := rand.New(rand.NewPCG(seed, 11))
+		mem := uint64(1+r.IntN(80)) * gib
+		node := NewAllocator(testDevices(1+r.IntN(8), mem))
+		type bundle struct {
+			held *Assignment
+			in   *Allocator
+			live []*Assignment
+		}
+		var bs []*bundle
+		for len(bs) < 4 {
+			held, err := node.Assign(randomRequest(r, mem))
+			if err == nil {
+				bs = append(bs, &bundle{held: held, in: Within(held)})
+			} else if !errors.Is(err, ErrInvalidRequest) {
+				break
+			}
+		}
+		for step := 0; step < 200 && len(bs) > 0; step++ {
+			b := bs[r.IntN(len(bs))]
+			if len(b.live) > 0 && r.IntN(3) == 0 {
+				k := r.IntN(len(b.live))
+				if err := b.in.Release(b.live[k]); err != nil {
+					t.Fatalf("seed %d: release: %v", seed, err)
+				}
+				b.live = append(b.live[:k], b.live[k+1:]...)
+				continue
+			}
+			req := randomRequest(r, mem)
+			ferr := b.in.Feasible(req)
+			as, err := b.in.Assign(req)
+			if errors.Is(err, ErrInfeasible) != errors.Is(ferr, ErrInfeasible) || ferr != nil && err == nil {
+				t.Fatalf("seed %d: %v in bundle %v: Assign says %v, Feasible says %v", seed, req, b.held.Indices(), err, ferr)
+			}
+			if err == nil {
+				b.live = append(b.live, as)
+			}
+			checkWithin(t, seed, b.held, b.live)
+		}
+	}
+}
+
+// checkWithin checks that live, assigned inside held, stay within it.
+func checkWithin(t *testing.T, seed uint64, held *Assignment, live []*Assignment) {
+	t.Helper()
+	capGPU, capMem := map[int]sched.Quantity{}, map[int]uint64{}
+	for _, s := range held.Shares {
+		capGPU[s.Device.Index], capMem[s.Device.Index] = s.GPU, s.MemoryBytes
+	}
+	gpu, mem := map[int]sched.Quantity{}, map[int]uint64{}
+	for _, as := range live {
+		for _, s := range as.Shares {
+			if _, ok := capGPU[s.Device.Index]; !ok {
+				t.Fatalf("seed %d: lease on device %d outside its bundle %v", seed, s.Device.Index, held.Indices())
+			}
+			gpu[s.Device.Index] += s.GPU
+			mem[s.Device.Index] += s.MemoryBytes
+		}
+	}
+	for i := range gpu {
+		if gpu[i] > capGPU[i] || mem[i] > capMem[i] {
+			t.Fatalf("seed %d: device %d: leases hold GPU %s, %d bytes; the bundle reserved %s, %d", seed, i, gpu[i], mem[i], capGPU[i], capMem[i])
+		}
+	}
+}

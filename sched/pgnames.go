@@ -97,3 +97,20 @@ func PlacementGroupOf(demand ResourceSet) (pg string, index int, ok bool) {
 	}
 	return pg, index, ok
 }
+
+// BaseDemand returns the demand a placement-group demand of group pg was
+// made from (the inverse of PlacementGroupDemand): each resource under the
+// group's wildcard name, renamed back ("GPU_group_<pg>" → "GPU"); the
+// markers and the index-specific names are left out. The result is a new
+// set, empty for a demand of nothing but markers.
+func BaseDemand(pg string, demand ResourceSet) ResourceSet {
+	suffix := groupInfix + pg
+	out := ResourceSet{}
+	for k, q := range demand {
+		// An index-specific name ends in "_<index>_<pg>", never in suffix.
+		if base, ok := strings.CutSuffix(k, suffix); ok && base != BundleMarker {
+			out[base] = q
+		}
+	}
+	return out
+}

@@ -43,3 +43,19 @@ func TestPlacementGroupOfPrefersTheIndex(t *testing.T) {
 		t.Fatal("a plain demand taken for a placement-group demand")
 	}
 }
+
+func TestBaseDemandUndoesPlacementGroupDemand(t *testing.T) {
+	const pg = "0a1b2c3d"
+	base := ResourceSet{GPU: QuantityOf(1) / 2, CPU: QuantityOf(1), "gpu_memory": QuantityOf(1 << 30)}
+	for _, idx := range []int{-1, 0, 12} {
+		if got := BaseDemand(pg, PlacementGroupDemand(pg, idx, base)); !got.Equal(base) {
+			t.Errorf("BaseDemand(PlacementGroupDemand(index %d, %v)) = %v", idx, base, got)
+		}
+	}
+	if got := BaseDemand(pg, PlacementGroupDemand(pg, 3, nil)); len(got) != 0 {
+		t.Errorf("BaseDemand of markers only = %v, want empty", got)
+	}
+	if got := BaseDemand("ffff0000", PlacementGroupDemand(pg, -1, base)); len(got) != 0 {
+		t.Errorf("BaseDemand for another group = %v, want empty", got)
+	}
+}

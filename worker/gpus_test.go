@@ -289,3 +289,153 @@ func TestParseGPUIDs(t *testing.T) {
 		t.Errorf("NODEUP_NUM_GPUS=4: %+v, %v", g, err)
 	}
 }
+
+// reservedDevices waits (at most 10 s) until nd's devices held whole by
+// exactly one reservation each are n, and returns their indices.
+func reservedDevices(t *testing.T, nd *cluster.Node, n int) []int {
+	t.Helper()
+	var ids []int
+	waitGPUs(t, nd, fmt.Sprintf("%d devices reserved", n), func(devs []gpu.DeviceStatus) bool {
+		ids = ids[:0]
+		for _, d := range devs {
+			if d.GPU == sched.Unit && d.Leases == 1 {
+				ids = append(ids, d.Index)
+			} else if d.GPU != 0 || d.Leases != 0 {
+				return false
+			}
+		}
+		return len(ids) == n
+	})
+	return ids
+}
+
+// Seed 003's placement-group example: GPU work in a {"GPU": 1} bundle sees
+// the device the bundle reserved (it used to see none), fractions in the
+// bundle share it, plain GPU work gets the other device, and removing the
+// group frees both.
+func TestGPUsInAPlacementGroupBundle(t *testing.T) {
+	nodes := startGPUCluster(t, 2)
+	ctx := ctxT(t)
+	pg, err := CreatePlacementGroup(ctx, []map[string]float64{{"GPU": 1}}, "PACK")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pg.Ready(ctx); err != nil {
+		t.Fatal(err)
+	}
+	held := reservedDevices(t, nodes[0], 1)[0]
+	want := strconv.Itoa(held)
+
+	// The indexed and the any-bundle (seed 003's) forms: the bundle's device.
+	for _, idx := range []int{0, -1} {
+		r, err := gpuProbe.Options(GPUs(1), CPUs(0), InPlacementGroup(pg, idx)).Remote(ctx, "", 0).Get(ctx)
+		if err != nil || r.CUDA != want || r.NVIDIA != want || !slices.Equal(r.IDs, []int{held}) {
+			t.Fatalf("GPUs(1) task in bundle %d saw %+v, %v; want device %d, the bundle's", idx, r, err, held)
+		}
+	}
+	// Two halves at once share the bundle's device.
+	both := t.TempDir()
+	h1 := gpuProbe.Options(GPUs(0.5), CPUs(0), InPlacementGroup(pg, 0)).Remote(ctx, both, 2)
+	h2 := gpuProbe.Options(GPUs(0.5), CPUs(0), InPlacementGroup(pg, -1)).Remote(ctx, both, 2)
+	halves, err := GetAll(ctx, []Ref[gpuReport]{h1, h2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range halves {
+		if h.CUDA != want || !slices.Equal(h.IDs, []int{held}) {
+			t.Fatalf("two 0.5-GPU tasks in the bundle saw %+v; want both on device %d", halves, held)
+		}
+	}
+	// Plain GPU work never gets the bundle's device, even while nothing runs
+	// in the bundle.
+	for i := 0; i < 3; i++ {
+		r, err := gpuProbe.Options(GPUs(1)).Remote(ctx, "", 0).Get(ctx)
+		if err != nil || r.CUDA != strconv.Itoa(1-held) {
+			t.Fatalf("plain GPUs(1) task next to the bundle saw %+v, %v; want device %d", r, err, 1-held)
+		}
+	}
+	// An actor in the bundle holds the bundle's device; plain work still
+	// gets the other one.
+	a, err := gpuActor.Options(GPUs(1), InPlacementGroup(pg, 0)).Remote(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := gpuActorProbe.Remote(ctx, a).Get(ctx)
+	if err != nil || got.CUDA != want || !slices.Equal(got.IDs, []int{held}) {
+		t.Fatalf("GPU actor in the bundle saw %+v, %v; want device %d", got, err, held)
+	}
+	if r, err := gpuProbe.Options(GPUs(1)).Remote(ctx, "", 0).Get(ctx); err != nil || r.CUDA != strconv.Itoa(1-held) {
+		t.Fatalf("plain GPUs(1) task next to the bundle's actor saw %+v, %v; want device %d", r, err, 1-held)
+	}
+	// Removing the group kills the actor and frees the device.
+	if err := pg.Remove(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitActorState(t, ctx, a.ID(), "DEAD")
+	waitGPUs(t, nodes[0], "devices free after the group was removed", allFree)
+	two, err := gpuProbe.Options(GPUs(2)).Remote(ctx, "", 0).Get(ctx)
+	if err != nil || two.CUDA != "0,1" {
+		t.Fatalf("2-GPU task after the group was removed saw %+v, %v", two, err)
+	}
+}
+
+// Two 1-GPU bundles of one group on a node get distinct devices, and work
+// in each sees its own; a 1-GPU task in a 2-GPU bundle gets one of the
+// bundle's two devices, and two such tasks get both.
+func TestGPUBundlesGetDistinctDevices(t *testing.T) {
+	nodes := startGPUCluster(t, 2)
+	ctx := ctxT(t)
+	pg, err := CreatePlacementGroup(ctx, []map[string]float64{{"GPU": 1, "CPU": 1}, {"GPU": 1, "CPU": 1}}, "STRICT_PACK")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pg.Ready(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if held := reservedDevices(t, nodes[0], 2); !slices.Equal(held, []int{0, 1}) {
+		t.Fatalf("two 1-GPU bundles hold devices %v, want 0 and 1", held)
+	}
+	dir := t.TempDir()
+	r0 := gpuProbe.Options(GPUs(1), InPlacementGroup(pg, 0)).Remote(ctx, dir, 2)
+	r1 := gpuProbe.Options(GPUs(1), InPlacementGroup(pg, 1)).Remote(ctx, dir, 2)
+	seen, err := GetAll(ctx, []Ref[gpuReport]{r0, r1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(seen[0].IDs) != 1 || len(seen[1].IDs) != 1 || seen[0].CUDA == seen[1].CUDA {
+		t.Fatalf("tasks in bundles 0 and 1 saw %+v; want one distinct device each", seen)
+	}
+	// Each bundle keeps its device: bundle 0's next task sees the same one.
+	again, err := gpuProbe.Options(GPUs(1), InPlacementGroup(pg, 0)).Remote(ctx, "", 0).Get(ctx)
+	if err != nil || again.CUDA != seen[0].CUDA {
+		t.Fatalf("second task in bundle 0 saw %+v, %v; want device %s", again, err, seen[0].CUDA)
+	}
+	if err := pg.Remove(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitGPUs(t, nodes[0], "devices free after the group was removed", allFree)
+
+	big, err := CreatePlacementGroup(ctx, []map[string]float64{{"GPU": 2}}, "PACK")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := big.Ready(ctx); err != nil {
+		t.Fatal(err)
+	}
+	pair := t.TempDir()
+	p0 := gpuProbe.Options(GPUs(1), CPUs(0), InPlacementGroup(big, 0)).Remote(ctx, pair, 2)
+	p1 := gpuProbe.Options(GPUs(1), CPUs(0), InPlacementGroup(big, -1)).Remote(ctx, pair, 2)
+	seen, err = GetAll(ctx, []Ref[gpuReport]{p0, p1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := []string{seen[0].CUDA, seen[1].CUDA}
+	slices.Sort(got)
+	if !slices.Equal(got, []string{"0", "1"}) {
+		t.Fatalf("two 1-GPU tasks in a 2-GPU bundle saw %q; want devices 0 and 1, one each", got)
+	}
+	if err := big.Remove(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitGPUs(t, nodes[0], "devices free after the 2-GPU group was removed", allFree)
+}
