@@ -15,7 +15,7 @@ import (
 func TestSeedExamplesOnThreeNodes(t *testing.T) {
 	procs := startThree(t)
 	examples := []string{"customresources", "roundrobin", "colocate", "options", "nested", "clusterstate",
-		"counter", "tpu_actor", "queue", "signal", "filelock", "gpus", "placement"}
+		"counter", "tpu_actor", "queue", "signal", "filelock", "gpus", "placement", "longtasks"}
 	bin := buildExamples(t, examples...)
 	for _, ex := range examples {
 		t.Run(ex, func(t *testing.T) {
