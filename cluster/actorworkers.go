@@ -108,7 +108,10 @@ func (n *Node) actorStart(ctx context.Context, req *wire.ActorStartRequest) (*wi
 	return self(w), nil
 }
 
-// stopActor ends an actor's worker process and waits for it to exit.
+// stopActor ends an actor's worker process and waits for it to exit and
+// for the exit to be handled (its lease released, its nested task workers
+// stopped), so no call reaches it and its resources are free once it
+// returns.
 func (p *workerPool) stopActor(actorID string) {
 	p.mu.Lock()
 	ap := p.actors[actorID]
@@ -121,7 +124,7 @@ func (p *workerPool) stopActor(actorID string) {
 	}
 	ap.w.stopping.Store(true)
 	_ = ap.w.cmd.Process.Kill()
-	<-ap.w.dead
+	<-ap.w.handled
 }
 
 // actorExited cleans up after an actor's worker process and tells the

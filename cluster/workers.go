@@ -132,6 +132,7 @@ type workerProc struct {
 	ready    chan struct{} // closed once registered or dead
 	readyOne sync.Once
 	dead     chan struct{} // closed when the process exited
+	handled  chan struct{} // closed once its exit is handled (leases released; an actor's cleanup done)
 	err      error
 	stopping atomic.Bool // the node is ending it (job end): its exit is expected
 }
@@ -340,7 +341,8 @@ func (p *workerPool) start(spec procSpec) (*workerProc, error) {
 	if p.stopped {
 		return nil, fmt.Errorf("start worker for job %s: the node is shutting down", spec.job)
 	}
-	w := &workerProc{id: newID()[:16], job: spec.job, key: spec.poolKey(), actor: spec.actor, ready: make(chan struct{}), dead: make(chan struct{})}
+	w := &workerProc{id: newID()[:16], job: spec.job, key: spec.poolKey(), actor: spec.actor, ready: make(chan struct{}), dead: make(chan struct{}),
+		handled: make(chan struct{})}
 	logDir := p.n.dir.file("logs")
 	_ = os.MkdirAll(logDir, 0o750)
 	logName := fmt.Sprintf("worker-%s-%s.log", spec.job, w.id)
@@ -370,6 +372,7 @@ func (p *workerPool) start(spec procSpec) (*workerProc, error) {
 	p.byID[w.id] = w
 	p.n.logger.Debug("started worker", "job", spec.job, "actor", spec.actor, "worker", w.id, "pid", cmd.Process.Pid)
 	go func() {
+		defer close(w.handled)
 		w.err = cmd.Wait()
 		logf.Close()
 		close(w.dead)
