@@ -86,6 +86,8 @@ func (n *Node) actorStart(ctx context.Context, req *wire.ActorStartRequest) (*wi
 	ap := &actorProc{id: req.ActorID, incarnation: req.Incarnation, lease: l.id, w: w}
 	p.actors[req.ActorID] = ap
 	p.mu.Unlock()
+	// A bundle returned meanwhile is the leader's to handle: it ends actors
+	// of a removed group once their start returns (tryNode).
 	n.local.setWorker(l.id, w.id)
 	fail := func(err error) (*wire.ActorStartReply, error) {
 		p.stopActor(req.ActorID)

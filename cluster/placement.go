@@ -677,7 +677,7 @@ func (m *pgManager) returnBundles(group string, nodes []string, indexes []int) e
 	var wg sync.WaitGroup
 	for nd := range specs {
 		if nd == m.n.id.NodeID {
-			m.n.local.returnBundles(group, indexes)
+			m.n.returnBundles(group, indexes)
 			continue
 		}
 		wg.Add(1)

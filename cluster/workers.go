@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/nodeup/nodeup/gpu"
+	"github.com/nodeup/nodeup/rpc"
 	"github.com/nodeup/nodeup/wire"
 )
 
@@ -439,6 +440,41 @@ func (p *workerPool) stopJob(job string) {
 			<-w.dead
 		}
 	}
+}
+
+// revokeLeases tells each task worker serving one of leases to refuse
+// further tasks under it, with reason, and returns once each has answered
+// (at most pgPhaseTimeout). A worker that cannot be reached has exited, and
+// its leases with it.
+func (p *workerPool) revokeLeases(leases []revokedLease, reason string) {
+	byWorker := map[string][]uint64{}
+	for _, l := range leases {
+		if l.workerID != "" {
+			byWorker[l.workerID] = append(byWorker[l.workerID], l.id)
+		}
+	}
+	addrs := map[string]string{}
+	p.mu.Lock()
+	for id := range byWorker {
+		if w := p.byID[id]; w != nil && w.actor == "" && w.addr != "" {
+			addrs[id] = w.addr
+		}
+	}
+	p.mu.Unlock()
+	ctx, cancel := context.WithTimeout(p.n.ctx, pgPhaseTimeout)
+	defer cancel()
+	var wg sync.WaitGroup
+	for id, addr := range addrs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			req := &wire.LeaseRevokeRequest{LeaseIDs: byWorker[id], Reason: reason}
+			if err := p.n.pool.Call(ctx, addr, wire.MethodLeaseRevoke, req, nil); err != nil && !rpc.IsTransport(err) {
+				p.n.logger.Warn("revoke leases", "worker", id, "leases", req.LeaseIDs, "err", err)
+			}
+		}()
+	}
+	wg.Wait()
 }
 
 // stopAll ends every worker process (node shutdown).

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nodeup/nodeup/cluster"
+	"github.com/nodeup/nodeup/rpc"
 	"github.com/nodeup/nodeup/wire"
 )
 
@@ -15,8 +17,9 @@ import (
 // task's resources, so its pipelined tasks run one after another, while
 // tasks of different leases run concurrently as goroutines.
 type leaseSlots struct {
-	mu    sync.Mutex
-	slots map[uint64]*leaseSlot
+	mu      sync.Mutex
+	slots   map[uint64]*leaseSlot
+	revoked map[uint64]string // leases the node revoked, and why (lease IDs are the node's, never reused)
 }
 
 type leaseSlot struct {
@@ -64,12 +67,40 @@ func (ls *leaseSlots) release(id uint64, s *leaseSlot) {
 	ls.mu.Unlock()
 }
 
-var slots = &leaseSlots{slots: map[uint64]*leaseSlot{}}
+// revoke records leases the node revoked, and why.
+func (ls *leaseSlots) revoke(ids []uint64, reason string) {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	for _, id := range ids {
+		ls.revoked[id] = reason
+	}
+}
+
+// whyRevoked says why lease id was revoked ("" if it was not).
+func (ls *leaseSlots) whyRevoked(id uint64) string {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	return ls.revoked[id]
+}
+
+var slots = &leaseSlots{slots: map[uint64]*leaseSlot{}, revoked: map[uint64]string{}}
+
+// handleLeaseRevoke takes the node's word that leases may start no further
+// task (their placement-group bundle was returned).
+func (cw *coreWorker) handleLeaseRevoke(ctx context.Context, req *wire.LeaseRevokeRequest) (*wire.Empty, error) {
+	slots.revoke(req.LeaseIDs, req.Reason)
+	return &wire.Empty{}, nil
+}
 
 // handlePushTask runs a task pushed by its owner and replies when it ends.
+// A task under a revoked lease is refused with cluster.CodeLeaseRevoked
+// when its turn comes (pipelined tasks queued behind a running one too).
 func (cw *coreWorker) handlePushTask(ctx context.Context, req *wire.PushTaskRequest) (*wire.PushTaskReply, error) {
 	s := slots.acquire(req.LeaseID)
 	defer slots.release(req.LeaseID, s)
+	if why := slots.whyRevoked(req.LeaseID); why != "" {
+		return nil, &rpc.Error{Code: cluster.CodeLeaseRevoked, Message: fmt.Sprintf("lease %d was revoked: %s", req.LeaseID, why)}
+	}
 	ctx = context.WithValue(ctx, taskRunKey{}, &taskRun{lease: req.LeaseID, slot: s})
 	return cw.execute(ctx, &req.Spec), nil
 }

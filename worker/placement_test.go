@@ -292,3 +292,76 @@ func TestPlacementGroupRemoveDuringActorConstructor(t *testing.T) {
 		t.Fatalf("actor died of %q, want its group %s named", a.DeathCause, pg.ID())
 	}
 }
+
+// No task starts in a removed group's bundle once Remove returns, not even
+// on a lease its submitter still holds from before: a task submitted right
+// after Remove, and tasks queued on the bundle's lease behind a running one,
+// are infeasible (the running one finishes, as it does in this
+// implementation; Ray kills it).
+func TestPlacementGroupRemoveStartsNoTaskInIt(t *testing.T) {
+	startCluster(t, 1, nil)
+	ctx := ctxT(t)
+	newGroup := func() *PlacementGroup {
+		t.Helper()
+		pg, err := CreatePlacementGroup(ctx, []map[string]float64{{"CPU": 1}}, "PACK")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := pg.Ready(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return pg
+	}
+	wantRemoved := func(what string, err error) {
+		t.Helper()
+		var inf *InfeasibleError
+		if !errors.As(err, &inf) || !strings.Contains(inf.Reason, "removed") {
+			t.Fatalf("%s: %v, want an InfeasibleError saying the group was removed", what, err)
+		}
+	}
+	for round := 0; round < 5; round++ {
+		pg := newGroup()
+		// The lease this leaves held (lingering for the next task) is the
+		// one a task after Remove must not get.
+		if _, err := where.Options(InPlacementGroup(pg, 0)).Remote(ctx).Get(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := pg.Remove(ctx); err != nil {
+			t.Fatal(err)
+		}
+		_, err := where.Options(InPlacementGroup(pg, 0), FailIfInfeasible()).Remote(ctx).Get(ctx)
+		wantRemoved(fmt.Sprintf("round %d: task right after Remove", round), err)
+	}
+
+	pg := newGroup()
+	marker := filepath.Join(t.TempDir(), "started")
+	in := slowWhere.Options(InPlacementGroup(pg, 0), FailIfInfeasible())
+	running := in.Remote(ctx, marker)
+	queued := []Ref[string]{in.Remote(ctx, marker+"-2"), in.Remote(ctx, marker+"-3")}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if _, err := os.Stat(marker + ".n0"); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the first task in the group never started")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := pg.Remove(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := running.Get(ctx); err != nil || got != "n0" {
+		t.Fatalf("task running during Remove = %q, %v; want it to finish on n0", got, err)
+	}
+	for i, r := range queued {
+		_, err := r.Get(ctx)
+		wantRemoved(fmt.Sprintf("task %d queued behind it", i+2), err)
+		if _, err := os.Stat(fmt.Sprintf("%s-%d.n0", marker, i+2)); err == nil {
+			t.Fatalf("task %d queued behind the running one started after Remove", i+2)
+		}
+	}
+	if err := poolsWhole(ctx); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/vmihailenco/msgpack/v5"
 
+	"github.com/nodeup/nodeup/cluster"
 	"github.com/nodeup/nodeup/rpc"
 	"github.com/nodeup/nodeup/sched"
 	"github.com/nodeup/nodeup/wire"
@@ -65,6 +67,7 @@ type heldLease struct {
 	inflight int
 	dead     bool
 	gen      int
+	revoked  bool // its node revoked it: returned once no push on it is in flight
 }
 
 func newSubmitter(cw *coreWorker) *submitter {
@@ -319,6 +322,16 @@ func (s *submitter) push(q *keyQueue, l *heldLease, t *pendingTask) {
 	case err != nil && s.cw.ctx.Err() != nil:
 		s.mu.Unlock()
 		return
+	case leaseRevoked(err):
+		// Its placement-group bundle was returned before the task started:
+		// the task goes back on the queue, no attempt used, for a new lease
+		// (which a removed group's bundle cannot get: it is infeasible).
+		if !l.dead {
+			l.dead = true
+			s.dropLeaseLocked(q, l)
+		}
+		l.revoked = true
+		q.tasks = append([]*pendingTask{t}, q.tasks...)
 	case err != nil && !rpc.IsTransport(err):
 		// The worker answered, but not with a result (e.g. it could not
 		// decode the request): retrying elsewhere would fail the same way.
@@ -348,13 +361,27 @@ func (s *submitter) push(q *keyQueue, l *heldLease, t *pendingTask) {
 		gen := l.gen
 		time.AfterFunc(leaseLinger, func() { s.maybeReturn(q, l, gen) })
 	}
+	giveBack := l.revoked && l.inflight == 0
+	if giveBack {
+		l.revoked = false
+	}
 	s.mu.Unlock()
+	if giveBack {
+		go s.returnLease(l)
+	}
 	switch {
 	case failed != nil:
 		s.cw.objects.failAll(t.ids, failed)
 	case succeeded:
 		s.cw.objects.finish(t.spec.Name, t.ids, rep.Returns, rep.Stored)
 	}
+}
+
+// leaseRevoked reports whether a push failed because the worker's node
+// revoked the lease (cluster.CodeLeaseRevoked).
+func leaseRevoked(err error) bool {
+	var re *rpc.Error
+	return errors.As(err, &re) && re.Code == cluster.CodeLeaseRevoked
 }
 
 // maybeReturn gives back a lease that stayed idle for leaseLinger.
