@@ -333,33 +333,52 @@ func TestPlacementGroupRemoveStartsNoTaskInIt(t *testing.T) {
 		wantRemoved(fmt.Sprintf("round %d: task right after Remove", round), err)
 	}
 
+	// Three tasks on the bundle's one lease run one at a time, in no set
+	// order: remove the group while the first runs.
 	pg := newGroup()
-	marker := filepath.Join(t.TempDir(), "started")
+	dir := t.TempDir()
 	in := slowWhere.Options(InPlacementGroup(pg, 0), FailIfInfeasible())
-	running := in.Remote(ctx, marker)
-	queued := []Ref[string]{in.Remote(ctx, marker+"-2"), in.Remote(ctx, marker+"-3")}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if _, err := os.Stat(marker + ".n0"); err == nil {
-			break
+	var refs []Ref[string]
+	markers := make([]string, 3)
+	for i := range markers {
+		markers[i] = filepath.Join(dir, fmt.Sprint(i))
+		refs = append(refs, in.Remote(ctx, markers[i]))
+	}
+	startedNow := func() map[int]bool {
+		out := map[int]bool{}
+		for i, m := range markers {
+			if _, err := os.Stat(m + ".n0"); err == nil {
+				out[i] = true
+			}
 		}
+		return out
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for len(startedNow()) == 0 {
 		if time.Now().After(deadline) {
-			t.Fatal("the first task in the group never started")
+			t.Fatal("no task in the group ever started")
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 	if err := pg.Remove(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := running.Get(ctx); err != nil || got != "n0" {
-		t.Fatalf("task running during Remove = %q, %v; want it to finish on n0", got, err)
+	started := startedNow()
+	if len(started) == len(refs) {
+		t.Fatalf("every task started before Remove returned (%v): nothing left to check", started)
 	}
-	for i, r := range queued {
-		_, err := r.Get(ctx)
-		wantRemoved(fmt.Sprintf("task %d queued behind it", i+2), err)
-		if _, err := os.Stat(fmt.Sprintf("%s-%d.n0", marker, i+2)); err == nil {
-			t.Fatalf("task %d queued behind the running one started after Remove", i+2)
+	for i, r := range refs {
+		got, err := r.Get(ctx)
+		if started[i] {
+			if err != nil || got != "n0" {
+				t.Fatalf("task %d, running during Remove = %q, %v; want it to finish on n0", i, got, err)
+			}
+			continue
 		}
+		wantRemoved(fmt.Sprintf("task %d, queued on the lease during Remove", i), err)
+	}
+	if late := startedNow(); len(late) != len(started) {
+		t.Fatalf("tasks %v have started, but only %v had when Remove returned", late, started)
 	}
 	if err := poolsWhole(ctx); err != nil {
 		t.Fatal(err)
