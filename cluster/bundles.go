@@ -89,8 +89,9 @@ func (s *localSched) commitBundles(group string, bs []wire.BundleSpec) string {
 // pool, withdrawing their renamed resources. Work still running in them
 // keeps its lease; what it holds of the renamed resources is simply gone
 // when it ends. Requests queued for them are refused (the group is gone),
-// and the leases granted in them are revoked and returned, for their
-// workers to refuse further tasks. It returns how many bundles it gave back.
+// and the leases holding resources the node no longer has are marked
+// revoked. It returns how many bundles it gave back, and those leases, for
+// their workers to refuse further tasks under them (Node.returnBundles).
 func (s *localSched) returnBundles(group string, indexes []int) (int, []revokedLease) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
