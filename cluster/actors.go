@@ -18,10 +18,12 @@ import (
 )
 
 // Actor placement tuning: how long one start attempt on a node may take
-// (process start + constructor), and how often a pending actor is retried.
+// (process start + constructor), how often a pending actor is retried, and
+// how long ending an actor (its DEAD record and its worker's exit) may take.
 const (
 	actorStartTimeout = 2 * time.Minute
 	actorRetryEvery   = 500 * time.Millisecond
+	actorStopTimeout  = 8 * time.Second
 )
 
 // actorManager is the leader's actor authority (Ray's GcsActorManager): it
@@ -32,24 +34,36 @@ const (
 type actorManager struct {
 	n          *Node
 	mu         sync.Mutex
-	locks      map[string]*sync.Mutex
-	scheduling map[string]bool // actors with a placement goroutine running
+	locks      map[string]chan struct{} // per-actor lock: held while it holds a token
+	scheduling map[string]bool          // actors with a placement goroutine running
 }
 
 func newActorManager(n *Node) *actorManager {
-	return &actorManager{n: n, locks: map[string]*sync.Mutex{}, scheduling: map[string]bool{}}
+	return &actorManager{n: n, locks: map[string]chan struct{}{}, scheduling: map[string]bool{}}
 }
 
+// lock takes actor id's lock and returns its unlock.
 func (m *actorManager) lock(id string) func() {
+	unlock, _ := m.lockCtx(context.Background(), id)
+	return unlock
+}
+
+// lockCtx takes actor id's lock, or gives up when ctx ends (a placement
+// holds the lock while the actor's constructor runs) with ctx's error.
+func (m *actorManager) lockCtx(ctx context.Context, id string) (func(), error) {
 	m.mu.Lock()
 	l := m.locks[id]
 	if l == nil {
-		l = &sync.Mutex{}
+		l = make(chan struct{}, 1)
 		m.locks[id] = l
 	}
 	m.mu.Unlock()
-	l.Lock()
-	return l.Unlock
+	select {
+	case l <- struct{}{}:
+		return func() { <-l }, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 }
 
 func actorInfo(a *store.Actor) wire.ActorInfo {
@@ -205,15 +219,17 @@ func (n *Node) actorKill(ctx context.Context, req *wire.ActorKillRequest) (*wire
 	return &wire.Empty{}, nil
 }
 
-// setDead records a DEAD with cause; the caller holds the actor's lock.
-func (m *actorManager) setDead(a *store.Actor, cause string) {
+// setDead records a DEAD with cause; the caller holds the actor's lock. The
+// error (logged too) says the Raft write failed; DEAD already is no error.
+func (m *actorManager) setDead(a *store.Actor, cause string) error {
 	d := a.Copy()
 	d.State, d.DeathCause, d.StateChangedAt = store.ActorDead, cause, time.Now().UnixNano()
 	if _, err := m.n.apply(store.ActorUpdateType, &store.ActorUpdateRequest{Actor: *d}); err != nil && !errors.Is(err, store.ErrActorDead) {
 		m.n.logger.Warn("record actor death", "actor", a.ID, "err", err)
-		return
+		return fmt.Errorf("record actor %s dead: %w", a.ID, err)
 	}
 	m.n.logger.Info("actor dead", "actor", a.ID, "class", a.Class, "name", a.Name, "cause", cause)
+	return nil
 }
 
 // died turns the loss of incarnation inc of an actor into a restart (with
@@ -249,27 +265,46 @@ func (m *actorManager) jobDone(job string) {
 	}
 	for _, a := range all {
 		if a.JobID == job && !a.Detached {
-			m.end(a.ID, fmt.Sprintf("its owner, job %s, finished (create it detached to outlive its job)", job))
+			ctx, cancel := context.WithTimeout(m.n.ctx, actorStopTimeout)
+			if err := m.end(ctx, a.ID, fmt.Sprintf("its owner, job %s, finished (create it detached to outlive its job)", job)); err != nil {
+				m.n.logger.Warn("end a finished job's actor", "actor", a.ID, "job", job, "err", err)
+			}
+			cancel()
 		}
 	}
 }
 
 // end records actor id DEAD with cause, as it is when its lock is taken
-// (unless it is DEAD already), and stops its worker process if it has one.
-func (m *actorManager) end(id, cause string) {
-	unlock := m.lock(id)
+// (unless it is DEAD already), and stops its worker process if it has one
+// (also when DEAD already: whoever recorded that may not have stopped it
+// yet), returning once the process has exited and its lease is released.
+// The error names the actor and what did not happen before ctx ended (its
+// lock was held, as by a placement running its constructor; the DEAD
+// record; its node's stop).
+func (m *actorManager) end(ctx context.Context, id, cause string) error {
+	unlock, err := m.lockCtx(ctx, id)
+	if err != nil {
+		return fmt.Errorf("actor %s: still being placed (its constructor is running): %w", id, err)
+	}
 	a, err := m.n.fsm.State().ActorByID(id)
-	if err != nil || a == nil || a.State == store.ActorDead {
+	if err != nil || a == nil {
 		unlock()
-		return
+		return err
 	}
-	m.setDead(a, cause)
+	if a.State != store.ActorDead {
+		err = m.setDead(a, cause)
+	}
 	unlock()
-	if a.NodeAddr != "" {
-		ctx, cancel := context.WithTimeout(m.n.ctx, 10*time.Second)
-		_ = m.n.pool.Call(ctx, a.NodeAddr, wire.MethodActorStop, &wire.ActorStopRequest{ActorID: a.ID}, nil)
-		cancel()
+	if err != nil {
+		return err
 	}
+	if a.NodeAddr == "" {
+		return nil
+	}
+	if err := m.n.pool.Call(ctx, a.NodeAddr, wire.MethodActorStop, &wire.ActorStopRequest{ActorID: a.ID}, nil); err != nil {
+		return fmt.Errorf("actor %s: stop its worker (pid %d) on node %s: %w", a.ID, a.PID, a.NodeName, err)
+	}
+	return nil
 }
 
 // resume picks up every actor's unfinished business when this node becomes
@@ -435,6 +470,13 @@ func (m *actorManager) tryNode(a *store.Actor, nd wire.NodeInfo) (ok, stop bool,
 		m.setDead(cur, fmt.Sprintf("its constructor failed on node %s: %s", nd.NodeName, msg))
 		return false, true, ""
 	}
+	if cause := m.groupRemoved(cur); cause != "" {
+		// Its group was removed while it started, and the removal could not
+		// wait for this start to end it: end it here.
+		_ = n.pool.Call(ctx, nd.Addr, wire.MethodActorStop, &wire.ActorStopRequest{ActorID: cur.ID}, nil)
+		_ = m.setDead(cur, cause)
+		return false, true, ""
+	}
 	r := cur.Copy()
 	r.State, r.PendingReason, r.StateChangedAt = store.ActorAlive, "", time.Now().UnixNano()
 	r.NodeID, r.NodeName, r.NodeAddr, r.WorkerAddr, r.WorkerID, r.PID = rep.NodeID, rep.NodeName, rep.NodeAddr, rep.WorkerAddr, rep.WorkerID, rep.PID
@@ -445,6 +487,20 @@ func (m *actorManager) tryNode(a *store.Actor, nd wire.NodeInfo) (ok, stop bool,
 	}
 	n.logger.Debug("actor alive", "actor", cur.ID, "class", cur.Class, "node", rep.NodeName, "pid", rep.PID)
 	return true, false, ""
+}
+
+// groupRemoved returns the death cause of an actor whose placement group is
+// removed, as the removal records it; "" when it is in no group or in one
+// that is not removed.
+func (m *actorManager) groupRemoved(a *store.Actor) string {
+	pg, _, ok := sched.PlacementGroupOf(a.Resources)
+	if !ok {
+		return ""
+	}
+	if g, err := m.n.fsm.State().PlacementGroupByID(pg); err != nil || g == nil || g.State != store.PGRemoved {
+		return ""
+	}
+	return pgRemovedCause(pg)
 }
 
 // candidates lists the nodes that could run a: for an actor in a

@@ -86,6 +86,8 @@ func (n *Node) actorStart(ctx context.Context, req *wire.ActorStartRequest) (*wi
 	ap := &actorProc{id: req.ActorID, incarnation: req.Incarnation, lease: l.id, w: w}
 	p.actors[req.ActorID] = ap
 	p.mu.Unlock()
+	// A bundle returned meanwhile is the leader's to handle: it ends actors
+	// of a removed group once their start returns (tryNode).
 	n.local.setWorker(l.id, w.id)
 	fail := func(err error) (*wire.ActorStartReply, error) {
 		p.stopActor(req.ActorID)
@@ -108,7 +110,10 @@ func (n *Node) actorStart(ctx context.Context, req *wire.ActorStartRequest) (*wi
 	return self(w), nil
 }
 
-// stopActor ends an actor's worker process and waits for it to exit.
+// stopActor ends an actor's worker process and waits for it to exit and
+// for the exit to be handled (its lease released, its nested task workers
+// stopped), so no call reaches it and its resources are free once it
+// returns.
 func (p *workerPool) stopActor(actorID string) {
 	p.mu.Lock()
 	ap := p.actors[actorID]
@@ -121,7 +126,7 @@ func (p *workerPool) stopActor(actorID string) {
 	}
 	ap.w.stopping.Store(true)
 	_ = ap.w.cmd.Process.Kill()
-	<-ap.w.dead
+	<-ap.w.handled
 }
 
 // actorExited cleans up after an actor's worker process and tells the

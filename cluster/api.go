@@ -32,6 +32,9 @@ const (
 	CodeNoLeader  = "no_leader"
 	CodeNotFound  = "not_found"
 	CodeBadInput  = "bad_input"
+	// CodeLeaseRevoked: a worker refuses a task pushed under a lease its
+	// node revoked (the lease's placement-group bundle was returned).
+	CodeLeaseRevoked = "lease_revoked"
 )
 
 // Empty is the request or response of calls that carry nothing.

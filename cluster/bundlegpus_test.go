@@ -73,7 +73,7 @@ func TestBundleGPUsAreTheBundlesOwn(t *testing.T) {
 	}
 	s.release(anyB.id)
 	s.release(plain.id)
-	if n := s.returnBundles(testPG, nil); n != 1 {
+	if n, _ := s.returnBundles(testPG, nil); n != 1 {
 		t.Fatalf("returned %d bundles, want 1", n)
 	}
 	if got := devicesHeld(s); got[0] != sched.Unit {

@@ -94,8 +94,11 @@ func (s *localSched) commitBundles(group string, bs []wire.BundleSpec) string {
 // returnBundles gives a group's bundles (indexes nil: all) back to the free
 // pool, withdrawing their renamed resources. Work still running in them
 // keeps its lease; what it holds of the renamed resources is simply gone
-// when it ends, and requests queued for them are refused (the group is gone).
-func (s *localSched) returnBundles(group string, indexes []int) int {
+// when it ends. Requests queued for them are refused (the group is gone),
+// and the leases holding resources the node no longer has are marked
+// revoked. It returns how many bundles it gave back, and those leases, for
+// their workers to refuse further tasks under them (Node.returnBundles).
+func (s *localSched) returnBundles(group string, indexes []int) (int, []revokedLease) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	k := 0
@@ -120,11 +123,26 @@ func (s *localSched) returnBundles(group string, indexes []int) int {
 			}
 		}
 	}
+	var revoked []revokedLease
 	if k > 0 {
+		revoked = s.revokeUnfitLocked()
 		s.failUnfitLocked()
 		s.dispatchLocked()
 	}
-	return k
+	return k, revoked
+}
+
+// revokeUnfitLocked marks revoked, and returns, the leases holding
+// resources the node no longer has (their bundle was returned).
+func (s *localSched) revokeUnfitLocked() []revokedLease {
+	var out []revokedLease
+	for _, l := range s.leases {
+		if !l.revoked && !s.total.Covers(l.res) {
+			l.revoked = true
+			out = append(out, revokedLease{id: l.id, workerID: l.workerID})
+		}
+	}
+	return out
 }
 
 // failUnfitLocked refuses queued requests the node can no longer ever
@@ -152,7 +170,7 @@ func (s *localSched) expirePrepared(d time.Duration) []string {
 	s.mu.Unlock()
 	var out []string
 	for _, h := range stale {
-		s.returnBundles(h.group, []int{h.index})
+		s.returnBundles(h.group, []int{h.index}) // prepared only: no lease in it
 		out = append(out, bundleKey(h.group, h.index))
 	}
 	return out
@@ -202,12 +220,26 @@ func (n *Node) bundleCall(method string, r *wire.BundlesRequest) (*wire.BundlesR
 	case wire.MethodPGCommit:
 		why = n.local.commitBundles(r.Group, r.Bundles)
 	case wire.MethodPGReturn:
-		if k := n.local.returnBundles(r.Group, r.Indexes); k > 0 {
-			n.logger.Debug("placement group bundles returned", "group", r.Group, "bundles", k)
-		}
+		n.returnBundles(r.Group, r.Indexes)
 	}
 	if why != "" {
 		return &wire.BundlesReply{Reason: fmt.Sprintf("node %s: %s", n.cfg.NodeName, why)}, nil
 	}
 	return &wire.BundlesReply{OK: true}, nil
+}
+
+// returnBundles gives back this node's bundles of group (indexes nil: all)
+// and returns once the task workers holding leases in them refuse further
+// tasks under those leases (tasks already running go on; their task worker
+// process is shared with the job's other tasks, so it is not killed as
+// Ray's raylet kills a bundle's workers).
+func (n *Node) returnBundles(group string, indexes []int) {
+	k, revoked := n.local.returnBundles(group, indexes)
+	if k == 0 {
+		return
+	}
+	n.logger.Debug("placement group bundles returned", "group", group, "bundles", k, "leases_revoked", len(revoked))
+	if len(revoked) > 0 {
+		n.workers.revokeLeases(revoked, fmt.Sprintf("its placement group %s's bundle on node %s was returned", group, n.cfg.NodeName))
+	}
 }

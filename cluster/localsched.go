@@ -38,6 +38,14 @@ type lease struct {
 	lentCPU  sched.Quantity  // CPU given back while the task is blocked in Get
 	gpus     *gpu.Assignment // devices for GPU demand; nil without (gpus.go)
 	bundle   *bundleGPUs     // the placement-group bundle gpus came from; nil: the node's devices
+	revoked  bool            // its placement-group bundle was returned: no further task may start under it
+}
+
+// revokedLease is a lease a bundle return revoked, and the worker serving
+// it ("" while none is set: setWorker then refuses it).
+type revokedLease struct {
+	id       uint64
+	workerID string
 }
 
 type leaseWaiter struct {
@@ -182,13 +190,17 @@ func (s *localSched) releaseWorker(workerID string) int {
 	return len(ids)
 }
 
-// setWorker records which worker serves a lease.
-func (s *localSched) setWorker(id uint64, workerID string) {
+// setWorker records which worker serves a lease. It returns false when the
+// lease was revoked meanwhile (its placement-group bundle was returned), so
+// it must not be handed out.
+func (s *localSched) setWorker(id uint64, workerID string) bool {
 	s.mu.Lock()
-	if l, ok := s.leases[id]; ok {
+	defer s.mu.Unlock()
+	l, ok := s.leases[id]
+	if ok {
 		l.workerID = workerID
 	}
-	s.mu.Unlock()
+	return ok && !l.revoked
 }
 
 // block lends a lease's CPU back to the pool while its task waits in Get, so

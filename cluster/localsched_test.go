@@ -78,12 +78,21 @@ func TestLocalSchedQueue(t *testing.T) {
 		t.Fatal(why)
 	}
 	inBundle := sched.PlacementGroupDemand(group, -1, cpu(1))
-	if s.tryGrant(inBundle) == nil {
+	held := s.tryGrant(inBundle)
+	if held == nil {
 		t.Fatal("the bundle's CPU not granted")
 	}
+	outside := s.tryGrant(cpu(1))
 	d := wait(ctx, inBundle)
 	queued(1)
-	s.returnBundles(group, nil)
+	// The lease in the bundle is revoked (not yet tied to a worker, it is
+	// refused when it would be); the one outside is not.
+	if k, revoked := s.returnBundles(group, nil); k != 1 || len(revoked) != 1 || revoked[0].id != held.id {
+		t.Fatalf("returnBundles = %d bundles, revoked %+v; want 1 and lease %d", k, revoked, held.id)
+	}
+	if s.setWorker(held.id, "w1") || !s.setWorker(outside.id, "w1") {
+		t.Fatal("setWorker: the revoked lease was handed out, or the other one refused")
+	}
 	if r := <-d; !errors.Is(r.err, errUnfit) {
 		t.Fatalf("waiter for a returned bundle: %+v, want errUnfit", r)
 	}

@@ -255,7 +255,8 @@ func (m *pgManager) createLoop() {
 }
 
 // removeLoop removes queued groups in batches: one Raft entry records them
-// all REMOVED, then every node gives their bundles back.
+// all REMOVED, then each group is finished (finishRemove) before its remover
+// hears back.
 func (m *pgManager) removeLoop() {
 	for {
 		jobs := m.collect(m.removes)
@@ -268,27 +269,40 @@ func (m *pgManager) removeLoop() {
 			ops[i] = store.PlacementGroupOp{Kind: store.PGOpRemove, ID: j.g.ID, At: now}
 		}
 		errs := m.writeMany(ops)
-		st := m.n.fsm.State()
-		var wg sync.WaitGroup
 		for i, j := range jobs {
 			if errs[i] != nil {
 				j.done <- errs[i]
 				continue
 			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				// The record as removed: the nodes it held at the removal.
-				if g, err := st.PlacementGroupByID(j.g.ID); err == nil && g != nil {
-					m.returnBundles(g.ID, g.Nodes, nil)
-				}
-				go m.killActorsIn(j.g.ID)
-				j.done <- nil
-			}()
+			go func() { j.done <- m.finishRemove(j.g.ID) }()
 		}
-		wg.Wait()
-		m.wake()
 	}
+}
+
+// finishRemove ends the actors of removed group id (each DEAD in Raft and
+// its worker process exited, at most actorStopTimeout in all), then has
+// every node that held its bundles give them back (pgPhaseTimeout per
+// node), so once the remover hears back no actor of the group answers a
+// call and the bundles' resources are in their nodes' free pools. The
+// bundles are given back even when ending an actor failed; the error
+// (pgRemove adds the group) names each actor or node that failed.
+func (m *pgManager) finishRemove(id string) error {
+	ctx, cancel := context.WithTimeout(m.n.ctx, actorStopTimeout)
+	killErr := m.killActorsIn(ctx, id)
+	cancel()
+	var retErr error
+	// The record as removed: the nodes it held at the removal.
+	if g, err := m.n.fsm.State().PlacementGroupByID(id); err == nil && g != nil {
+		retErr = m.returnBundles(g.ID, g.Nodes, nil)
+	}
+	m.wake()
+	if killErr != nil {
+		killErr = fmt.Errorf("it is removed, but not every actor in it was ended within %s: %w", actorStopTimeout, killErr)
+	}
+	if retErr != nil {
+		retErr = fmt.Errorf("it is removed, but not every node gave its bundles back: %w", retErr)
+	}
+	return errors.Join(killErr, retErr)
 }
 
 // pgGet answers a lookup, waiting (see wire.PGGetRequest) on the state
@@ -325,8 +339,11 @@ func (n *Node) pgGet(ctx context.Context, req *wire.PGGetRequest) (*wire.PGInfo,
 }
 
 // pgRemove records the group REMOVED (one durable write, batched with
-// concurrent removals), then has every node give its bundles back before
-// it replies. Actors placed in the group are killed, as in Ray.
+// concurrent removals), then ends its actors and has every node give its
+// bundles back before it replies (finishRemove), as Ray's
+// remove_placement_group kills the group's actors. A group removed already
+// is finished again (a no-op unless an earlier removal, or one still under
+// way, has not ended every actor yet), so no remover hears back before that.
 func (n *Node) pgRemove(ctx context.Context, req *wire.PGRemoveRequest) (*wire.Empty, error) {
 	m := n.pgs
 	st := n.fsm.State()
@@ -338,9 +355,11 @@ func (n *Node) pgRemove(ctx context.Context, req *wire.PGRemoveRequest) (*wire.E
 		return nil, &rpc.Error{Code: CodeNotFound, Message: fmt.Sprintf("no placement group with ID %s", req.ID)}
 	}
 	if g.State == store.PGRemoved {
-		return &wire.Empty{}, nil
+		err = m.finishRemove(g.ID)
+	} else {
+		err = m.submit(m.removes, g)
 	}
-	if err := m.submit(m.removes, g); err != nil {
+	if err != nil {
 		return nil, fmt.Errorf("remove placement group %s: %w", g.ID, err)
 	}
 	return &wire.Empty{}, nil
@@ -643,18 +662,22 @@ func (m *pgManager) commitOnNodes(g *store.PlacementGroup) {
 }
 
 // returnBundles has each distinct node in nodes give back the group's
-// bundles (indexes nil: all of them).
-func (m *pgManager) returnBundles(group string, nodes []string, indexes []int) {
+// bundles (indexes nil: all of them). The error joins each node's failure
+// (also logged); a node that failed releases them itself once its
+// heartbeat shows bundles no committed group owns (nodeReport).
+func (m *pgManager) returnBundles(group string, nodes []string, indexes []int) error {
 	specs := map[string][]wire.BundleSpec{}
 	for _, nd := range nodes {
 		if nd != "" {
 			specs[nd] = nil
 		}
 	}
+	var mu sync.Mutex
+	var errs []error
 	var wg sync.WaitGroup
 	for nd := range specs {
 		if nd == m.n.id.NodeID {
-			m.n.local.returnBundles(group, indexes)
+			m.n.returnBundles(group, indexes)
 			continue
 		}
 		wg.Add(1)
@@ -662,10 +685,14 @@ func (m *pgManager) returnBundles(group string, nodes []string, indexes []int) {
 			defer wg.Done()
 			if err := m.callNode(nd, wire.MethodPGReturn, &wire.BundlesRequest{Group: group, Indexes: indexes}); err != nil {
 				m.n.logger.Warn("return placement group bundles", "group", group, "node", nd, "err", err)
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
 			}
 		}()
 	}
 	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // run places pending and rescheduling groups while this node leads: every
@@ -885,17 +912,38 @@ func (m *pgManager) jobDone(job string) {
 	wg.Wait()
 }
 
-// killActorsIn ends the actors placed in a removed group (Ray kills them).
-func (m *pgManager) killActorsIn(group string) {
+// killActorsIn ends the actors placed in removed group group (Ray kills
+// them), all at once, and returns when each is DEAD and its worker process
+// has exited, or ctx ended; the error joins each actor's failure.
+func (m *pgManager) killActorsIn(ctx context.Context, group string) error {
 	all, err := m.n.fsm.State().LiveActors()
 	if err != nil {
-		return
+		return fmt.Errorf("list its actors: %w", err)
 	}
+	var mu sync.Mutex
+	var errs []error
+	var wg sync.WaitGroup
 	for _, a := range all {
-		if pg, _, ok := sched.PlacementGroupOf(a.Resources); ok && pg == group {
-			m.n.actors.end(a.ID, fmt.Sprintf("its placement group %s was removed", group))
+		if pg, _, ok := sched.PlacementGroupOf(a.Resources); !ok || pg != group {
+			continue
 		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := m.n.actors.end(ctx, a.ID, pgRemovedCause(group)); err != nil {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			}
+		}()
 	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// pgRemovedCause is the death cause of an actor whose group was removed.
+func pgRemovedCause(group string) string {
+	return fmt.Sprintf("its placement group %s was removed", group)
 }
 
 // bundleNodes returns the nodes holding the bundles a placement-group

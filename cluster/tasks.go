@@ -119,7 +119,11 @@ func (n *Node) leaseWorker(ctx context.Context, req *wire.LeaseRequest) (*wire.L
 		n.local.release(l.id)
 		return nil, &rpc.Error{Code: "worker_failed", Message: err.Error()}
 	}
-	n.local.setWorker(l.id, w.id)
+	if !n.local.setWorker(l.id, w.id) {
+		// Its placement-group bundle was returned while the worker started.
+		n.local.release(l.id)
+		return &wire.LeaseReply{Infeasible: errUnfit.Error()}, nil
+	}
 	// A worker that died before the lease was tied to it (its job finished
 	// meanwhile) released its leases without this one.
 	select {

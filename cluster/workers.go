@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/nodeup/nodeup/gpu"
+	"github.com/nodeup/nodeup/rpc"
 	"github.com/nodeup/nodeup/wire"
 )
 
@@ -132,6 +133,7 @@ type workerProc struct {
 	ready    chan struct{} // closed once registered or dead
 	readyOne sync.Once
 	dead     chan struct{} // closed when the process exited
+	handled  chan struct{} // closed once its exit is handled (leases released; an actor's cleanup done)
 	err      error
 	stopping atomic.Bool // the node is ending it (job end): its exit is expected
 }
@@ -340,7 +342,8 @@ func (p *workerPool) start(spec procSpec) (*workerProc, error) {
 	if p.stopped {
 		return nil, fmt.Errorf("start worker for job %s: the node is shutting down", spec.job)
 	}
-	w := &workerProc{id: newID()[:16], job: spec.job, key: spec.poolKey(), actor: spec.actor, ready: make(chan struct{}), dead: make(chan struct{})}
+	w := &workerProc{id: newID()[:16], job: spec.job, key: spec.poolKey(), actor: spec.actor, ready: make(chan struct{}), dead: make(chan struct{}),
+		handled: make(chan struct{})}
 	logDir := p.n.dir.file("logs")
 	_ = os.MkdirAll(logDir, 0o750)
 	logName := fmt.Sprintf("worker-%s-%s.log", spec.job, w.id)
@@ -370,6 +373,7 @@ func (p *workerPool) start(spec procSpec) (*workerProc, error) {
 	p.byID[w.id] = w
 	p.n.logger.Debug("started worker", "job", spec.job, "actor", spec.actor, "worker", w.id, "pid", cmd.Process.Pid)
 	go func() {
+		defer close(w.handled)
 		w.err = cmd.Wait()
 		logf.Close()
 		close(w.dead)
@@ -436,6 +440,41 @@ func (p *workerPool) stopJob(job string) {
 			<-w.dead
 		}
 	}
+}
+
+// revokeLeases tells each task worker serving one of leases to refuse
+// further tasks under it, with reason, and returns once each has answered
+// (at most pgPhaseTimeout). A worker that cannot be reached has exited, and
+// its leases with it.
+func (p *workerPool) revokeLeases(leases []revokedLease, reason string) {
+	byWorker := map[string][]uint64{}
+	for _, l := range leases {
+		if l.workerID != "" {
+			byWorker[l.workerID] = append(byWorker[l.workerID], l.id)
+		}
+	}
+	addrs := map[string]string{}
+	p.mu.Lock()
+	for id := range byWorker {
+		if w := p.byID[id]; w != nil && w.actor == "" && w.addr != "" {
+			addrs[id] = w.addr
+		}
+	}
+	p.mu.Unlock()
+	ctx, cancel := context.WithTimeout(p.n.ctx, pgPhaseTimeout)
+	defer cancel()
+	var wg sync.WaitGroup
+	for id, addr := range addrs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			req := &wire.LeaseRevokeRequest{LeaseIDs: byWorker[id], Reason: reason}
+			if err := p.n.pool.Call(ctx, addr, wire.MethodLeaseRevoke, req, nil); err != nil && !rpc.IsTransport(err) {
+				p.n.logger.Warn("revoke leases", "worker", id, "leases", req.LeaseIDs, "err", err)
+			}
+		}()
+	}
+	wg.Wait()
 }
 
 // stopAll ends every worker process (node shutdown).

@@ -85,6 +85,10 @@ type ObjectReadRequest struct {
 const (
 	// MethodPushTask: owner → leased worker. PushTaskRequest → PushTaskReply (when the task ends).
 	MethodPushTask = "Task.Push"
+	// MethodLeaseRevoke: node → its task worker process: the leases named
+	// may start no further task (their placement-group bundle was
+	// returned). LeaseRevokeRequest → Empty.
+	MethodLeaseRevoke = "Task.RevokeLeases"
 	// MethodObjectGet: borrower → owner: wait for an object and return it. ObjectGetRequest → ObjectGetReply.
 	MethodObjectGet = "Object.Get"
 	// MethodObjectGetMany: borrower → owner: wait until any of several
@@ -193,6 +197,14 @@ type LeaseReply struct {
 // LeaseReturnRequest gives a lease's resources back.
 type LeaseReturnRequest struct {
 	LeaseID uint64
+}
+
+// LeaseRevokeRequest names leases of the worker that may start no further
+// task, and why (the worker refuses their pushes with code
+// lease_revoked and that reason).
+type LeaseRevokeRequest struct {
+	LeaseIDs []uint64
+	Reason   string
 }
 
 // BlockedRequest names the lease whose task waits in Get.

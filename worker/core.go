@@ -101,6 +101,7 @@ func (cw *coreWorker) serve(ip string) error {
 	rpc.Handle(cw.server, wire.MethodObjectGetMany, cw.handleObjectGetMany)
 	if cw.isWorker {
 		rpc.Handle(cw.server, wire.MethodPushTask, cw.handlePushTask)
+		rpc.Handle(cw.server, wire.MethodLeaseRevoke, cw.handleLeaseRevoke)
 		rpc.Handle(cw.server, wire.MethodActorConstruct, cw.handleActorConstruct)
 		rpc.Handle(cw.server, wire.MethodActorCall, cw.handleActorCall)
 	}

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nodeup/nodeup/cluster"
+	"github.com/nodeup/nodeup/rpc"
 	"github.com/nodeup/nodeup/wire"
 )
 
@@ -22,8 +24,9 @@ const pipelineWait = 10 * time.Millisecond
 // never waits behind a task that blocked (its resources stay held: only
 // CPU is lent) or that ran longer than pipelineWait: it is answered NotRun.
 type leaseSlots struct {
-	mu    sync.Mutex
-	slots map[uint64]*leaseSlot
+	mu      sync.Mutex
+	slots   map[uint64]*leaseSlot
+	revoked map[uint64]string // leases the node revoked, and why (lease IDs are the node's, never reused)
 }
 
 // leaseSlot is one lease's state; every field is guarded by leaseSlots.mu.
@@ -119,16 +122,44 @@ func (ls *leaseSlots) dropLocked(id uint64, s *leaseSlot) {
 	}
 }
 
-var slots = &leaseSlots{slots: map[uint64]*leaseSlot{}}
+// revoke records leases the node revoked, and why.
+func (ls *leaseSlots) revoke(ids []uint64, reason string) {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	for _, id := range ids {
+		ls.revoked[id] = reason
+	}
+}
+
+// whyRevoked says why lease id was revoked ("" if it was not).
+func (ls *leaseSlots) whyRevoked(id uint64) string {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	return ls.revoked[id]
+}
+
+var slots = &leaseSlots{slots: map[uint64]*leaseSlot{}, revoked: map[uint64]string{}}
+
+// handleLeaseRevoke takes the node's word that leases may start no further
+// task (their placement-group bundle was returned).
+func (cw *coreWorker) handleLeaseRevoke(ctx context.Context, req *wire.LeaseRevokeRequest) (*wire.Empty, error) {
+	slots.revoke(req.LeaseIDs, req.Reason)
+	return &wire.Empty{}, nil
+}
 
 // handlePushTask runs a task pushed by its owner and replies when it ends,
-// or with NotRun when a pipelined task cannot start soon (acquire).
+// or with NotRun when a pipelined task cannot start soon (acquire). A task
+// under a revoked lease is refused with cluster.CodeLeaseRevoked when its
+// turn comes (pipelined tasks queued behind a running one too).
 func (cw *coreWorker) handlePushTask(ctx context.Context, req *wire.PushTaskRequest) (*wire.PushTaskReply, error) {
 	s, ok := slots.acquire(ctx, req.LeaseID, req.Pipelined)
 	if !ok {
 		return &wire.PushTaskReply{NotRun: true}, nil
 	}
 	defer slots.release(req.LeaseID, s)
+	if why := slots.whyRevoked(req.LeaseID); why != "" {
+		return nil, &rpc.Error{Code: cluster.CodeLeaseRevoked, Message: fmt.Sprintf("lease %d was revoked: %s", req.LeaseID, why)}
+	}
 	start := time.Now()
 	ctx = context.WithValue(ctx, taskRunKey{}, &taskRun{lease: req.LeaseID, slot: s})
 	rep := cw.execute(ctx, &req.Spec)

@@ -271,11 +271,17 @@ func (pg *PlacementGroup) whyWaiting(ctx context.Context) error {
 	return ctx.Err()
 }
 
-// Remove removes the group (Ray's remove_placement_group): it returns once
-// the removal is durable and every bundle's resources are back in its
-// node's free pool. Actors placed in the group are killed; tasks still
-// running in it finish, but the bundle's resources are not theirs any more.
-// Removing a removed group is not an error.
+// Remove removes the group (Ray's remove_placement_group). It returns nil
+// once the removal is durable, every actor placed in the group is DEAD and
+// its worker process has exited (a call to it fails with *ActorDiedError),
+// every bundle's resources are back in its node's free pool, and no task
+// can start in a bundle any more (tasks queued on its leases, and tasks
+// submitted to the group later, are infeasible). Tasks still running in it
+// finish. It waits at most 8 s for the actors (one whose constructor still
+// runs is the usual laggard; it is ended once that returns) and 5 s per
+// node for the bundles, then returns an error naming the group and each
+// actor or node that did not finish; the group stays removed. Removing a
+// removed group is not an error.
 func (pg *PlacementGroup) Remove(ctx context.Context) error {
 	cw, err := current()
 	if err != nil {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -189,5 +191,196 @@ func TestPlacementGroupRemovedWithItsJob(t *testing.T) {
 			t.Fatalf("after the job ended: owned %s, detached %s, %v CPU free (want REMOVED, CREATED, 1)", state[owned.ID()], state[kept.ID()], free["CPU"])
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// Remove returns only once the group's actors are DEAD and their worker
+// processes stopped, and its bundles are back in the node's pool (as Ray's
+// remove_placement_group): a call right after it fails with
+// *ActorDiedError naming the group, every time.
+func TestPlacementGroupRemoveEndsItsActorsBeforeReturning(t *testing.T) {
+	startCluster(t, 1, nil) // the driver's own node: its free pool is exact
+	ctx := ctxT(t)
+	for round := 0; round < 5; round++ {
+		pg, err := CreatePlacementGroup(ctx, []map[string]float64{{"CPU": 1}}, "PACK")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := pg.Ready(ctx); err != nil {
+			t.Fatal(err)
+		}
+		h, err := logActorClass.Options(InPlacementGroup(pg, 0)).Remote(ctx, "in-group")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := entriesCall.Remote(ctx, h).Get(ctx); err != nil {
+			t.Fatalf("round %d: call before Remove: %v", round, err)
+		}
+		if err := pg.Remove(ctx); err != nil {
+			t.Fatalf("round %d: Remove: %v", round, err)
+		}
+		got, err := entriesCall.Remote(ctx, h).Get(ctx)
+		var died *ActorDiedError
+		if !errors.As(err, &died) || !strings.Contains(died.Cause, pg.ID()) {
+			t.Fatalf("round %d: call right after Remove = %v, %v; want *ActorDiedError naming group %s", round, got, err, pg.ID())
+		}
+		if err := poolsWhole(ctx); err != nil {
+			t.Fatalf("round %d: right after Remove: %v", round, err)
+		}
+		if err := pg.Remove(ctx); err != nil {
+			t.Fatalf("round %d: removing the removed group again: %v", round, err)
+		}
+	}
+}
+
+// gatedActor's constructor marks that it started, then waits until the file
+// release exists (or 60 s pass).
+type gatedActor struct{}
+
+var gatedActorClass = RegisterActor1(func(ctx context.Context, dir string) (*gatedActor, error) {
+	_ = os.WriteFile(filepath.Join(dir, "started"), nil, 0o644)
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		if _, err := os.Stat(filepath.Join(dir, "release")); err == nil {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return &gatedActor{}, nil
+})
+
+// A group removed while an actor in it is still being constructed: Remove
+// waits a bounded time for that actor and then says so, naming the group;
+// the actor is ended as soon as its constructor returns, and never becomes
+// ALIVE in the removed group.
+func TestPlacementGroupRemoveDuringActorConstructor(t *testing.T) {
+	startCluster(t, 1, nil)
+	ctx := ctxT(t)
+	dir := t.TempDir()
+	pg, err := CreatePlacementGroup(ctx, []map[string]float64{{"CPU": 1}}, "PACK")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pg.Ready(ctx); err != nil {
+		t.Fatal(err)
+	}
+	h, err := gatedActorClass.Options(InPlacementGroup(pg, 0)).Remote(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "started")); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the actor's constructor never started")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	err = pg.Remove(ctx)
+	if err == nil || !strings.Contains(err.Error(), pg.ID()) || !strings.Contains(err.Error(), h.ID()) {
+		t.Fatalf("Remove during the constructor = %v, want an error naming group %s and actor %s", err, pg.ID(), h.ID())
+	}
+	if err := poolsWhole(ctx); err != nil {
+		t.Fatalf("right after Remove: %v", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "release"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if a := waitActorState(t, ctx, h.ID(), "DEAD"); !strings.Contains(a.DeathCause, pg.ID()) {
+		t.Fatalf("actor died of %q, want its group %s named", a.DeathCause, pg.ID())
+	}
+}
+
+// No task starts in a removed group's bundle once Remove returns, not even
+// on a lease its submitter still holds from before: a task submitted right
+// after Remove, and tasks queued on the bundle's lease behind a running one,
+// are infeasible (the running one finishes, as it does in this
+// implementation; Ray kills it).
+func TestPlacementGroupRemoveStartsNoTaskInIt(t *testing.T) {
+	startCluster(t, 1, nil)
+	ctx := ctxT(t)
+	newGroup := func() *PlacementGroup {
+		t.Helper()
+		pg, err := CreatePlacementGroup(ctx, []map[string]float64{{"CPU": 1}}, "PACK")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := pg.Ready(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return pg
+	}
+	wantRemoved := func(what string, err error) {
+		t.Helper()
+		var inf *InfeasibleError
+		if !errors.As(err, &inf) || !strings.Contains(inf.Reason, "removed") {
+			t.Fatalf("%s: %v, want an InfeasibleError saying the group was removed", what, err)
+		}
+	}
+	for round := 0; round < 5; round++ {
+		pg := newGroup()
+		// The lease this leaves held (lingering for the next task) is the
+		// one a task after Remove must not get.
+		if _, err := where.Options(InPlacementGroup(pg, 0)).Remote(ctx).Get(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := pg.Remove(ctx); err != nil {
+			t.Fatal(err)
+		}
+		_, err := where.Options(InPlacementGroup(pg, 0), FailIfInfeasible()).Remote(ctx).Get(ctx)
+		wantRemoved(fmt.Sprintf("round %d: task right after Remove", round), err)
+	}
+
+	// Three tasks on the bundle's one lease run one at a time, in no set
+	// order: remove the group while the first runs.
+	pg := newGroup()
+	dir := t.TempDir()
+	in := slowWhere.Options(InPlacementGroup(pg, 0), FailIfInfeasible())
+	var refs []Ref[string]
+	markers := make([]string, 3)
+	for i := range markers {
+		markers[i] = filepath.Join(dir, fmt.Sprint(i))
+		refs = append(refs, in.Remote(ctx, markers[i]))
+	}
+	startedNow := func() map[int]bool {
+		out := map[int]bool{}
+		for i, m := range markers {
+			if _, err := os.Stat(m + ".n0"); err == nil {
+				out[i] = true
+			}
+		}
+		return out
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for len(startedNow()) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("no task in the group ever started")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := pg.Remove(ctx); err != nil {
+		t.Fatal(err)
+	}
+	started := startedNow()
+	if len(started) == len(refs) {
+		t.Fatalf("every task started before Remove returned (%v): nothing left to check", started)
+	}
+	for i, r := range refs {
+		got, err := r.Get(ctx)
+		if started[i] {
+			if err != nil || got != "n0" {
+				t.Fatalf("task %d, running during Remove = %q, %v; want it to finish on n0", i, got, err)
+			}
+			continue
+		}
+		wantRemoved(fmt.Sprintf("task %d, queued on the lease during Remove", i), err)
+	}
+	if late := startedNow(); len(late) != len(started) {
+		t.Fatalf("tasks %v have started, but only %v had when Remove returned", late, started)
+	}
+	if err := poolsWhole(ctx); err != nil {
+		t.Fatal(err)
 	}
 }

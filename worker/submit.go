@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/vmihailenco/msgpack/v5"
 
+	"github.com/nodeup/nodeup/cluster"
 	"github.com/nodeup/nodeup/rpc"
 	"github.com/nodeup/nodeup/sched"
 	"github.com/nodeup/nodeup/wire"
@@ -85,6 +87,7 @@ type heldLease struct {
 	inflight int
 	dead     bool
 	gen      int
+	revoked  bool // its node revoked it: returned once no push on it is in flight
 }
 
 func newSubmitter(cw *coreWorker) *submitter {
@@ -347,6 +350,16 @@ func (s *submitter) push(q *keyQueue, l *heldLease, t *pendingTask, pipelined bo
 	case err != nil && s.cw.ctx.Err() != nil:
 		s.mu.Unlock()
 		return
+	case leaseRevoked(err):
+		// Its placement-group bundle was returned before the task started:
+		// the task goes back on the queue, no attempt used, for a new lease
+		// (which a removed group's bundle cannot get: it is infeasible).
+		if !l.dead {
+			l.dead = true
+			s.dropLeaseLocked(q, l)
+		}
+		l.revoked = true
+		q.tasks = append([]*pendingTask{t}, q.tasks...)
 	case err != nil && !rpc.IsTransport(err):
 		// The worker answered, but not with a result (e.g. it could not
 		// decode the request): retrying elsewhere would fail the same way.
@@ -378,9 +391,14 @@ func (s *submitter) push(q *keyQueue, l *heldLease, t *pendingTask, pipelined bo
 		q.short = rep.RunNanos < int64(shortTask)
 		succeeded = true
 	}
-	var giveBack bool
+	// A lease is given back once nothing is in flight on it when its node
+	// revoked it, or when it is SPREAD's (every SPREAD task is placed
+	// anew: a lease is not reused).
+	giveBack := l.revoked && l.inflight == 0
+	if giveBack {
+		l.revoked = false
+	}
 	if q.spread && !l.dead && l.inflight == 0 {
-		// SPREAD places every task anew: a lease is not reused.
 		l.dead, giveBack = true, true
 		s.dropLeaseLocked(q, l)
 	}
@@ -391,7 +409,7 @@ func (s *submitter) push(q *keyQueue, l *heldLease, t *pendingTask, pipelined bo
 	}
 	s.mu.Unlock()
 	if giveBack {
-		s.returnLease(l)
+		go s.returnLease(l)
 	}
 	switch {
 	case failed != nil:
@@ -417,6 +435,13 @@ func (s *submitter) workerDiedLocked(id string) {
 			return l.dead
 		})
 	}
+}
+
+// leaseRevoked reports whether a push failed because the worker's node
+// revoked the lease (cluster.CodeLeaseRevoked).
+func leaseRevoked(err error) bool {
+	var re *rpc.Error
+	return errors.As(err, &re) && re.Code == cluster.CodeLeaseRevoked
 }
 
 // maybeReturn gives back a lease that stayed idle for leaseLinger.
