@@ -3,7 +3,6 @@ package rpc
 import (
 	"errors"
 	"net"
-	"sync"
 	"time"
 )
 
@@ -104,38 +103,9 @@ func isTimeout(err error) bool {
 	return errors.As(err, &ne) && ne.Timeout()
 }
 
-// logLimiter lets one warning through per warnInterval and counts the
-// others, so that a flood of bad peers cannot flood the log.
-type logLimiter struct {
-	mu         sync.Mutex
-	next       time.Time
-	suppressed int
-}
-
-// allow reports whether a warning may be logged now and how many were
-// suppressed since the last one that was.
-func (l *logLimiter) allow() (ok bool, suppressed int) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	now := time.Now()
-	if now.Before(l.next) {
-		l.suppressed++
-		return false, 0
-	}
-	l.next = now.Add(warnInterval)
-	suppressed, l.suppressed = l.suppressed, 0
-	return true, suppressed
-}
-
-// warn logs a warning a peer caused, at most one per warnInterval; the
-// line that gets through says how many were suppressed before it.
+// warn logs a warning a peer caused, at most one per warnInterval for
+// the whole server; the line that gets through says how many were
+// suppressed before it.
 func (s *Server) warn(msg string, args ...any) {
-	ok, suppressed := s.warnings.allow()
-	if !ok {
-		return
-	}
-	if suppressed > 0 {
-		args = append(args, "suppressed", suppressed)
-	}
-	s.logger.Warn(msg, args...)
+	s.warnings.Warn(s.logger, msg, args...)
 }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/nodeup/nodeup/internal/mpsafe"
+	"github.com/nodeup/nodeup/internal/ratelog"
 )
 
 // Handler serves one method. body is the msgpack-encoded argument (0xc0 for
@@ -46,7 +47,7 @@ type Server struct {
 	inflight atomic.Int64
 	stopping atomic.Bool
 
-	warnings logLimiter // rate-limits the warnings peers can trigger
+	warnings *ratelog.Limiter // rate-limits the warnings peers can trigger
 
 	mu        sync.Mutex
 	closed    bool
@@ -65,6 +66,7 @@ func NewServer(logger *slog.Logger) *Server {
 		logger:    logger,
 		work:      make(chan workItem),
 		done:      make(chan struct{}),
+		warnings:  ratelog.New(warnInterval),
 		limits:    DefaultLimits(),
 		listeners: make(map[net.Listener]struct{}),
 		conns:     make(map[net.Conn]struct{}),
