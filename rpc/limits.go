@@ -19,11 +19,12 @@ type Limits struct {
 	// anything is allocated for it.
 	MaxRequestSize int
 	// MaxPending is the most requests of one connection that run at once;
-	// the server reads nothing more from it until one finishes.
+	// the server answers any more with an error of code CodeOverloaded,
+	// skipping their bodies unread.
 	MaxPending int
-	// MaxPendingBytes is the most request payload bytes, in bytes, that
-	// the running requests of one connection may hold before the server
-	// stops reading from it as for MaxPending (one frame may overshoot).
+	// MaxPendingBytes is the most request body bytes, in bytes, that the
+	// running requests of one connection may hold; a request that would
+	// exceed it is refused as for MaxPending, unless it would run alone.
 	MaxPendingBytes int
 	// IdleTimeout closes a connection that starts no frame for this long
 	// while none of its requests runs.
@@ -39,7 +40,7 @@ func DefaultLimits() Limits {
 	return Limits{
 		MaxConns:        4096,
 		MaxRequestSize:  MaxFrameSize,
-		MaxPending:      1024,
+		MaxPending:      4096,
 		MaxPendingBytes: 64 << 20,
 		IdleTimeout:     5 * time.Minute,
 		FrameTimeout:    30 * time.Second,

@@ -92,34 +92,44 @@ func TestMaxConns(t *testing.T) {
 	}
 }
 
-func TestMaxPendingStopsReading(t *testing.T) {
+func TestRequestsOverThePendingLimitsAreRefused(t *testing.T) {
 	release := make(chan struct{})
-	addr := limitedServer(t, release, Limits{MaxPending: 2})
+	addr := limitedServer(t, release, Limits{MaxPending: 2, MaxPendingBytes: 4000})
 	c := dialTCP(t, addr)
 	ctx := context.Background()
 	var wg sync.WaitGroup
-	for range 2 {
+	block := func(text string) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := c.Call(ctx, "Test.Block", &echoReq{}, nil); err != nil {
+			if err := c.Call(ctx, "Test.Block", &echoReq{Text: text}, nil); err != nil {
 				t.Error(err)
 			}
 		}()
 	}
-	time.Sleep(100 * time.Millisecond) // both blocks are running
-	echoed := make(chan error, 1)
-	go func() { echoed <- c.Call(ctx, "Test.Echo", &echoReq{}, nil) }()
-	select {
-	case err := <-echoed:
-		t.Fatalf("third request ran while two were pending: %v", err)
-	case <-time.After(200 * time.Millisecond):
+	refused := func(what string, req *echoReq) {
+		t.Helper()
+		var re *Error
+		if err := c.Call(ctx, "Test.Echo", req, nil); !errors.As(err, &re) || re.Code != CodeOverloaded {
+			t.Fatalf("%s: got %v, want an error with code %q", what, err, CodeOverloaded)
+		}
 	}
+	block(strings.Repeat("b", 5000)) // over MaxPendingBytes, but alone: runs
+	time.Sleep(100 * time.Millisecond)
+	refused("a body over MaxPendingBytes with one running", &echoReq{Text: "x"})
 	close(release)
-	if err := <-echoed; err != nil {
-		t.Fatal(err)
-	}
 	wg.Wait()
+
+	release = make(chan struct{})
+	addr = limitedServer(t, release, Limits{MaxPending: 2})
+	c = dialTCP(t, addr)
+	block("")
+	block("")
+	time.Sleep(100 * time.Millisecond)
+	refused("a third request with two running", &echoReq{})
+	close(release)
+	wg.Wait()
+	checkEcho(t, c, 7)
 }
 
 func TestUnknownMethodBodyIsNotKept(t *testing.T) {

@@ -206,10 +206,9 @@ type serverConn struct {
 	limits Limits
 
 	// pending and pendingBytes count the connection's running requests
-	// and the payload bytes they hold; room is signalled when one ends.
+	// and the payload bytes they hold.
 	pending      atomic.Int64
 	pendingBytes atomic.Int64
-	room         chan struct{}
 }
 
 // ServeConn reads requests from conn until it closes, sends a malformed
@@ -226,7 +225,7 @@ func (s *Server) ServeConn(conn net.Conn) {
 		conn.Close()
 		return
 	}
-	sc := &serverConn{s: s, conn: conn, w: newFrameWriter(conn), remote: remoteAddr(conn), limits: limits, room: make(chan struct{}, 1)}
+	sc := &serverConn{s: s, conn: conn, w: newFrameWriter(conn), remote: remoteAddr(conn), limits: limits}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer func() {
 		cancel()
@@ -255,48 +254,59 @@ func (s *Server) admit(conn net.Conn) (Limits, error) {
 
 // readLoop reads requests and dispatches them until the connection fails.
 // Its read buffer is small (readBufSize): a payload that does not fit is
-// read into a buffer of its own, grown only as its bytes arrive.
+// read into a buffer of its own, grown only as its bytes arrive. It never
+// stops reading while handlers run, so that it sees the peer go away and
+// cancels them; a request over the connection's limits is refused.
 func (sc *serverConn) readLoop(ctx context.Context) error {
 	br := bufio.NewReaderSize(sc.conn, readBufSize)
 	for {
-		if err := sc.waitForRoom(); err != nil {
-			return err
-		}
 		if err := sc.awaitFrame(br); err != nil {
 			return err
 		}
-		f, err := sc.readRequest(br)
-		if err != nil {
+		f, refused, err := sc.readRequest(br)
+		switch {
+		case err != nil:
 			return err
+		case refused != nil:
+			if err := sc.refuse(&f, refused); err != nil {
+				return err
+			}
+		default:
+			sc.pending.Add(1)
+			sc.pendingBytes.Add(int64(len(f.Body)))
+			sc.s.dispatch(workItem{sc: sc, ctx: ctx, req: f})
 		}
-		sc.pending.Add(1)
-		sc.pendingBytes.Add(int64(len(f.Body)))
-		sc.s.dispatch(workItem{sc: sc, ctx: ctx, req: f})
 	}
 }
 
-// waitForRoom blocks while the connection's running requests are at
-// Limits.MaxPending or hold Limits.MaxPendingBytes, so that a peer cannot
-// queue unbounded work; it returns ErrClosed if the server closes.
-func (sc *serverConn) waitForRoom() error {
-	for sc.pending.Load() >= int64(sc.limits.MaxPending) || sc.pendingBytes.Load() >= int64(sc.limits.MaxPendingBytes) {
-		select {
-		case <-sc.room:
-		case <-sc.s.done:
-			return ErrClosed
-		}
+// overloaded returns the error refusing f, whose body holds size bytes,
+// if the connection already runs Limits.MaxPending requests or their
+// bodies and f's would exceed Limits.MaxPendingBytes; else nil. A request
+// alone on its connection is never refused for its size.
+func (sc *serverConn) overloaded(f *Frame, size int) *Error {
+	n, held := sc.pending.Load(), sc.pendingBytes.Load()
+	switch {
+	case n >= int64(sc.limits.MaxPending):
+		return &Error{Code: CodeOverloaded, Message: fmt.Sprintf(
+			"rpc: %s refused: %d requests already running on this connection (limit %d)", f.Method, n, sc.limits.MaxPending)}
+	case n > 0 && held+int64(size) > int64(sc.limits.MaxPendingBytes):
+		return &Error{Code: CodeOverloaded, Message: fmt.Sprintf(
+			"rpc: %s refused: its %d-byte body and the %d bytes held by requests running on this connection exceed %d",
+			f.Method, size, held, sc.limits.MaxPendingBytes)}
 	}
 	return nil
+}
+
+// refuse answers f with e from the read loop, and logs it (rate-limited).
+func (sc *serverConn) refuse(f *Frame, e *Error) error {
+	sc.s.warn("rpc refusing request", "remote", sc.remote, "method", f.Method, "seq", f.Seq, "err", e.Message)
+	return sc.w.write(&Frame{Seq: f.Seq, Kind: KindError, Code: e.Code, Error: e.Message}, nil)
 }
 
 // finished records the end of a request whose payload held n bytes.
 func (sc *serverConn) finished(n int) {
 	sc.pendingBytes.Add(-int64(n))
 	sc.pending.Add(-1)
-	select {
-	case sc.room <- struct{}{}:
-	default:
-	}
 }
 
 // awaitFrame waits for the first byte of the next frame. It gives up with
@@ -320,36 +330,46 @@ func (sc *serverConn) awaitFrame(br *bufio.Reader) error {
 
 // readRequest reads one request frame, which must arrive within
 // Limits.FrameTimeout of its first byte plus a second per minFrameRate
-// bytes of payload. A body for a method nobody serves is skipped unread;
-// any other must be one well-formed msgpack value (mpsafe.Check) or the
+// bytes of payload. It skips, unread, the body of a request that it
+// refuses (returned as refused) or whose method nobody serves; any other
+// body must be one well-formed msgpack value (mpsafe.Check), else the
 // frame is malformed.
-func (sc *serverConn) readRequest(br *bufio.Reader) (Frame, error) {
-	var f Frame
+func (sc *serverConn) readRequest(br *bufio.Reader) (f Frame, refused *Error, err error) {
 	start := time.Now()
 	_ = sc.conn.SetReadDeadline(start.Add(sc.limits.FrameTimeout))
 	rest, err := readFrameHead(br, &f, sc.limits.MaxRequestSize)
 	if err == nil && f.Kind != KindRequest {
 		err = fmt.Errorf("%w: %s frame (seq %d) sent to a server", ErrMalformedFrame, f.Kind, f.Seq)
 	}
-	if err != nil || rest == 0 {
-		return f, sc.checkBody(&f, err)
+	if err != nil {
+		return f, nil, err
+	}
+	if refused = sc.overloaded(&f, rest+len(f.Body)); refused != nil {
+		f.Body = nil // set when the header filled the read buffer
+		_, err = br.Discard(rest)
+		return f, refused, unexpectedEOF(err)
+	}
+	if rest == 0 {
+		return f, nil, sc.checkBody(&f)
 	}
 	if slack := time.Duration(rest) * time.Second / minFrameRate; slack > 0 {
 		_ = sc.conn.SetReadDeadline(start.Add(sc.limits.FrameTimeout + slack))
 	}
 	if (*sc.s.handlers.Load())[f.Method] == nil {
 		_, err = br.Discard(rest)
-		return f, unexpectedEOF(err)
+		return f, nil, unexpectedEOF(err)
 	}
-	f.Body, err = readPayload(br, rest)
-	return f, sc.checkBody(&f, err)
+	if f.Body, err = readPayload(br, rest); err != nil {
+		return f, nil, err
+	}
+	return f, nil, sc.checkBody(&f)
 }
 
-// checkBody returns err, or an error wrapping ErrMalformedFrame if f's
-// body is not empty nor one well-formed msgpack value.
-func (sc *serverConn) checkBody(f *Frame, err error) error {
-	if err != nil || len(f.Body) == 0 {
-		return err
+// checkBody returns an error wrapping ErrMalformedFrame if f's body is
+// neither empty nor one well-formed msgpack value.
+func (sc *serverConn) checkBody(f *Frame) error {
+	if len(f.Body) == 0 {
+		return nil
 	}
 	if err := mpsafe.Check(f.Body); err != nil {
 		return fmt.Errorf("%w: %s request body (seq %d): %w", ErrMalformedFrame, f.Method, f.Seq, err)
