@@ -6,9 +6,11 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"io"
 	"math/rand/v2"
 	"net"
 	"runtime"
+	"sync"
 	"testing"
 	"time"
 )
@@ -229,3 +231,77 @@ func TestHostileStreamsBoundedMemory(t *testing.T) {
 		})
 	}
 }
+
+// fuzzServer is the live server FuzzServerHostileFrames feeds, one per
+// fuzzing process.
+var fuzzServer = sync.OnceValue(func() *Server {
+	s := newTestServer(nil)
+	Handle(s, "Hostile.Wide", func(ctx context.Context, req *wideReq) (*echoResp, error) {
+		return &echoResp{N: len(req.Items)}, nil
+	})
+	s.SetLimits(Limits{FrameTimeout: time.Second, IdleTimeout: time.Second})
+	feedServer(s, rawRequest(1, "Hostile.Wide", []byte{0x80})) // warm
+	return s
+})
+
+// feedServer serves one connection on s that sends data and then closes,
+// and waits until the server has let go of the connection and every
+// request it started has finished.
+func feedServer(s *Server, data []byte) {
+	client, server := net.Pipe()
+	done := make(chan struct{})
+	go func() { s.ServeConn(server); close(done) }()
+	go func() { _, _ = io.Copy(io.Discard, client) }() // responses
+	_, _ = client.Write(data)                          // fails once the server closes
+	client.Close()
+	<-done
+	for deadline := time.Now().Add(10 * time.Second); s.inflight.Load() > 0 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// fuzzSeeds are byte streams for FuzzServerHostileFrames: valid requests,
+// the hostile bodies, a stalled huge frame, garbage, and several frames in
+// a row.
+func fuzzSeeds() [][]byte {
+	valid := rawRequest(7, "Test.Echo", []byte{0x82, 0xa1, 'N', 3, 0xa4, 'T', 'e', 'x', 't', 0xa2, 'h', 'i'})
+	seeds := [][]byte{valid, append(append([]byte{}, valid...), valid...), []byte("GET / HTTP/1.1\r\n\r\n")}
+	for _, hb := range hostileBodies() {
+		if len(hb.body) < 1024 {
+			seeds = append(seeds, rawRequest(1, "Hostile.Wide", hb.body), append(append([]byte{}, valid...), rawRequest(2, "Test.Raw", hb.body)...))
+		}
+	}
+	stalled := rawRequest(1, "Hostile.Wide", []byte{0x80})
+	binary.BigEndian.PutUint32(stalled, MaxFrameSize)
+	return append(seeds, stalled, []byte{0xff, 0xff, 0xff, 0xff}, rawRequest(3, "No.Such", make([]byte, 300)))
+}
+
+// FuzzServerHostileFrames writes arbitrary bytes to a live server's
+// connection and checks what that costs: the process may allocate at most
+// 1 MiB plus 256 bytes per byte sent (decoded values are bigger than their
+// encoding: an element of one byte may become an 80-byte struct), and once
+// the server has let go of the connection it may hold at most
+// maxRetainedPerConn more live heap than before (the fuzzing engine's own
+// heap changes between inputs, so the comparison is per input).
+func FuzzServerHostileFrames(f *testing.F) {
+	for _, seed := range fuzzSeeds() {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		s := fuzzServer()
+		before := memStats()
+		feedServer(s, data)
+		after := memStats()
+		if alloc, limit := after.TotalAlloc-before.TotalAlloc, uint64(1<<20+256*len(data)); alloc > limit {
+			t.Fatalf("%d bytes sent made the process allocate %d bytes, over %d", len(data), alloc, limit)
+		}
+		if after.HeapAlloc > before.HeapAlloc+maxRetainedPerConn {
+			t.Fatalf("live heap grew from %d to %d bytes over one connection", before.HeapAlloc, after.HeapAlloc)
+		}
+	})
+}
+
+// maxRetainedPerConn is how much more live heap, in bytes, the process
+// may hold after a closed connection than before it: less than the
+// smallest growth of a decoder buffer kept from a hostile frame (1 MiB).
+const maxRetainedPerConn = 512 << 10
