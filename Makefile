@@ -53,6 +53,8 @@ FUZZTIME ?= 30s
 fuzz:
 	$(GO) test ./rpc -run=NONE -fuzz=FuzzReadFrame -fuzztime=$(FUZZTIME)
 	$(GO) test ./rpc -run=NONE -fuzz=FuzzReadBulk -fuzztime=$(FUZZTIME)
+	$(GO) test ./rpc -run=NONE -fuzz='^FuzzServerHostileFrames$$' -fuzztime=$(FUZZTIME)
+	$(GO) test ./internal/mpsafe -run=NONE -fuzz='^FuzzCheck$$' -fuzztime=$(FUZZTIME)
 	$(GO) test ./store -run=NONE -fuzz=FuzzApply -fuzztime=$(FUZZTIME)
 	$(GO) test ./sched -run=NONE -fuzz=FuzzParseResources -fuzztime=$(FUZZTIME)
 	$(GO) test ./gpu -run=NONE -fuzz='^FuzzParseSMI$$' -fuzztime=$(FUZZTIME)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/vmihailenco/msgpack/v5"
 
+	"github.com/nodeup/nodeup/internal/mpsafe"
 	"github.com/nodeup/nodeup/rpc"
 )
 
@@ -37,7 +38,7 @@ func handleLeader[Req, Resp any](n *Node, method string, fn func(ctx context.Con
 	n.rpcServer.Register(method, func(ctx context.Context, body []byte) (any, error) {
 		if n.IsLeader() {
 			var req Req
-			if err := msgpack.Unmarshal(body, &req); err != nil {
+			if err := mpsafe.Unmarshal(body, &req); err != nil {
 				return nil, &rpc.Error{Code: CodeBadInput, Message: fmt.Sprintf("decode %s request: %v", method, err)}
 			}
 			return fn(ctx, &req)

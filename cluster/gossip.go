@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/memberlist"
 	"github.com/vmihailenco/msgpack/v5"
 
+	"github.com/nodeup/nodeup/internal/mpsafe"
 	"github.com/nodeup/nodeup/store"
 )
 
@@ -100,7 +101,7 @@ func (m *membership) notify() {
 
 func (m *membership) update(n *memberlist.Node, status store.NodeStatus) {
 	var meta gossipMeta
-	if err := msgpack.Unmarshal(n.Meta, &meta); err != nil || meta.ID != n.Name {
+	if err := mpsafe.Unmarshal(n.Meta, &meta); err != nil || meta.ID != n.Name {
 		m.logger.Warn("ignoring gossip member with unreadable metadata", "name", n.Name, "addr", n.Address())
 		return
 	}

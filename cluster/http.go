@@ -11,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"golang.org/x/net/netutil"
 )
 
 // startHTTP serves the JSON API and Prometheus metrics. HTTPPort -1 disables it.
@@ -31,13 +32,44 @@ func (n *Node) startHTTP(advertise string) error {
 		writeJSON(w, http.StatusOK, map[string]any{"node_id": n.id.NodeID, "leader": n.leaderAddr()})
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	n.httpServer = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	n.httpServer = newHTTPServer(mux)
 	go func() {
-		if err := n.httpServer.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := n.httpServer.Serve(netutil.LimitListener(ln, maxHTTPConns)); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			n.logger.Warn("HTTP server stopped", "err", err)
 		}
 	}()
 	return nil
+}
+
+// Limits of the HTTP port, whose every byte may be hostile.
+const (
+	// maxHTTPConns is the most connections served at once; Accept waits
+	// while they are open, and the timeouts below free them.
+	maxHTTPConns = 256
+	// maxHTTPHeader is the most request header bytes read.
+	maxHTTPHeader = 16 << 10
+	// maxHTTPBody is the most request body bytes a handler may read; the
+	// API's requests have none.
+	maxHTTPBody = 64 << 10
+	// httpReadTimeout bounds reading a request, headers included, and
+	// httpWriteTimeout writing its response (status may wait up to
+	// forwardTimeout for a leader); httpIdleTimeout closes kept-alive
+	// connections that send no further request.
+	httpReadTimeout  = 10 * time.Second
+	httpWriteTimeout = forwardTimeout + 15*time.Second
+	httpIdleTimeout  = 60 * time.Second
+)
+
+// newHTTPServer returns the HTTP server for h, with the limits above.
+func newHTTPServer(h http.Handler) *http.Server {
+	return &http.Server{
+		Handler:           http.MaxBytesHandler(h, maxHTTPBody),
+		ReadHeaderTimeout: httpReadTimeout,
+		ReadTimeout:       httpReadTimeout,
+		WriteTimeout:      httpWriteTimeout,
+		IdleTimeout:       httpIdleTimeout,
+		MaxHeaderBytes:    maxHTTPHeader,
+	}
 }
 
 func (n *Node) httpStatus(w http.ResponseWriter, r *http.Request) {

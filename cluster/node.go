@@ -160,7 +160,7 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 			return nil, err
 		}
 	}
-	n.mux = &mux{ln: n.ln, rpc: n.rpcServer.ServeConn, raft: n.raftLayerOrNil(), logger: n.logger}
+	n.mux = newMux(n.ln, n.rpcServer.ServeConn, n.raftLayerOrNil(), n.logger)
 	go n.mux.serve()
 
 	if err := n.setupGossip(advertise, hello); err != nil {

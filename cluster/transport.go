@@ -1,14 +1,16 @@
 package cluster
 
 import (
-	"bufio"
 	"errors"
+	"io"
 	"log/slog"
 	"net"
 	"sync"
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/nodeup/nodeup/internal/ratelog"
 )
 
 // The node's one TCP port carries several protocols; the first byte a client
@@ -22,13 +24,39 @@ const (
 // before it is dropped, so idle garbage cannot pin goroutines.
 const firstByteTimeout = 10 * time.Second
 
-// mux accepts on the node's port and routes each connection by its first byte.
+const (
+	// maxSniffing is the most accepted connections that may be waiting
+	// for their protocol byte at once; more are closed at once.
+	maxSniffing = 256
+	// maxRaftConns is the most inbound Raft connections open at once;
+	// more are closed at once. Raft's transport gives each one buffers of
+	// a few hundred KiB and no idle timeout, and a leader opens a handful
+	// per follower.
+	maxRaftConns = 128
+)
+
+// mux accepts on the node's port and routes each connection by its first
+// byte. It holds no buffer of its own: the byte is read on its own, and the
+// connection is handed on as it is.
 type mux struct {
 	ln     net.Listener
 	rpc    func(net.Conn)
 	raft   *raftLayer
 	logger *slog.Logger
 	wg     sync.WaitGroup
+
+	sniffing  chan struct{} // one token per connection waiting for its first byte
+	raftConns chan struct{} // one token per inbound Raft connection
+	warnings  *ratelog.Limiter
+}
+
+func newMux(ln net.Listener, rpc func(net.Conn), raft *raftLayer, logger *slog.Logger) *mux {
+	return &mux{
+		ln: ln, rpc: rpc, raft: raft, logger: logger,
+		sniffing:  make(chan struct{}, maxSniffing),
+		raftConns: make(chan struct{}, maxRaftConns),
+		warnings:  ratelog.New(time.Second),
+	}
 }
 
 func (m *mux) serve() {
@@ -42,6 +70,11 @@ func (m *mux) serve() {
 			time.Sleep(50 * time.Millisecond) // back off on EMFILE and the like
 			continue
 		}
+		if !take(m.sniffing) {
+			m.warnings.Warn(m.logger, "closing connection: too many waiting for their protocol byte", "remote", c.RemoteAddr().String(), "limit", maxSniffing)
+			c.Close()
+			continue
+		}
 		m.wg.Add(1)
 		go func() {
 			defer m.wg.Done()
@@ -50,36 +83,63 @@ func (m *mux) serve() {
 	}
 }
 
+// take takes a token from sem if one is free.
+func take(sem chan struct{}) bool {
+	select {
+	case sem <- struct{}{}:
+		return true
+	default:
+		return false
+	}
+}
+
 func (m *mux) route(c net.Conn) {
 	_ = c.SetReadDeadline(time.Now().Add(firstByteTimeout))
-	br := bufio.NewReaderSize(c, 64<<10)
-	b, err := br.ReadByte()
+	var b [1]byte
+	_, err := io.ReadFull(c, b[:])
+	<-m.sniffing
 	if err != nil {
 		c.Close()
 		return
 	}
 	_ = c.SetReadDeadline(time.Time{})
-	bc := &bufferedConn{Conn: c, r: br}
-	switch b {
+	switch b[0] {
 	case connRPC:
-		m.rpc(bc)
+		m.rpc(c)
 	case connRaft:
-		if !m.raft.handoff(bc) {
-			c.Close()
-		}
+		m.routeRaft(c)
 	default:
-		m.logger.Debug("dropping connection with unknown protocol byte", "remote", c.RemoteAddr().String(), "byte", b)
+		m.logger.Debug("dropping connection with unknown protocol byte", "remote", c.RemoteAddr().String(), "byte", b[0])
 		c.Close()
 	}
 }
 
-// bufferedConn replays bytes already read into the bufio.Reader.
-type bufferedConn struct {
-	net.Conn
-	r *bufio.Reader
+// routeRaft hands c to Raft if fewer than maxRaftConns are open.
+func (m *mux) routeRaft(c net.Conn) {
+	if !take(m.raftConns) {
+		m.warnings.Warn(m.logger, "closing Raft connection: too many open", "remote", c.RemoteAddr().String(), "limit", maxRaftConns)
+		c.Close()
+		return
+	}
+	rc := &releasingConn{Conn: c, release: func() { <-m.raftConns }}
+	if !m.raft.handoff(rc) {
+		rc.Close()
+	}
 }
 
-func (c *bufferedConn) Read(p []byte) (int, error) { return c.r.Read(p) }
+// releasingConn calls release once, when it is first closed.
+type releasingConn struct {
+	net.Conn
+	once    sync.Once
+	release func()
+}
+
+// Close closes the connection and releases its slot.
+func (c *releasingConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(c.release)
+	return err
+}
 
 // raftLayer is a raft.StreamLayer over the shared port: inbound conns come
 // from the mux, outbound ones write the Raft protocol byte first.

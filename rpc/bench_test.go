@@ -2,7 +2,9 @@ package rpc
 
 import (
 	"context"
+	"net"
 	"testing"
+	"time"
 )
 
 // benchTask is shaped like a small task submission.
@@ -58,4 +60,49 @@ func BenchmarkCallParallel(b *testing.B) {
 		}
 	})
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "calls/s")
+}
+
+// BenchmarkIdleConnMemory reports the live heap and stack, in bytes, that
+// an idle connection costs its server and client together (B/conn): each
+// op opens idleConns connections that send nothing, measures, and closes
+// them.
+func BenchmarkIdleConnMemory(b *testing.B) {
+	const idleConns = 100
+	s := newTestServer(nil)
+	addr := serveTCP(b, s)
+	var total float64
+	for b.Loop() {
+		before := memStats()
+		conns := make([]net.Conn, 0, idleConns)
+		for range idleConns {
+			c, err := net.Dial("tcp", addr)
+			if err != nil {
+				b.Fatal(err)
+			}
+			conns = append(conns, c)
+		}
+		waitConns(b, s, idleConns)
+		after := memStats()
+		total += float64(int64(after.HeapAlloc+after.StackInuse)-int64(before.HeapAlloc+before.StackInuse)) / idleConns
+		for _, c := range conns {
+			c.Close()
+		}
+		waitConns(b, s, 0)
+	}
+	b.ReportMetric(total/float64(b.N), "B/conn")
+}
+
+// waitConns waits until s serves n connections.
+func waitConns(b *testing.B, s *Server, n int) {
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		s.mu.Lock()
+		got := len(s.conns)
+		s.mu.Unlock()
+		if got == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("server has %d connections, want %d", got, n)
+		}
+	}
 }

@@ -23,6 +23,8 @@ type Client struct {
 	addr   string // peer, for error messages
 	w      *frameWriter
 	closed atomic.Bool
+	// lastCall is when the latest call started, in Unix nanoseconds.
+	lastCall atomic.Int64
 
 	mu       sync.Mutex
 	seq      uint64
@@ -98,6 +100,7 @@ func newClient(conn net.Conn, addr string) *Client {
 		w:       newFrameWriter(conn),
 		pending: make(map[uint64]*call),
 	}
+	c.lastCall.Store(time.Now().UnixNano())
 	go c.readLoop()
 	return c
 }
@@ -175,6 +178,7 @@ func (c *Client) call(ctx context.Context, method string, req any, dst []byte, i
 	seq := c.seq
 	c.pending[seq] = cl
 	c.mu.Unlock()
+	c.lastCall.Store(time.Now().UnixNano())
 
 	f := Frame{Seq: seq, Kind: KindRequest, Method: method, Body: buf.Bytes()}
 	err = c.w.write(&f, nil)
@@ -237,7 +241,7 @@ func (c *Client) readLoop() {
 	br := bufio.NewReaderSize(c.conn, bufSize)
 	for {
 		var f Frame
-		rest, err := readFrameHead(br, &f)
+		rest, err := readFrameHead(br, &f, MaxFrameSize)
 		if err != nil {
 			c.shutdown(fmt.Errorf("%w: %w", ErrClosed, err))
 			return
@@ -258,9 +262,12 @@ func (c *Client) readLoop() {
 				f.Body = nil
 			}
 			cl.n, cl.bad, err = readBulk(body, rest, cl.dst)
-		case rest > 0:
+		case cl == nil && rest > 0:
 			// A response nobody waits for any more (the caller gave up) is
-			// read and dropped too, to keep the stream in step.
+			// skipped, to keep the stream in step.
+			_, err = br.Discard(rest)
+			err = unexpectedEOF(err)
+		case rest > 0:
 			f.Body, err = readPayload(br, rest)
 		}
 		if err != nil {
@@ -307,6 +314,24 @@ func (c *Client) shutdown(err error) {
 func (c *Client) Close() error {
 	c.shutdown(ErrClosed)
 	return nil
+}
+
+// reuse reports whether the client may take another call: false when it
+// has no call pending and started none for at least idle. When true it
+// counts as a call started now, so that another check does not find it
+// idle before the caller gets to use it.
+func (c *Client) reuse(idle time.Duration) bool {
+	now := time.Now()
+	if now.Sub(time.Unix(0, c.lastCall.Load())) >= idle {
+		c.mu.Lock()
+		quiet := len(c.pending) == 0
+		c.mu.Unlock()
+		if quiet {
+			return false
+		}
+	}
+	c.lastCall.Store(now.UnixNano())
+	return true
 }
 
 // Closed reports whether the client is dead, by Close or by connection

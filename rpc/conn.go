@@ -9,10 +9,13 @@ import (
 	"time"
 
 	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/nodeup/nodeup/internal/mpsafe"
 )
 
 const (
-	// bufSize is the read and write buffer size per connection, in bytes.
+	// bufSize is a client connection's read buffer size, and the size of
+	// the write buffers connections borrow while writing, in bytes.
 	bufSize = 32 << 10
 	// writeStallTimeout bounds how long a write may block on a peer that
 	// stops reading (hung process, network partition). When it fires the
@@ -26,25 +29,35 @@ const (
 // frameWriter serialises frame writes on a connection. Writers that find
 // others queued behind them skip the flush and leave it to the last one, so
 // concurrent calls share syscalls without a dedicated writer goroutine.
+// The buffer is borrowed from writeBufs for the duration of a burst of
+// writes and returned after the flush that ends it, so an idle connection
+// holds none.
 type frameWriter struct {
 	conn    net.Conn
 	queued  atomic.Int32 // writers waiting for or holding mu
 	mu      sync.Mutex
-	bw      *bufio.Writer
-	stallAt time.Time // write deadline currently set on conn
+	bw      *bufio.Writer // nil between bursts
+	stallAt time.Time     // write deadline currently set on conn
 }
 
+// writeBufs holds the write buffers of connections not writing.
+var writeBufs = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, bufSize) }}
+
 func newFrameWriter(conn net.Conn) *frameWriter {
-	return &frameWriter{conn: conn, bw: bufio.NewWriterSize(conn, bufSize)}
+	return &frameWriter{conn: conn}
 }
 
 // write sends f, with tail (may be nil) appended to its payload after
 // f.Body. An error other than ErrFrameTooLarge means the connection is
-// unusable (bufio errors are sticky) and must be closed.
+// unusable and must be closed.
 func (w *frameWriter) write(f *Frame, tail []byte) error {
 	w.queued.Add(1)
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if w.bw == nil {
+		w.bw = writeBufs.Get().(*bufio.Writer)
+		w.bw.Reset(w.conn)
+	}
 	// Refresh the stall deadline only when half of it is used up, which
 	// keeps SetWriteDeadline off the per-call path.
 	if now := time.Now(); w.stallAt.Sub(now) < writeStallTimeout/2 {
@@ -58,6 +71,9 @@ func (w *frameWriter) write(f *Frame, tail []byte) error {
 		if ferr := w.bw.Flush(); err == nil {
 			err = ferr
 		}
+		w.bw.Reset(nil) // drops what a failed flush left: the connection is done for
+		writeBufs.Put(w.bw)
+		w.bw = nil
 	}
 	return err
 }
@@ -86,28 +102,9 @@ func putBuf(buf *bytes.Buffer) {
 	}
 }
 
-// bodyDecoder pairs a msgpack decoder with the reader it reads from, so
-// pooling both keeps decoding allocation-free apart from the values made.
-type bodyDecoder struct {
-	r   bytes.Reader
-	dec *msgpack.Decoder
-}
-
-var decPool = sync.Pool{New: func() any {
-	d := new(bodyDecoder)
-	d.dec = msgpack.NewDecoder(&d.r)
-	return d
-}}
-
-// decodeBody is msgpack.Unmarshal(b, v) without the per-call reader
-// allocation.
+// decodeBody decodes the msgpack body b into v. b comes from the network:
+// mpsafe checks that no declared length exceeds the bytes present before
+// the decoder allocates anything (errors then wrap mpsafe.ErrMalformed).
 func decodeBody(b []byte, v any) error {
-	d := decPool.Get().(*bodyDecoder)
-	d.r.Reset(b)
-	d.dec.Reset(&d.r)
-	d.dec.UsePreallocateValues(true) // as msgpack.Unmarshal does
-	err := d.dec.Decode(v)
-	d.r.Reset(nil) // drop the reference to b
-	decPool.Put(d)
-	return err
+	return mpsafe.Unmarshal(b, v)
 }

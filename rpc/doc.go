@@ -34,11 +34,36 @@
 // with seq N, unless the connection fails first. A peer that receives a
 // malformed frame, or a frame of the wrong kind (a request sent to a
 // client, a response sent to a server), closes the connection; every call
-// still pending on it fails with a transport error.
+// still pending on it fails with a transport error. A server also counts
+// as malformed a request body that is not one msgpack value, or whose
+// value declares a string, bin, array or map longer than the bytes that
+// follow, or nests arrays and maps over 100 deep (internal/mpsafe).
+//
+// # Limits
+//
+// Every byte a server reads is treated as hostile; Limits (DefaultLimits)
+// bound what one peer can make it hold. A server closes a connection,
+// logging one warning per second at most for all peers together, when a
+// request's length prefix exceeds Limits.MaxRequestSize (64 MiB), when a
+// frame is malformed, and when a frame does not arrive within
+// Limits.FrameTimeout (30 s) of its first byte plus a second per MiB of
+// payload. It closes a connection that starts no frame for
+// Limits.IdleTimeout (5 min) while none of its requests runs, and refuses
+// connections beyond Limits.MaxConns (4096). It answers a request with an
+// error of code "overloaded", skipping its body unread, when the
+// connection already runs Limits.MaxPending (4096) requests or their
+// bodies and this one's would exceed Limits.MaxPendingBytes (64 MiB); it
+// keeps reading meanwhile, so that it sees a peer go away and cancels its
+// handlers. A payload is read into a buffer that starts at 64 KiB and
+// doubles only as bytes arrive; the body of a request for an unknown
+// method is skipped, not stored. An idle connection holds a 4 KiB read
+// buffer and no write buffer. Pool closes clients idle for
+// PoolIdleTimeout (2 min), before servers would.
 //
 // Error responses carry a code and a message. Codes defined by this package
-// are "unknown_method", "bad_request" and "internal"; handlers may return
-// any code via *Error. An empty code means an uncategorised handler error.
+// are "unknown_method", "bad_request", "internal" and "overloaded";
+// handlers may return any code via *Error. An empty code means an
+// uncategorised handler error.
 //
 // # Bulk results
 //

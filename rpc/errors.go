@@ -15,6 +15,10 @@ const (
 	// CodeInternal: the handler panicked, or its result could not be
 	// encoded or sent.
 	CodeInternal = "internal"
+	// CodeOverloaded: the request was not run because its connection
+	// already had Limits.MaxPending requests running, or their bodies and
+	// its own would exceed Limits.MaxPendingBytes. It may be retried.
+	CodeOverloaded = "overloaded"
 )
 
 // Error is an error returned by the remote handler. Its Code and Message

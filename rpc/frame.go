@@ -67,15 +67,17 @@ var ErrFrameTooLarge = errors.New("rpc: frame too large")
 var ErrMalformedFrame = errors.New("rpc: malformed frame")
 
 // readChunk bounds how much ReadFrame allocates ahead of data actually
-// received, so a peer cannot make us allocate 64 MiB by sending a length
-// prefix and nothing else.
-const readChunk = 1 << 20
+// received, in bytes, so a peer cannot make us allocate 64 MiB by sending a
+// length prefix and nothing else: the payload buffer starts at this size
+// and doubles only when full.
+const readChunk = 64 << 10
 
 // ReadFrame reads one frame from r. It returns io.EOF if r ends cleanly
 // before a frame starts, io.ErrUnexpectedEOF if it ends inside one, an error
 // wrapping ErrFrameTooLarge for a length prefix above MaxFrameSize, an error
 // wrapping ErrMalformedFrame for an undecodable payload, or r's read error.
-// Memory allocated is bounded by the bytes actually received plus 1 MiB.
+// The payload buffer it allocates is at most twice the bytes actually
+// received plus 64 KiB. It does not look inside the body.
 func ReadFrame(r *bufio.Reader) (*Frame, error) {
 	f := new(Frame)
 	if err := readFrame(r, f); err != nil {
@@ -85,7 +87,7 @@ func ReadFrame(r *bufio.Reader) (*Frame, error) {
 }
 
 func readFrame(r *bufio.Reader, f *Frame) error {
-	rest, err := readFrameHead(r, f)
+	rest, err := readFrameHead(r, f, MaxFrameSize)
 	if err == nil && rest > 0 {
 		f.Body, err = readPayload(r, rest)
 	}
@@ -97,8 +99,9 @@ func readFrame(r *bufio.Reader, f *Frame) error {
 // can route the body (Client.CallInto reads it straight into its buffer).
 // The header is decoded from r's buffer without copying the payload; a
 // header longer than that buffer (a long error message) makes it read the
-// whole payload instead, set f.Body and return 0. Errors are ReadFrame's.
-func readFrameHead(r *bufio.Reader, f *Frame) (rest int, err error) {
+// whole payload instead, set f.Body and return 0. Errors are ReadFrame's,
+// with limit (at most MaxFrameSize) in place of MaxFrameSize.
+func readFrameHead(r *bufio.Reader, f *Frame, limit int) (rest int, err error) {
 	p, err := r.Peek(4)
 	if err != nil {
 		if len(p) > 0 && err == io.EOF {
@@ -108,8 +111,8 @@ func readFrameHead(r *bufio.Reader, f *Frame) (rest int, err error) {
 	}
 	n := binary.BigEndian.Uint32(p)
 	_, _ = r.Discard(4) // cannot fail: the 4 bytes are buffered
-	if n > MaxFrameSize {
-		return 0, fmt.Errorf("%w: length prefix %d bytes exceeds %d", ErrFrameTooLarge, n, MaxFrameSize)
+	if uint64(n) > uint64(limit) {
+		return 0, fmt.Errorf("%w: length prefix %d bytes exceeds %d", ErrFrameTooLarge, n, limit)
 	}
 	if n == 0 {
 		return 0, fmt.Errorf("%w: empty payload", ErrMalformedFrame)

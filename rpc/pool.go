@@ -6,10 +6,16 @@ import (
 	"time"
 )
 
+// PoolIdleTimeout is how long a pooled client may sit with no call before
+// the Pool closes it and dials afresh: less than the servers' default
+// Limits.IdleTimeout, so that a call is never sent on a connection the
+// server is about to close for idleness.
+const PoolIdleTimeout = 2 * time.Minute
+
 // Pool keeps one Client per TCP address and redials when the cached one
-// has died. It is safe for concurrent use. Calls are never retried: a
-// transport error is returned to the caller, and the next call to that
-// address dials afresh.
+// has died or idled for PoolIdleTimeout. It is safe for concurrent use.
+// Calls are never retried: a transport error is returned to the caller,
+// and the next call to that address dials afresh.
 type Pool struct {
 	preamble    []byte
 	dialTimeout time.Duration
@@ -75,7 +81,10 @@ func (p *Pool) client(ctx context.Context, addr string) (*Client, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.client != nil && !e.client.Closed() {
-		return e.client, nil
+		if e.client.reuse(PoolIdleTimeout) {
+			return e.client, nil
+		}
+		e.client.Close()
 	}
 	dctx := ctx
 	if p.dialTimeout > 0 {

@@ -13,6 +13,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/nodeup/nodeup/internal/mpsafe"
+	"github.com/nodeup/nodeup/internal/ratelog"
 )
 
 // Handler serves one method. body is the msgpack-encoded argument (0xc0 for
@@ -44,8 +47,11 @@ type Server struct {
 	inflight atomic.Int64
 	stopping atomic.Bool
 
+	warnings *ratelog.Limiter // rate-limits the warnings peers can trigger
+
 	mu        sync.Mutex
 	closed    bool
+	limits    Limits
 	listeners map[net.Listener]struct{}
 	conns     map[net.Conn]struct{}
 }
@@ -60,6 +66,8 @@ func NewServer(logger *slog.Logger) *Server {
 		logger:    logger,
 		work:      make(chan workItem),
 		done:      make(chan struct{}),
+		warnings:  ratelog.New(warnInterval),
+		limits:    DefaultLimits(),
 		listeners: make(map[net.Listener]struct{}),
 		conns:     make(map[net.Conn]struct{}),
 	}
@@ -195,22 +203,29 @@ type serverConn struct {
 	conn   net.Conn
 	w      *frameWriter
 	remote string
+	limits Limits
+
+	// pending and pendingBytes count the connection's running requests
+	// and the payload bytes they hold.
+	pending      atomic.Int64
+	pendingBytes atomic.Int64
 }
 
-// ServeConn reads requests from conn until it closes or sends a malformed
-// frame, then closes it. It blocks until then; handlers that are still
-// running have their context cancelled and their responses are dropped.
+// ServeConn reads requests from conn until it closes, sends a malformed
+// frame, stalls inside a frame or idles past the limits (see Limits), then
+// closes it. It blocks until then; handlers that are still running have
+// their context cancelled and their responses are dropped. A connection
+// beyond Limits.MaxConns is closed at once.
 func (s *Server) ServeConn(conn net.Conn) {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
+	limits, err := s.admit(conn)
+	if err != nil {
+		if !errors.Is(err, ErrClosed) {
+			s.warn("rpc refusing connection", "remote", remoteAddr(conn), "err", err)
+		}
 		conn.Close()
 		return
 	}
-	s.conns[conn] = struct{}{}
-	s.mu.Unlock()
-
-	sc := &serverConn{s: s, conn: conn, w: newFrameWriter(conn), remote: remoteAddr(conn)}
+	sc := &serverConn{s: s, conn: conn, w: newFrameWriter(conn), remote: remoteAddr(conn), limits: limits}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer func() {
 		cancel()
@@ -219,20 +234,147 @@ func (s *Server) ServeConn(conn net.Conn) {
 		delete(s.conns, conn)
 		s.mu.Unlock()
 	}()
+	sc.logReadError(sc.readLoop(ctx))
+}
 
-	br := bufio.NewReaderSize(conn, bufSize)
-	for {
-		var f Frame
-		if err := readFrame(br, &f); err != nil {
-			sc.logReadError(err)
-			return
-		}
-		if f.Kind != KindRequest {
-			s.logger.Warn("rpc closing connection: unexpected frame kind", "remote", sc.remote, "kind", f.Kind.String(), "seq", f.Seq)
-			return
-		}
-		s.dispatch(workItem{sc: sc, ctx: ctx, req: f})
+// admit registers conn and returns the limits it is served under, or an
+// error wrapping ErrClosed or ErrTooManyConns.
+func (s *Server) admit(conn net.Conn) (Limits, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.closed:
+		return Limits{}, ErrClosed
+	case len(s.conns) >= s.limits.MaxConns:
+		return Limits{}, fmt.Errorf("%w: %d open", ErrTooManyConns, len(s.conns))
 	}
+	s.conns[conn] = struct{}{}
+	return s.limits, nil
+}
+
+// readLoop reads requests and dispatches them until the connection fails.
+// Its read buffer is small (readBufSize): a payload that does not fit is
+// read into a buffer of its own, grown only as its bytes arrive. It never
+// stops reading while handlers run, so that it sees the peer go away and
+// cancels them; a request over the connection's limits is refused.
+func (sc *serverConn) readLoop(ctx context.Context) error {
+	br := bufio.NewReaderSize(sc.conn, readBufSize)
+	for {
+		if err := sc.awaitFrame(br); err != nil {
+			return err
+		}
+		f, refused, err := sc.readRequest(br)
+		switch {
+		case err != nil:
+			return err
+		case refused != nil:
+			if err := sc.refuse(&f, refused); err != nil {
+				return err
+			}
+		default:
+			sc.pending.Add(1)
+			sc.pendingBytes.Add(int64(len(f.Body)))
+			sc.s.dispatch(workItem{sc: sc, ctx: ctx, req: f})
+		}
+	}
+}
+
+// overloaded returns the error refusing f, whose body holds size bytes,
+// if the connection already runs Limits.MaxPending requests or their
+// bodies and f's would exceed Limits.MaxPendingBytes; else nil. A request
+// alone on its connection is never refused for its size.
+func (sc *serverConn) overloaded(f *Frame, size int) *Error {
+	n, held := sc.pending.Load(), sc.pendingBytes.Load()
+	switch {
+	case n >= int64(sc.limits.MaxPending):
+		return &Error{Code: CodeOverloaded, Message: fmt.Sprintf(
+			"rpc: %s refused: %d requests already running on this connection (limit %d)", f.Method, n, sc.limits.MaxPending)}
+	case n > 0 && held+int64(size) > int64(sc.limits.MaxPendingBytes):
+		return &Error{Code: CodeOverloaded, Message: fmt.Sprintf(
+			"rpc: %s refused: its %d-byte body and the %d bytes held by requests running on this connection exceed %d",
+			f.Method, size, held, sc.limits.MaxPendingBytes)}
+	}
+	return nil
+}
+
+// refuse answers f with e from the read loop, and logs it (rate-limited).
+func (sc *serverConn) refuse(f *Frame, e *Error) error {
+	sc.s.warn("rpc refusing request", "remote", sc.remote, "method", f.Method, "seq", f.Seq, "err", e.Message)
+	return sc.w.write(&Frame{Seq: f.Seq, Kind: KindError, Code: e.Code, Error: e.Message}, nil)
+}
+
+// finished records the end of a request whose payload held n bytes.
+func (sc *serverConn) finished(n int) {
+	sc.pendingBytes.Add(-int64(n))
+	sc.pending.Add(-1)
+}
+
+// awaitFrame waits for the first byte of the next frame. It gives up with
+// errIdle once Limits.IdleTimeout passes with nothing received and no
+// request running (a running request restarts the wait).
+func (sc *serverConn) awaitFrame(br *bufio.Reader) error {
+	for br.Buffered() == 0 {
+		_ = sc.conn.SetReadDeadline(time.Now().Add(sc.limits.IdleTimeout))
+		_, err := br.Peek(1)
+		switch {
+		case err == nil:
+			return nil
+		case !isTimeout(err):
+			return err
+		case sc.pending.Load() == 0:
+			return fmt.Errorf("%w: nothing received for %s", errIdle, sc.limits.IdleTimeout)
+		}
+	}
+	return nil
+}
+
+// readRequest reads one request frame, which must arrive within
+// Limits.FrameTimeout of its first byte plus a second per minFrameRate
+// bytes of payload. It skips, unread, the body of a request that it
+// refuses (returned as refused) or whose method nobody serves; any other
+// body must be one well-formed msgpack value (mpsafe.Check), else the
+// frame is malformed.
+func (sc *serverConn) readRequest(br *bufio.Reader) (f Frame, refused *Error, err error) {
+	start := time.Now()
+	_ = sc.conn.SetReadDeadline(start.Add(sc.limits.FrameTimeout))
+	rest, err := readFrameHead(br, &f, sc.limits.MaxRequestSize)
+	if err == nil && f.Kind != KindRequest {
+		err = fmt.Errorf("%w: %s frame (seq %d) sent to a server", ErrMalformedFrame, f.Kind, f.Seq)
+	}
+	if err != nil {
+		return f, nil, err
+	}
+	if refused = sc.overloaded(&f, rest+len(f.Body)); refused != nil {
+		f.Body = nil // set when the header filled the read buffer
+		_, err = br.Discard(rest)
+		return f, refused, unexpectedEOF(err)
+	}
+	if rest == 0 {
+		return f, nil, sc.checkBody(&f)
+	}
+	if slack := time.Duration(rest) * time.Second / minFrameRate; slack > 0 {
+		_ = sc.conn.SetReadDeadline(start.Add(sc.limits.FrameTimeout + slack))
+	}
+	if (*sc.s.handlers.Load())[f.Method] == nil {
+		_, err = br.Discard(rest)
+		return f, nil, unexpectedEOF(err)
+	}
+	if f.Body, err = readPayload(br, rest); err != nil {
+		return f, nil, err
+	}
+	return f, nil, sc.checkBody(&f)
+}
+
+// checkBody returns an error wrapping ErrMalformedFrame if f's body is
+// neither empty nor one well-formed msgpack value.
+func (sc *serverConn) checkBody(f *Frame) error {
+	if len(f.Body) == 0 {
+		return nil
+	}
+	if err := mpsafe.Check(f.Body); err != nil {
+		return fmt.Errorf("%w: %s request body (seq %d): %w", ErrMalformedFrame, f.Method, f.Seq, err)
+	}
+	return nil
 }
 
 // maxIdleWorkers bounds the goroutines kept waiting for requests.
@@ -261,6 +403,7 @@ func (s *Server) worker(w workItem) {
 			w.sc.handle(w.ctx, w.req)
 		}
 		s.inflight.Add(-1)
+		w.sc.finished(len(w.req.Body))
 		w = workItem{} // hold no request memory while idle
 		if s.idle.Add(1) > maxIdleWorkers {
 			s.idle.Add(-1)
@@ -276,11 +419,18 @@ func (s *Server) worker(w workItem) {
 	}
 }
 
+// logReadError logs why the read loop ended: a warning (rate-limited) for
+// what a broken or hostile peer causes, debug for an ordinary close.
 func (sc *serverConn) logReadError(err error) {
 	switch {
 	case errors.Is(err, ErrMalformedFrame), errors.Is(err, ErrFrameTooLarge):
-		sc.s.logger.Warn("rpc closing connection: bad frame", "remote", sc.remote, "err", err)
-	case errors.Is(err, io.EOF), errors.Is(err, net.ErrClosed):
+		sc.s.warn("rpc closing connection: bad frame", "remote", sc.remote, "err", err)
+	case isTimeout(err), errors.Is(err, io.ErrUnexpectedEOF):
+		sc.s.warn("rpc closing connection: frame not completed", "remote", sc.remote, "err", err,
+			"frame_timeout", sc.limits.FrameTimeout)
+	case errors.Is(err, errIdle):
+		sc.s.logger.Debug("rpc closing idle connection", "remote", sc.remote, "err", err)
+	case errors.Is(err, io.EOF), errors.Is(err, net.ErrClosed), errors.Is(err, ErrClosed):
 		sc.s.logger.Debug("rpc connection closed", "remote", sc.remote)
 	default:
 		sc.s.logger.Debug("rpc connection read failed", "remote", sc.remote, "err", err)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/vmihailenco/msgpack/v5"
 
+	"github.com/nodeup/nodeup/internal/mpsafe"
 	"github.com/nodeup/nodeup/sched"
 )
 
@@ -247,12 +248,11 @@ func decode(data []byte) (MessageType, any, error) {
 	if req == nil {
 		return t, nil, fmt.Errorf("decode: %w %d", ErrUnknownMessageType, data[0])
 	}
-	r := bytes.NewReader(data[1:])
-	if err := msgpack.NewDecoder(r).Decode(req); err != nil {
+	// Entries reach followers over the network: mpsafe rejects declared
+	// lengths beyond the entry's bytes (and trailing bytes) before the
+	// decoder allocates from them.
+	if err := mpsafe.Unmarshal(data[1:], req); err != nil {
 		return t, nil, fmt.Errorf("decode %v: %w: %v", t, ErrMalformed, err)
-	}
-	if r.Len() != 0 {
-		return t, nil, fmt.Errorf("decode %v: %w: %d trailing bytes", t, ErrMalformed, r.Len())
 	}
 	return t, req, nil
 }

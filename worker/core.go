@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"maps"
 	"net"
@@ -111,23 +112,38 @@ func (cw *coreWorker) serve(ip string) error {
 
 // preambleListener strips the one-byte protocol preamble that rpc.Dial and
 // rpc.Pool clients send (node ports multiplex on it; ours only speaks RPC).
+// Accept returns at once: the byte is read and checked by the connection's
+// first Read, on the server goroutine serving it, so that a peer that sends
+// nothing delays no other connection (the server's idle timeout and
+// connection cap apply to it as to any).
 type preambleListener struct{ net.Listener }
 
 func (l *preambleListener) Accept() (net.Conn, error) {
-	for {
-		c, err := l.Listener.Accept()
-		if err != nil {
-			return nil, err
-		}
-		_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
-		var b [1]byte
-		if _, err := c.Read(b[:]); err != nil || b[0] != 0x01 {
-			c.Close()
-			continue
-		}
-		_ = c.SetReadDeadline(time.Time{})
-		return c, nil
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
 	}
+	return &preambleConn{Conn: c}, nil
+}
+
+// preambleConn consumes and checks the preamble before its first Read.
+type preambleConn struct {
+	net.Conn
+	checked bool // only the server's read loop reads
+}
+
+func (c *preambleConn) Read(p []byte) (int, error) {
+	if !c.checked {
+		var b [1]byte
+		if _, err := io.ReadFull(c.Conn, b[:]); err != nil {
+			return 0, err
+		}
+		if b[0] != 0x01 {
+			return 0, fmt.Errorf("protocol preamble byte 0x%02x, want 0x01", b[0])
+		}
+		c.checked = true
+	}
+	return c.Conn.Read(p)
 }
 
 // getValue returns an object's msgpack value, waiting for it: from this
