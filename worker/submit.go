@@ -87,11 +87,19 @@ type heldLease struct {
 	inflight int
 	dead     bool
 	gen      int
-	revoked  bool // its node revoked it: returned once no push on it is in flight
+	// ctx carries the lease's pushes; cancel ends them when the cluster
+	// declares the lease's node dead (lost), since a frozen node's
+	// connections stay open and would hold its tasks forever.
+	ctx     context.Context
+	cancel  context.CancelFunc
+	lost    bool
+	revoked bool // its node revoked it: returned once no push on it is in flight
 }
 
 func newSubmitter(cw *coreWorker) *submitter {
-	return &submitter{cw: cw, queues: map[queueKey]*keyQueue{}, deadWorkers: map[string]bool{}}
+	s := &submitter{cw: cw, queues: map[queueKey]*keyQueue{}, deadWorkers: map[string]bool{}}
+	go s.watchNodes()
+	return s
 }
 
 // submit builds a task from f's registration and options and queues it; it
@@ -293,6 +301,7 @@ func (s *submitter) requestLease(q *keyQueue) {
 		s.mu.Lock()
 		q.requesting--
 		l := &heldLease{rep: rep}
+		l.ctx, l.cancel = context.WithCancel(cw.ctx)
 		if len(q.tasks) == 0 || s.deadWorkers[rep.WorkerID] {
 			// Nothing to run, or granted on a process this submitter saw
 			// crash (the node had not noticed yet): give it back.
@@ -338,10 +347,18 @@ func (s *submitter) infeasible(q *keyQueue, reason string) {
 func (s *submitter) push(q *keyQueue, l *heldLease, t *pendingTask, pipelined bool) {
 	t.spec.Attempt = t.crashes + t.appRetries
 	var rep wire.PushTaskReply
-	err := s.cw.pool.Call(s.cw.ctx, l.rep.WorkerAddr, wire.MethodPushTask,
+	err := s.cw.pool.Call(l.ctx, l.rep.WorkerAddr, wire.MethodPushTask,
 		&wire.PushTaskRequest{LeaseID: l.rep.LeaseID, Spec: t.spec, Pipelined: pipelined}, &rep)
 	s.mu.Lock()
 	l.inflight--
+	if l.dead && l.inflight == 0 {
+		l.cancel() // nothing more will run on it
+	}
+	if l.lost && err == nil {
+		// A reply that raced the node's death: the task is already being
+		// retried elsewhere, so this outcome must not count twice.
+		err = errNodeLost
+	}
 	// The outcome, recorded once s.mu is released: failed, succeeded, or
 	// neither (the task went back on the queue).
 	var failed error
@@ -360,6 +377,16 @@ func (s *submitter) push(q *keyQueue, l *heldLease, t *pendingTask, pipelined bo
 		}
 		l.revoked = true
 		q.tasks = append([]*pendingTask{t}, q.tasks...)
+	case err != nil && l.lost:
+		t.crashes++
+		t.crashedIn = append(t.crashedIn, l.rep.WorkerID)
+		if t.opts.maxRetries < 0 || t.crashes <= t.opts.maxRetries {
+			s.cw.logger.Warn("node running task was declared dead; retrying elsewhere", "task", t.spec.Name, "node", l.rep.NodeName,
+				"attempt", t.crashes)
+			q.tasks = append([]*pendingTask{t}, q.tasks...)
+		} else {
+			failed = &WorkerCrashedError{TaskName: t.spec.Name, Attempts: t.crashes, Cause: fmt.Sprintf("node %s was declared dead", l.rep.NodeName)}
+		}
 	case err != nil && !rpc.IsTransport(err):
 		// The worker answered, but not with a result (e.g. it could not
 		// decode the request): retrying elsewhere would fail the same way.
@@ -431,9 +458,86 @@ func (s *submitter) workerDiedLocked(id string) {
 		q.leases = slices.DeleteFunc(q.leases, func(l *heldLease) bool {
 			if l.rep.WorkerID == id {
 				l.dead = true
+				if l.inflight == 0 {
+					l.cancel()
+				}
 			}
 			return l.dead
 		})
+	}
+}
+
+// errNodeLost stands for a push whose node the cluster declared dead.
+var errNodeLost = errors.New("node declared dead")
+
+// nodeCheckInterval is how often a submitter with tasks in flight on other
+// nodes asks its own node which nodes the cluster declared dead.
+const nodeCheckInterval = time.Second
+
+// watchNodes ends the pushes on nodes the cluster declares dead (gossip's
+// failure detector, through the local node's view), so their tasks are
+// retried elsewhere: a frozen node never breaks its connections, and its
+// tasks would otherwise wait for it forever. It runs until the submitter's
+// process shuts down.
+func (s *submitter) watchNodes() {
+	t := time.NewTicker(nodeCheckInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.cw.ctx.Done():
+			return
+		case <-t.C:
+		}
+		if !s.remoteInFlight() {
+			continue
+		}
+		var v wire.ClusterView
+		ctx, cancel := context.WithTimeout(s.cw.ctx, nodeCheckInterval)
+		err := s.cw.pool.Call(ctx, s.cw.nodeAddr, wire.MethodClusterView, &wire.Empty{}, &v)
+		cancel()
+		if err == nil {
+			s.loseDeadNodes(v.Nodes)
+		}
+	}
+}
+
+// remoteInFlight reports whether a push is in flight on another node.
+func (s *submitter) remoteInFlight() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, q := range s.queues {
+		for _, l := range q.leases {
+			if l.inflight > 0 && l.rep.NodeID != s.cw.nodeID {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// loseDeadNodes cancels the pushes on every lease whose node view lists as
+// not alive; push then retries their tasks (nodes absent from view, e.g.
+// just joined, are left alone).
+func (s *submitter) loseDeadNodes(view []wire.NodeInfo) {
+	dead := map[string]bool{}
+	for _, nd := range view {
+		if !nd.Alive {
+			dead[nd.NodeID] = true
+		}
+	}
+	if len(dead) == 0 {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, q := range s.queues {
+		for _, l := range q.leases {
+			if dead[l.rep.NodeID] && !l.lost {
+				l.lost, l.dead = true, true
+				l.cancel()
+			}
+		}
+		q.leases = slices.DeleteFunc(q.leases, func(l *heldLease) bool { return l.lost })
 	}
 }
 
@@ -467,6 +571,7 @@ func (s *submitter) dropLeaseLocked(q *keyQueue, l *heldLease) {
 }
 
 func (s *submitter) returnLease(l *heldLease) {
+	l.cancel()
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(s.cw.ctx), 5*time.Second)
 	defer cancel()
 	if err := s.cw.pool.Call(ctx, l.rep.NodeAddr, wire.MethodLeaseReturn, &wire.LeaseReturnRequest{LeaseID: l.rep.LeaseID}, nil); err != nil && !rpc.IsTransport(err) {

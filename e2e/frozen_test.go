@@ -1,0 +1,108 @@
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestFrozenNodeTasksRetried (issue 13, item 4): a node frozen mid-task
+// (SIGSTOP of the daemon and of the worker running the task) keeps its
+// connections open, so nothing ever breaks; once gossip declares it dead,
+// the task's owner retries it on another node.
+func TestFrozenNodeTasksRetried(t *testing.T) {
+	root := t.TempDir()
+	head := startNode(t, root, "n0", []string{"start", "--head"})
+	eventually(t, 20*time.Second, "head answers", func() error { _, err := status(t, head.addr()); return err })
+	n1 := startNode(t, root, "n1", []string{"join", head.addr()})
+	startNode(t, root, "n2", []string{"join", head.addr()})
+	// Three voters: the two that are not frozen keep a leader, whose view
+	// declares n1 dead.
+	eventually(t, 30*time.Second, "3-node cluster forms", func() error {
+		st, err := status(t, head.addr())
+		if err != nil {
+			return err
+		}
+		voters := 0
+		for _, s := range st.Servers {
+			if s.Suffrage == "voter" {
+				voters++
+			}
+		}
+		if alive(st) != 3 || voters != 3 {
+			return fmt.Errorf("%d alive, %d voters", alive(st), voters)
+		}
+		return nil
+	})
+	driver := buildTestdata(t, "frozen")
+	marker := filepath.Join(root, "pid")
+	cmd := exec.Command(driver, marker)
+	cmd.Env = append(os.Environ(), "NODEUP_ADDRESS="+head.addr())
+	out := &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		if t.Failed() {
+			t.Logf("--- driver output ---\n%s", out.String())
+		}
+	})
+	var pid int
+	eventually(t, 30*time.Second, "task starts on n1", func() error {
+		select {
+		case err := <-done:
+			t.Fatalf("driver ended before its task started: %v\n%s", err, out.String())
+		default:
+		}
+		b, err := os.ReadFile(marker)
+		if err == nil {
+			pid, err = strconv.Atoi(string(b))
+		}
+		return err
+	})
+	for _, p := range []int{n1.cmd.Process.Pid, pid} {
+		if err := syscall.Kill(p, syscall.SIGSTOP); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+		_ = syscall.Kill(n1.cmd.Process.Pid, syscall.SIGCONT)
+	})
+	frozen := time.Now()
+	select {
+	case err := <-done:
+		if err != nil || !strings.Contains(out.String(), "ran on n0") && !strings.Contains(out.String(), "ran on n2") {
+			t.Fatalf("driver: %v\n%s", err, out.String())
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatalf("the task on frozen n1 was not retried within 60 s:\n%s", out.String())
+	}
+	t.Logf("%s %s after n1 froze", strings.TrimSpace(out.String()), time.Since(frozen).Round(100*time.Millisecond))
+}
+
+// buildTestdata builds ./e2e/testdata/<name> into a temporary directory and
+// returns the binary's path.
+func buildTestdata(t *testing.T, name string) string {
+	t.Helper()
+	_, file, _, _ := runtime.Caller(0)
+	bin := filepath.Join(t.TempDir(), name)
+	build := exec.Command("go", "build", "-o", bin, "./e2e/testdata/"+name)
+	build.Dir = filepath.Dir(filepath.Dir(file))
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build %s: %v\n%s", name, err, out)
+	}
+	return bin
+}
