@@ -119,7 +119,9 @@ func Check(h History, cfg Config) []Violation {
 // CheckCapacity reports instants when a node, bundle or placement group on
 // a node held more of a resource than it has. For CPU, tasks blocked in
 // Get/Wait (within BlockGrace) do not count at other tasks' starts.
-func CheckCapacity(h History, cfg Config) []Violation { return checkCapacity(build(h), cfg.withDefaults()) }
+func CheckCapacity(h History, cfg Config) []Violation {
+	return checkCapacity(build(h), cfg.withDefaults())
+}
 
 // CheckWorkConservation reports ready tasks (default strategy, flagged WC
 // at submit) that waited more than WorkBound while a node had room.
@@ -129,7 +131,9 @@ func CheckWorkConservation(h History, cfg Config) []Violation {
 
 // CheckMakespan reports makespan phases that took longer than
 // ceil(N/C)·D + MakespanSlack.
-func CheckMakespan(h History, cfg Config) []Violation { return checkMakespan(build(h), cfg.withDefaults()) }
+func CheckMakespan(h History, cfg Config) []Violation {
+	return checkMakespan(build(h), cfg.withDefaults())
+}
 
 // CheckSpread reports SPREAD bursts that left a node two or more tasks
 // ahead of another.
@@ -141,11 +145,15 @@ func CheckGPUs(h History, cfg Config) []Violation { return checkGPUs(build(h), c
 
 // CheckRetries reports retries in the process that crashed and tasks that
 // counted more worker deaths than processes died.
-func CheckRetries(h History, cfg Config) []Violation { return checkRetries(build(h), cfg.withDefaults()) }
+func CheckRetries(h History, cfg Config) []Violation {
+	return checkRetries(build(h), cfg.withDefaults())
+}
 
 // CheckPlacement reports work off its affinity node, labels or bundle node,
 // and placement groups that broke STRICT_PACK or STRICT_SPREAD.
-func CheckPlacement(h History, cfg Config) []Violation { return checkPlacement(build(h), cfg.withDefaults()) }
+func CheckPlacement(h History, cfg Config) []Violation {
+	return checkPlacement(build(h), cfg.withDefaults())
+}
 
 // CheckCompletion reports tasks that failed or never resolved, and
 // attempts that started but neither ended nor crashed.
