@@ -23,13 +23,15 @@ const (
 // Node is one node of the cluster under test: its name (worker.NodeName()),
 // total resources in units and labels.
 type Node struct {
-	Name   string
-	Total  map[string]float64
-	Labels map[string]string
+	Name   string             `json:"name"`
+	Total  map[string]float64 `json:"total"`
+	Labels map[string]string  `json:"labels,omitempty"`
 }
 
 // Config is what the checker knows besides the history.
 type Config struct {
+	// Nodes are the cluster's nodes; when empty, those of the history's
+	// Cluster event.
 	Nodes []Node
 	// WorkBound is how long a ready task may wait while some node
 	// continuously has room for it (B; default 1.5 s).
@@ -47,7 +49,10 @@ type Config struct {
 	MakespanSlack time.Duration
 }
 
-func (c Config) withDefaults() Config {
+func (c Config) withDefaults(m *model) Config {
+	if len(c.Nodes) == 0 {
+		c.Nodes = m.nodes
+	}
 	if c.WorkBound == 0 {
 		c.WorkBound = 1500 * time.Millisecond
 	}
@@ -105,8 +110,8 @@ func (v Violation) String() string {
 // Check runs every invariant over h and returns the violations, ordered by
 // invariant then time.
 func Check(h History, cfg Config) []Violation {
-	cfg = cfg.withDefaults()
 	m := build(h)
+	cfg = cfg.withDefaults(m)
 	var out []Violation
 	for _, f := range []func(*model, Config) []Violation{
 		checkCapacity, checkWork, checkMakespan, checkSpread, checkGPUs, checkRetries, checkPlacement, checkCompletion, checkLeaks,
@@ -120,45 +125,57 @@ func Check(h History, cfg Config) []Violation {
 // a node held more of a resource than it has. For CPU, tasks blocked in
 // Get/Wait (within BlockGrace) do not count at other tasks' starts.
 func CheckCapacity(h History, cfg Config) []Violation {
-	return checkCapacity(build(h), cfg.withDefaults())
+	m := build(h)
+	return checkCapacity(m, cfg.withDefaults(m))
 }
 
 // CheckWorkConservation reports ready tasks (default strategy, flagged WC
 // at submit) that waited more than WorkBound while a node had room.
 func CheckWorkConservation(h History, cfg Config) []Violation {
-	return checkWork(build(h), cfg.withDefaults())
+	m := build(h)
+	return checkWork(m, cfg.withDefaults(m))
 }
 
 // CheckMakespan reports makespan phases that took longer than
 // ceil(N/C)·D + MakespanSlack.
 func CheckMakespan(h History, cfg Config) []Violation {
-	return checkMakespan(build(h), cfg.withDefaults())
+	m := build(h)
+	return checkMakespan(m, cfg.withDefaults(m))
 }
 
 // CheckSpread reports SPREAD bursts that left a node two or more tasks
 // ahead of another.
-func CheckSpread(h History, cfg Config) []Violation { return checkSpread(build(h), cfg.withDefaults()) }
+func CheckSpread(h History, cfg Config) []Violation {
+	m := build(h)
+	return checkSpread(m, cfg.withDefaults(m))
+}
 
 // CheckGPUs reports wrong GPU ID counts, bundle work outside its bundle's
 // devices, and devices shared beyond 1.0.
-func CheckGPUs(h History, cfg Config) []Violation { return checkGPUs(build(h), cfg.withDefaults()) }
+func CheckGPUs(h History, cfg Config) []Violation {
+	m := build(h)
+	return checkGPUs(m, cfg.withDefaults(m))
+}
 
 // CheckRetries reports retries in the process that crashed and tasks that
 // counted more worker deaths than processes died.
 func CheckRetries(h History, cfg Config) []Violation {
-	return checkRetries(build(h), cfg.withDefaults())
+	m := build(h)
+	return checkRetries(m, cfg.withDefaults(m))
 }
 
 // CheckPlacement reports work off its affinity node, labels or bundle node,
 // and placement groups that broke STRICT_PACK or STRICT_SPREAD.
 func CheckPlacement(h History, cfg Config) []Violation {
-	return checkPlacement(build(h), cfg.withDefaults())
+	m := build(h)
+	return checkPlacement(m, cfg.withDefaults(m))
 }
 
 // CheckCompletion reports tasks that failed or never resolved, and
 // attempts that started but neither ended nor crashed.
 func CheckCompletion(h History, cfg Config) []Violation {
-	return checkCompletion(build(h), cfg.withDefaults())
+	m := build(h)
+	return checkCompletion(m, cfg.withDefaults(m))
 }
 
 // Summary formats violations for a test log: a count per invariant, then

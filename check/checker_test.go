@@ -151,15 +151,27 @@ func TestWorkConservation(t *testing.T) {
 	}
 	// t2 waits 4 s behind t1 on a 2-CPU node: one CPU stayed free.
 	serial := wc(wc(&hist{}, 0, "t1"), 0, "t2").run(0.1, "t1", 0, "n0", 1, 4).run(4.1, "t2", 0, "n0", 1, 1).sorted()
-	expect(t, CheckWorkConservation(serial, cfg), InvWork, 1, "task t2", "waited 4.10s", "had room for it for 4.10s")
+	expect(t, CheckWorkConservation(serial, cfg), InvWork, 1, "task t2", "waited 4.10s", "had room for it for 4.00s", "free then: CPU=1")
 	// t3 waits for a full node: no violation.
 	full := wc(wc(wc(&hist{}, 0, "t1"), 0, "t2"), 0, "t3").run(0.1, "t1", 0, "n0", 1, 4).run(0.1, "t2", 0, "n0", 1, 4).
 		run(4.1, "t3", 0, "n0", 1, 1).sorted()
 	expect(t, CheckWorkConservation(full, cfg), InvWork, 0)
+	// Four tasks run one after another on one lease (same process): the
+	// lease passing from task to task is no release, so the free CPU is
+	// continuous and the last two waited too long.
+	b := &hist{}
+	for i, id := range []string{"p1", "p2", "p3", "p4"} {
+		wc(b, 0, id).run(0.1+float64(i), id, 0, "n0", 1, 1)
+	}
+	expect(t, CheckWorkConservation(b.sorted(), cfg), InvWork, 2, "while node n0 had room for it")
 	// A dependency delays readiness: waiting for it is fine.
 	dep := wc(&hist{}, 0, "t1").add(0, Event{Kind: Submit, Task: "t2", Demand: cpu(1), WC: true, Deps: []string{"t1"}}).
 		run(0.1, "t1", 0, "n0", 1, 4).run(4.2, "t2", 0, "n0", 1, 1).sorted()
 	expect(t, CheckWorkConservation(dep, cfg), InvWork, 0)
+	// After a crash, waiting for the node's new worker process is fine.
+	restart := wc(&hist{}, 0, "t1").run(0.1, "t1", 0, "n0", 1, -1).add(0.5, Event{Kind: Crash, Task: "t1", Node: "n0", PID: 1})
+	restarted := wc(restart, 0.6, "t2").run(3, "t2", 0, "n0", 2, 1).run(3, "t1", 1, "n0", 2, 1).sorted()
+	expect(t, CheckWorkConservation(restarted, cfg), InvWork, 0)
 }
 
 func TestMakespan(t *testing.T) {

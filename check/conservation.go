@@ -65,6 +65,7 @@ func readyAt(m *model, t *taskInfo) (int64, bool) {
 // its bundle.
 func occupancy(m *model, cfg Config) map[string][]item {
 	grace := cfg.ReleaseGrace.Nanoseconds()
+	next := handoffs(m, grace)
 	occ := map[string][]item{}
 	for _, hd := range m.holders {
 		if hd.group != "" {
@@ -79,12 +80,18 @@ func occupancy(m *model, cfg Config) map[string][]item {
 				to = max(to, t.killed)
 			}
 		}
-		if hd.ended == endedOpen {
+		switch {
+		case hd.ended == endedOpen:
 			to = never
-		} else {
+		case next[hd] != 0:
+			to = next[hd]
+		default:
 			to += grace
 		}
 		occ[hd.node] = append(occ[hd.node], item{name: hd.name(), from: from, to: to, demand: hd.demand, h: hd})
+	}
+	for _, n := range cfg.Nodes {
+		occ[n.Name] = append(occ[n.Name], workerless(m, n)...)
 	}
 	for _, id := range sortedGroups(m) {
 		g := m.groups[id]
@@ -100,6 +107,75 @@ func occupancy(m *model, cfg Config) map[string][]item {
 		}
 	}
 	return occ
+}
+
+// handoffs finds, for each task attempt that ended normally, the start of
+// another with the same demand in the same process within grace of its end
+// (the lease passed on to the next task of the same shape); its resources
+// count as held until that start instead of for the whole grace. Each
+// start takes over from one ended attempt, the earliest first.
+func handoffs(m *model, grace int64) map[*holder]int64 {
+	ends := make([]*holder, 0, len(m.holders))
+	for _, hd := range m.holders {
+		if hd.ended == endedNormally && !hd.actor && hd.group == "" {
+			ends = append(ends, hd)
+		}
+	}
+	sort.Slice(ends, func(i, j int) bool { return ends[i].to < ends[j].to })
+	taken := map[*holder]bool{}
+	next := map[*holder]int64{}
+	for _, a := range ends {
+		var best *holder
+		for _, b := range m.holders {
+			if taken[b] || b == a || b.actor || b.pid != a.pid || b.node != a.node || b.from < a.to || b.from > a.to+grace || !sameDemand(a.demand, b.demand) {
+				continue
+			}
+			if best == nil || b.from < best.from {
+				best = b
+			}
+		}
+		if best != nil {
+			taken[best], next[a] = true, best.from
+		}
+	}
+	return next
+}
+
+func sameDemand(a, b map[string]float64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if math.Abs(b[k]-v) > eps {
+			return false
+		}
+	}
+	return true
+}
+
+// workerless returns, as items holding all of node n, the times when n
+// had no running job worker process for sure: from the history's start,
+// and from each crash on n, until the next start of a task without GPUs
+// there (a node's first task, or its first after a crash, waits for a
+// process to start, which is not the scheduler's idleness).
+func workerless(m *model, n Node) []item {
+	var out []item
+	begin := []int64{m.start}
+	for _, c := range m.crashes {
+		if c.node == n.Name {
+			begin = append(begin, c.at)
+		}
+	}
+	for _, b := range begin {
+		end := int64(never)
+		for _, hd := range m.holders {
+			if hd.node == n.Name && !hd.actor && len(hd.gpus) == 0 && hd.from > b && hd.from < end {
+				end = hd.from
+			}
+		}
+		out = append(out, item{name: "no worker process on " + n.Name, from: b, to: end, demand: n.Total})
+	}
+	return out
 }
 
 // stretch is an interval during which a node had room, with the free

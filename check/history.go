@@ -51,6 +51,7 @@ const (
 	PGRemoved Kind = "pg_removed" // driver, after Remove returned
 	Phase     Kind = "phase"      // driver, at the start of a workload phase
 	Leak      Kind = "leak"       // driver: a node did not get its resources back after a phase
+	Cluster   Kind = "cluster"    // driver, first: the nodes (Event.Nodes), so a trace checks alone
 )
 
 // Error kinds of a Result event.
@@ -113,6 +114,8 @@ type Event struct {
 
 	// Detail is free text (a Leak's description).
 	Detail string `json:"detail,omitempty"`
+	// Nodes are the cluster's nodes (Cluster only).
+	Nodes []Node `json:"nodes,omitempty"`
 }
 
 // At returns the event's time.

@@ -184,14 +184,15 @@ func labelMismatch(sel string, labels map[string]string) string {
 	return ""
 }
 
-// checkCompletion checks that every task resolved without error (a
-// WorkerCrashedError is judged by checkRetries) and that every task
+// checkCompletion checks that every task, actor (its creation and first
+// call) and placement group (its creation) resolved without error (a
+// WorkerCrashedError is judged by checkRetries), and that every task
 // attempt that started either ended or died with its process.
 func checkCompletion(m *model, _ Config) []Violation {
 	var out []Violation
 	for _, id := range m.order {
 		t := m.tasks[id]
-		if t.submit.Kind != Submit || t.submit.Actor {
+		if t.submit.Kind != Submit {
 			continue
 		}
 		switch r := t.result; {

@@ -106,6 +106,7 @@ type model struct {
 	crashes    []crashEvent
 	leaks      []Event
 	phases     []Event
+	nodes      []Node // from the Cluster event
 }
 
 // build digests a history (sorted by time).
@@ -213,6 +214,8 @@ func (m *model) applyDriver(e Event) {
 		m.phases = append(m.phases, e)
 	case Leak:
 		m.leaks = append(m.leaks, e)
+	case Cluster:
+		m.nodes = e.Nodes
 	}
 }
 
