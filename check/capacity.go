@@ -140,7 +140,7 @@ func (s *scope) check(cfg Config) []Violation {
 func (s *scope) overAt(x item, r string, cfg Config) *Violation {
 	t := x.from
 	held := 0.0
-	var names []string
+	var names, lent []string
 	for _, y := range s.items {
 		if y.from > t {
 			break
@@ -149,6 +149,7 @@ func (s *scope) overAt(x item, r string, cfg Config) *Violation {
 			continue
 		}
 		if r == "CPU" && y.h != nil && y.name != x.name && y.h.blockedWithin(t-cfg.BlockGrace.Nanoseconds(), t) {
+			lent = append(lent, fmt.Sprintf("%s(%g lent)", y.name, y.demand[r]))
 			continue
 		}
 		held += y.demand[r]
@@ -161,6 +162,6 @@ func (s *scope) overAt(x item, r string, cfg Config) *Violation {
 	if r != "CPU" {
 		why = "tasks blocked in Get/Wait still hold it: only CPU is lent"
 	}
-	return &Violation{Invariant: InvCapacity, At: ns(t), Node: s.node, Resource: r, Held: held, Total: s.cap[r], Tasks: names,
+	return &Violation{Invariant: InvCapacity, At: ns(t), Node: s.node, Resource: r, Held: held, Total: s.cap[r], Tasks: append(names, lent...),
 		Detail: fmt.Sprintf("%s over capacity when %s started (%s)", s.desc, x.name, why)}
 }
