@@ -14,6 +14,7 @@ type item struct {
 	from, to int64
 	demand   map[string]float64
 	h        *holder // nil for a bundle
+	group    string  // a bundle's group
 }
 
 // scope is a pool with a capacity: a node's free pool, one bundle, or one

@@ -174,6 +174,24 @@ func TestWorkConservation(t *testing.T) {
 	expect(t, CheckWorkConservation(restarted, cfg), InvWork, 0)
 }
 
+func TestWorkConservationGroups(t *testing.T) {
+	cfg := threeNodes()
+	b := []Bundle{{Index: 0, Demand: cpu(2), Node: "n0"}, {Index: 1, Demand: cpu(2), Node: "n1"}}
+	// Ready 5 s after creation on idle nodes.
+	idle := pgEvents(&hist{}, 0, 5, 6, "g", "STRICT_SPREAD", b...).sorted()
+	expect(t, CheckWorkConservation(idle, cfg), InvWork, 1, "placement group g (STRICT_SPREAD", "waited 5.00s")
+	// Two of the three nodes were busy until 4.5 s: STRICT_SPREAD could not place.
+	busy := pgEvents(&hist{}, 0, 5, 6, "g", "STRICT_SPREAD", b...).task(0, "a", cpu(1), "n0", 4.5).task(0, "b", cpu(1), "n1", 4.5).sorted()
+	expect(t, CheckWorkConservation(busy, cfg), InvWork, 0)
+	// PACK could have used n2 and one of the others? No: each bundle needs
+	// a whole node's CPU, and only n2 was free.
+	pack := pgEvents(&hist{}, 0, 5, 6, "g", "PACK", b...).task(0, "a", cpu(1), "n0", 4.5).task(0, "b", cpu(1), "n1", 4.5).sorted()
+	expect(t, CheckWorkConservation(pack, cfg), InvWork, 0)
+	strictPack := pgEvents(&hist{}, 0, 5, 6, "g", "STRICT_PACK", Bundle{Index: 0, Demand: cpu(1), Node: "n2"}, Bundle{Index: 1, Demand: cpu(1), Node: "n2"}).
+		task(0, "a", cpu(1), "n0", 4.5).task(0, "b", cpu(1), "n1", 4.5).sorted()
+	expect(t, CheckWorkConservation(strictPack, cfg), InvWork, 1, "STRICT_PACK", "room for it for 5.00s")
+}
+
 func TestMakespan(t *testing.T) {
 	cfg := oneNode(cpu(2))
 	phase := func(parallel int) History {

@@ -3,6 +3,7 @@ package check
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -15,8 +16,11 @@ import (
 // Get keep their CPU, so only room the scheduler surely had is counted.
 func checkWork(m *model, cfg Config) []Violation {
 	occ := occupancy(m, cfg)
+	for _, n := range cfg.Nodes {
+		occ[n.Name] = append(occ[n.Name], workerless(m, n)...)
+	}
 	bound := cfg.WorkBound.Nanoseconds()
-	var out []Violation
+	out := groupWaits(m, cfg)
 	for _, id := range m.order {
 		t := m.tasks[id]
 		first := t.firstStart()
@@ -40,6 +44,134 @@ func checkWork(m *model, cfg Config) []Violation {
 		}
 	}
 	return out
+}
+
+// groupWaits reports placement groups that took more than WorkBound to be
+// ready while, continuously for longer than that, the nodes had room for
+// all their bundles under their strategy (everything else held as in
+// checkWork, other groups' bundles from their creation).
+func groupWaits(m *model, cfg Config) []Violation {
+	bound := cfg.WorkBound.Nanoseconds()
+	var out []Violation
+	for _, id := range sortedGroups(m) {
+		g := m.groups[id]
+		if g.ready == 0 || g.created == 0 || g.ready-g.created <= bound {
+			continue
+		}
+		occ := occupancy(m, cfg)
+		for n, items := range occ {
+			occ[n] = slices.DeleteFunc(items, func(it item) bool { return it.group == id })
+		}
+		st := longestPlaceable(occ, cfg.Nodes, g, g.created, g.ready)
+		if st.to-st.from <= bound {
+			continue
+		}
+		var shapes []string
+		for _, b := range g.bundles {
+			shapes = append(shapes, "{"+fmtRes(b.Demand)+"}")
+		}
+		out = append(out, Violation{Invariant: InvWork, At: ns(st.from),
+			Detail: fmt.Sprintf("placement group %s (%s, bundles %s) was created at %s and ready at %s (waited %s) while the nodes had room for it for %s, from %s to %s",
+				id, g.strategy, strings.Join(shapes, " "), rel(m, g.created), rel(m, g.ready), secs(g.ready-g.created), secs(st.to-st.from), rel(m, st.from), rel(m, st.to))})
+	}
+	return out
+}
+
+// longestPlaceable is longestFit for a whole group: the longest interval
+// within [from, to) during which some assignment of g's bundles to nodes
+// allowed by its strategy fit the nodes' free resources.
+func longestPlaceable(occ map[string][]item, nodes []Node, g *group, from, to int64) stretch {
+	points := []int64{from, to}
+	for _, items := range occ {
+		for _, it := range items {
+			for _, p := range []int64{it.from, it.to} {
+				if p > from && p < to {
+					points = append(points, p)
+				}
+			}
+		}
+	}
+	sort.Slice(points, func(i, j int) bool { return points[i] < points[j] })
+	var best, cur stretch
+	open := false
+	for i := 0; i+1 < len(points); i++ {
+		p, q := points[i], points[i+1]
+		if p == q {
+			continue
+		}
+		free := make([]map[string]float64, len(nodes))
+		for k, n := range nodes {
+			free[k] = freeAt(occ[n.Name], n.Total, p)
+		}
+		if !placeable(g.strategy, g.bundles, free) {
+			open = false
+			continue
+		}
+		if !open {
+			cur, open = stretch{from: p}, true
+		}
+		cur.to = q
+		if cur.to-cur.from > best.to-best.from {
+			best = cur
+		}
+	}
+	return best
+}
+
+// placeable reports whether bundles fit free (one map per node) under
+// strategy, trying every assignment (groups are small; above 4096
+// assignments it answers false, which only hides violations).
+func placeable(strategy string, bundles []Bundle, free []map[string]float64) bool {
+	n := len(free)
+	total := 1
+	for range bundles {
+		if total *= n; total > 4096 || n == 0 {
+			return false
+		}
+	}
+	assign := make([]int, len(bundles))
+	for code := 0; code < total; code++ {
+		c := code
+		for i := range assign {
+			assign[i], c = c%n, c/n
+		}
+		if allowed(strategy, assign) && fitsAssigned(bundles, assign, free) {
+			return true
+		}
+	}
+	return false
+}
+
+// allowed checks an assignment of bundles to node indexes against the
+// strict strategies (PACK and SPREAD accept any).
+func allowed(strategy string, assign []int) bool {
+	distinct := map[int]bool{}
+	for _, a := range assign {
+		distinct[a] = true
+	}
+	switch strategy {
+	case "STRICT_PACK":
+		return len(distinct) == 1
+	case "STRICT_SPREAD":
+		return len(distinct) == len(assign)
+	}
+	return true
+}
+
+func fitsAssigned(bundles []Bundle, assign []int, free []map[string]float64) bool {
+	need := make([]map[string]float64, len(free))
+	for i, b := range bundles {
+		if need[assign[i]] == nil {
+			need[assign[i]] = map[string]float64{}
+		}
+		addTo(need[assign[i]], b.Demand)
+	}
+	for k, nd := range need {
+		if nd != nil && !covers(free[k], nd) {
+			return false
+		}
+	}
+	return true
 }
 
 // readyAt is when t was submitted and all its direct dependencies had
@@ -90,9 +222,6 @@ func occupancy(m *model, cfg Config) map[string][]item {
 		}
 		occ[hd.node] = append(occ[hd.node], item{name: hd.name(), from: from, to: to, demand: hd.demand, h: hd})
 	}
-	for _, n := range cfg.Nodes {
-		occ[n.Name] = append(occ[n.Name], workerless(m, n)...)
-	}
 	for _, id := range sortedGroups(m) {
 		g := m.groups[id]
 		if g.ready == 0 {
@@ -103,7 +232,7 @@ func occupancy(m *model, cfg Config) map[string][]item {
 			to += grace
 		}
 		for _, b := range g.bundles {
-			occ[b.Node] = append(occ[b.Node], item{name: fmt.Sprintf("bundle %d of group %s", b.Index, id), from: g.created, to: to, demand: b.Demand})
+			occ[b.Node] = append(occ[b.Node], item{name: fmt.Sprintf("bundle %d of group %s", b.Index, id), from: g.created, to: to, demand: b.Demand, group: id})
 		}
 	}
 	return occ
