@@ -15,6 +15,10 @@ type item struct {
 	demand   map[string]float64
 	h        *holder // nil for a bundle
 	group    string  // a bundle's group
+	// handoff: the task took over the lease of one that just ended in its
+	// process (same demand): its start is no new grant, so it is not
+	// checked (an over-commit after an unblock may carry on, as in Ray).
+	handoff bool
 }
 
 // scope is a pool with a capacity: a node's free pool, one bundle, or one
@@ -27,7 +31,8 @@ type scope struct {
 }
 
 // checkCapacity checks every scope at every instant something started in
-// it: the sum of what is active then must fit the scope's capacity.
+// it (except a task taking over a just-ended task's lease): the sum of
+// what is active then must fit the scope's capacity.
 func checkCapacity(m *model, cfg Config) []Violation {
 	var out []Violation
 	for _, s := range scopes(m, cfg) {
@@ -69,8 +74,9 @@ func scopes(m *model, cfg Config) []*scope {
 			addTo(gs.cap, b.Demand)
 		}
 	}
+	_, tookOver := handoffPairs(m, cfg.ReleaseGrace.Nanoseconds())
 	for _, hd := range m.holders {
-		it := item{name: hd.name(), from: hd.from, to: hd.to, demand: hd.demand, h: hd}
+		it := item{name: hd.name(), from: hd.from, to: hd.to, demand: hd.demand, h: hd, handoff: tookOver[hd]}
 		if hd.group == "" {
 			if s := byKey["node:"+hd.node]; s != nil {
 				s.items = append(s.items, it)
@@ -112,6 +118,9 @@ func (s *scope) check(cfg Config) []Violation {
 	count := map[string]int{}
 	var order []string
 	for _, x := range s.items {
+		if x.handoff {
+			continue
+		}
 		for _, r := range sortedNames(x.demand) {
 			if x.demand[r] <= 0 {
 				continue

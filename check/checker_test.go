@@ -118,6 +118,11 @@ func TestCapacityCPULending(t *testing.T) {
 	late := (&hist{}).task(0, "t1", cpu(1), "n0", 9).blocked(0.1, 1, "t1").
 		task(0.2, "t2", cpu(1), "n0", 8).task(0.3, "t3", cpu(1), "n0", 8).task(4, "t4", cpu(1), "n0", 1).sorted()
 	expect(t, CheckCapacity(late, cfg), InvCapacity, 1, "CPU held 4 of 2", "t4#0 started")
+	// ... unless t4 takes over t1's lease as t1 ends (same process and
+	// demand): the over-commit t1's wake-up caused carries on, as in Ray.
+	handoff := (&hist{}).task(0, "t1", cpu(1), "n0", 4).blocked(0.1, 1, "t1").
+		task(0.2, "t2", cpu(1), "n0", 8).task(0.3, "t3", cpu(1), "n0", 8).task(4, "t4", cpu(1), "n0", 1).sorted()
+	expect(t, CheckCapacity(handoff, cfg), InvCapacity, 0)
 }
 
 func pgEvents(b *hist, created, ready, removed float64, id, strategy string, bundles ...Bundle) *hist {

@@ -244,6 +244,13 @@ func occupancy(m *model, cfg Config) map[string][]item {
 // count as held until that start instead of for the whole grace. Each
 // start takes over from one ended attempt, the earliest first.
 func handoffs(m *model, grace int64) map[*holder]int64 {
+	next, _ := handoffPairs(m, grace)
+	return next
+}
+
+// handoffPairs is handoffs, also returning the set of attempts that took
+// a lease over.
+func handoffPairs(m *model, grace int64) (map[*holder]int64, map[*holder]bool) {
 	ends := make([]*holder, 0, len(m.holders))
 	for _, hd := range m.holders {
 		if hd.ended == endedNormally && !hd.actor && hd.group == "" {
@@ -267,7 +274,7 @@ func handoffs(m *model, grace int64) map[*holder]int64 {
 			taken[best], next[a] = true, best.from
 		}
 	}
-	return next
+	return next, taken
 }
 
 func sameDemand(a, b map[string]float64) bool {
