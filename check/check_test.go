@@ -22,7 +22,11 @@ func TestMain(m *testing.M) {
 		_ = worker.Init(context.Background())
 		os.Exit(0)
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	if nodeupBin != "" {
+		os.RemoveAll(filepath.Dir(nodeupBin))
+	}
+	os.Exit(code)
 }
 
 // clusterKind is a cluster the workload runs against: nodes in this
