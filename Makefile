@@ -5,7 +5,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X github.com/nodeup/nodeup/cli.Version=$(VERSION)
 PKGS    := ./...
 
-.PHONY: all build test vet fmt-check unit race e2e fuzz demo bench compare clean
+.PHONY: all build test vet fmt-check unit race e2e fuzz demo bench compare clean check-long
 
 all: build
 
@@ -47,6 +47,11 @@ race:
 
 e2e:
 	set -o pipefail; $(GO) test -count=1 -timeout 20m -v ./e2e 2>&1 | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic|\s+\S+_test\.go)'
+
+## check-long: the scheduler invariant checker's long randomized run for CHECK_DURATION (default 5m; docs/checker.md)
+CHECK_DURATION ?= 5m
+check-long:
+	NODEUP_CHECK_DURATION=$(CHECK_DURATION) $(GO) test -count=1 -timeout 60m -run TestLong -v ./check
 
 ## fuzz: run each fuzzer for FUZZTIME (default 30s)
 FUZZTIME ?= 30s
