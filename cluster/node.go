@@ -47,6 +47,7 @@ type Node struct {
 	fsm       *store.FSM
 	raft      *raft.Raft
 	raftStore *raftboltdb.BoltStore
+	raftSnaps raft.SnapshotStore
 	raftTrans *raft.NetworkTransport
 	raftLayer *raftLayer
 	pilot     *autopilot.Autopilot
@@ -77,8 +78,9 @@ type Node struct {
 
 // Start opens the data dir, binds the ports, joins or bootstraps the cluster
 // and returns a running node. Errors name what failed (a port in use, an
-// unreachable peer, a data dir of another cluster); on error nothing in the
-// data dir has been changed beyond its lock file.
+// unreachable peer, a data dir of another cluster; a *RaftDataError for Raft
+// data it cannot safely start from); on error nothing in the data dir has been
+// changed beyond its lock file.
 func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	cfg = cfg.Defaults()
 	if err := cfg.Validate(); err != nil {
@@ -98,6 +100,11 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	}
 	if n.id, err = n.dir.readIdentity(); err != nil {
 		return nil, err
+	}
+	if cfg.Server {
+		if err := checkRaftData(cfg.DataDir, n.id.RaftState); err != nil {
+			return nil, err
+		}
 	}
 	n.logger = n.logger.With("node", cfg.NodeName)
 
@@ -169,6 +176,9 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	}
 	if cfg.Server {
 		n.goRun(n.monitorLeadership)
+		if !n.id.RaftState {
+			n.goRun(n.recordRaftState)
+		}
 	}
 	n.goRun(n.agentLoop)
 	if cfg.Server {
@@ -225,14 +235,14 @@ func (n *Node) setupRaft() error {
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return fmt.Errorf("raft dir: %w", err)
 	}
-	var err error
-	if n.raftStore, err = raftboltdb.New(raftboltdb.Options{Path: filepath.Join(dir, "raft.db")}); err != nil {
-		return fmt.Errorf("open raft log %s: %w", filepath.Join(dir, "raft.db"), err)
-	}
 	hl := hclogFor(n.logger, "raft")
 	snaps, err := raft.NewFileSnapshotStoreWithLogger(dir, 2, hl)
 	if err != nil {
 		return fmt.Errorf("raft snapshots: %w", err)
+	}
+	n.raftSnaps = snaps
+	if n.raftStore, err = raftboltdb.New(raftboltdb.Options{Path: filepath.Join(dir, raftDBFile)}); err != nil {
+		return fmt.Errorf("open raft log %s: %w", filepath.Join(dir, raftDBFile), err)
 	}
 	n.raftLayer = newRaftLayer(n.ln.Addr())
 	n.raftTrans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
@@ -249,8 +259,8 @@ func (n *Node) setupRaft() error {
 	if err != nil {
 		return fmt.Errorf("read raft state: %w", err)
 	}
-	if n.raft, err = raft.NewRaft(rc, n.fsm, n.raftStore, n.raftStore, snaps, n.raftTrans); err != nil {
-		return fmt.Errorf("start raft: %w", err)
+	if n.raft, err = n.newRaft(rc, snaps); err != nil {
+		return err
 	}
 	if n.cfg.Head && !existing {
 		f := n.raft.BootstrapCluster(raft.Configuration{Servers: []raft.Server{{
@@ -266,6 +276,46 @@ func (n *Node) setupRaft() error {
 		autopilot.WithUpdateInterval(time.Second),
 		autopilot.WithReconcileInterval(2*time.Second))
 	return nil
+}
+
+// newRaft starts Raft on the opened stores. checkRaftData has vetted them;
+// should Raft still panic on what it reads, the panic becomes a
+// *RaftDataError rather than a crash.
+func (n *Node) newRaft(rc *raft.Config, snaps raft.SnapshotStore) (r *raft.Raft, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = &RaftDataError{Path: n.dir.file(filepath.Join(raftDir, raftDBFile)), DataDir: n.cfg.DataDir,
+				Problem: "cannot be read by Raft", Err: fmt.Errorf("%v", p)}
+		}
+	}()
+	if r, err = raft.NewRaft(rc, n.fsm, n.raftStore, n.raftStore, snaps, n.raftTrans); err != nil {
+		return nil, fmt.Errorf("start raft: %w", err)
+	}
+	return r, nil
+}
+
+// recordRaftState marks node.json once this node holds Raft state (at once
+// after a restart or a bootstrap, else when a leader first replicates to it),
+// so that losing raft.db later is refused rather than silently rejoined.
+func (n *Node) recordRaftState() {
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		has, err := raft.HasExistingState(n.raftStore, n.raftStore, n.raftSnaps)
+		if err == nil && has {
+			id := n.id
+			id.RaftState = true
+			if err := n.dir.writeIdentity(id); err != nil {
+				n.logger.Warn("record Raft state in node identity", "file", n.dir.file(identityFile), "err", err)
+			}
+			return
+		}
+		select {
+		case <-n.ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
 }
 
 func (n *Node) setupGossip(advertise string, hello *HelloResponse) error {
