@@ -19,6 +19,7 @@ const (
 	MethodKVSet         = "KV.Set"
 	MethodKVDelete      = "KV.Delete"
 	methodRaftStats     = "Raft.Stats"
+	methodRaftLeave     = "Raft.Leave"
 )
 
 // leaderSuffix marks the leader-only variant of a method: the forwarder calls

@@ -22,6 +22,7 @@ const applyTimeout = 10 * time.Second
 func (n *Node) registerEndpoints() {
 	rpc.Handle(n.rpcServer, MethodHello, n.hello)
 	rpc.Handle(n.rpcServer, methodRaftStats, n.raftStats)
+	handleLeader(n, methodRaftLeave, n.raftLeave)
 	handleLeader(n, MethodNodeRegister, n.nodeRegister)
 	handleLeader(n, MethodNodeHeartbeat, n.nodeHeartbeat)
 	handleLeader(n, MethodStatus, n.status)

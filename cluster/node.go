@@ -393,22 +393,25 @@ func (n *Node) Resources() sched.ResourceSet {
 	return r
 }
 
-// Shutdown leaves the cluster gracefully: a leader hands leadership to another
-// voter first, gossip announces the departure (peers mark the node left at
-// once), then Raft and the ports close. Safe to call more than once.
+// Shutdown leaves the cluster gracefully: gossip announces the intent to
+// leave, a Raft server takes itself out of the Raft configuration (a leader
+// hands leadership to another voter first; leaveRaft, bounded by
+// leaveRaftTimeout) so the remaining voters keep a quorum, gossip announces
+// the departure (peers mark the node left at once), then Raft and the ports
+// close. Safe to call more than once.
 func (n *Node) Shutdown() error {
 	n.stopOnce.Do(func() {
 		n.logger.Info("leaving the cluster")
-		if n.IsLeader() && n.otherVoters() > 0 {
-			if err := n.raft.LeadershipTransfer().Error(); err != nil {
-				n.logger.Warn("leadership transfer failed", "err", err)
-			}
-		}
 		if n.ml != nil {
 			n.members.setLeaving()
 			if err := n.ml.UpdateNode(2 * time.Second); err != nil {
 				n.logger.Warn("gossip leave intent failed", "err", err)
 			}
+		}
+		if n.raft != nil {
+			n.leaveRaft(leaveRaftTimeout)
+		}
+		if n.ml != nil {
 			if err := n.ml.Leave(3 * time.Second); err != nil {
 				n.logger.Warn("gossip leave failed", "err", err)
 			}
