@@ -4,9 +4,34 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
+
+// TestSIGHUPKeepsRunning sends SIGHUP (what systemd's reload sends) to a
+// running node: it logs one line and keeps serving, instead of dying.
+func TestSIGHUPKeepsRunning(t *testing.T) {
+	head := startNode(t, t.TempDir(), "n0", []string{"start", "--head"})
+	eventually(t, 20*time.Second, "head answers", func() error { _, err := status(t, head.addr()); return err })
+	if err := head.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, "SIGHUP logged", func() error {
+		select {
+		case <-head.done:
+			t.Fatalf("node exited on SIGHUP: %v", head.wait())
+		default:
+		}
+		if !strings.Contains(head.log.String(), "SIGHUP received: nothing to reload") {
+			return os.ErrNotExist
+		}
+		return nil
+	})
+	if _, err := status(t, head.addr()); err != nil {
+		t.Fatalf("node stopped answering after SIGHUP: %v", err)
+	}
+}
 
 // TestDamagedRaftDataOneLine truncates a stopped node's raft.db to its two
 // header pages (bbolt preallocates, so cutting a small file in half may cut
