@@ -136,4 +136,5 @@ type raftStats struct {
 	LastContactNanos int64
 	LastTerm         uint64
 	LastIndex        uint64
+	DiskError        string // the server's *DiskWriteError, "" while it can write
 }

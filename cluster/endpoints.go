@@ -78,6 +78,9 @@ func (n *Node) raftStats(ctx context.Context, _ *Empty) (*raftStats, error) {
 		s.LastContactNanos = -1
 	}
 	fmt.Sscan(n.raft.Stats()["last_log_term"], &s.LastTerm)
+	if err := n.Health(); err != nil {
+		s.DiskError = err.Error()
+	}
 	return s, nil
 }
 

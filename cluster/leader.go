@@ -203,6 +203,7 @@ func (n *Node) reconcile() {
 			}
 		}
 	}
+	n.demoteUnwritableVoters()
 	n.growRaft(members)
 	n.actors.checkNodes()
 	n.pgs.checkNodes()

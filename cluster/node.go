@@ -44,14 +44,15 @@ type Node struct {
 	members *membership
 	ml      *memberlist.Memberlist
 
-	fsm       *store.FSM
-	raft      *raft.Raft
-	raftStore *raftboltdb.BoltStore
-	raftSnaps raft.SnapshotStore
-	raftTrans *raft.NetworkTransport
-	raftLayer *raftLayer
-	pilot     *autopilot.Autopilot
-	leaderCh  chan bool
+	fsm           *store.FSM
+	raft          *raft.Raft
+	raftStore     *trackedStore // raft.db, its writes tracked in disk
+	raftSnaps     raft.SnapshotStore
+	raftTrans     *raft.NetworkTransport
+	raftLayer     *raftLayer
+	pilot         *autopilot.Autopilot
+	pilotDelegate *pilotDelegate
+	leaderCh      chan bool
 
 	httpServer *http.Server
 	httpAddr   string
@@ -68,7 +69,8 @@ type Node struct {
 	objects *objstore.Store
 	pulls   singleflight.Group // one pull per object key at a time; concurrent callers share it
 
-	gpus nodeGPUs // the node's GPU devices (gpus.go)
+	gpus nodeGPUs    // the node's GPU devices (gpus.go)
+	disk *diskHealth // outcome of the latest writes to the data dir (disk.go)
 
 	ctx      context.Context
 	cancel   context.CancelFunc
@@ -86,7 +88,7 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	n := &Node{cfg: cfg, logger: cfg.Logger}
+	n := &Node{cfg: cfg, logger: cfg.Logger, disk: newDiskHealth()}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	n.leaderHint.Store("")
 	defer func() {
@@ -181,6 +183,7 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 		}
 	}
 	n.goRun(n.agentLoop)
+	n.goRun(n.watchDisk)
 	if cfg.Server {
 		n.goRun(n.pgs.batchLoop)
 		n.goRun(n.pgs.createLoop)
@@ -241,9 +244,12 @@ func (n *Node) setupRaft() error {
 		return fmt.Errorf("raft snapshots: %w", err)
 	}
 	n.raftSnaps = snaps
-	if n.raftStore, err = raftboltdb.New(raftboltdb.Options{Path: filepath.Join(dir, raftDBFile)}); err != nil {
-		return fmt.Errorf("open raft log %s: %w", filepath.Join(dir, raftDBFile), err)
+	path := filepath.Join(dir, raftDBFile)
+	bolt, err := raftboltdb.New(raftboltdb.Options{Path: path})
+	if err != nil {
+		return fmt.Errorf("open raft log %s: %w", path, err)
 	}
+	n.raftStore = &trackedStore{BoltStore: bolt, path: path, health: n.disk}
 	n.raftLayer = newRaftLayer(n.ln.Addr())
 	n.raftTrans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream: n.raftLayer, MaxPool: 3, Timeout: 10 * time.Second, Logger: hl,
@@ -271,7 +277,8 @@ func (n *Node) setupRaft() error {
 		}
 		n.logger.Info("bootstrapped a new cluster", "cluster", n.id.ClusterName, "cluster_id", n.id.ClusterID)
 	}
-	n.pilot = autopilot.New(n.raft, &pilotDelegate{n: n},
+	n.pilotDelegate = &pilotDelegate{n: n}
+	n.pilot = autopilot.New(n.raft, n.pilotDelegate,
 		autopilot.WithLogger(hclogFor(n.logger, "autopilot")),
 		autopilot.WithUpdateInterval(time.Second),
 		autopilot.WithReconcileInterval(2*time.Second))
