@@ -160,6 +160,7 @@ func runNode(c *ucli.Context, head bool, peers []string) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
+	defer logHangups(slog.Default())()
 	n, err := cluster.Start(ctx, cfg)
 	if err != nil {
 		return err
@@ -168,6 +169,29 @@ func runNode(c *ucli.Context, head bool, peers []string) error {
 	<-ctx.Done()
 	_, _ = daemon.SdNotify(false, daemon.SdNotifyStopping)
 	return n.Shutdown()
+}
+
+// logHangups keeps SIGHUP (systemd's reload, a closed terminal) from killing
+// the node: each one is logged, and nothing is reloaded, as the node reads
+// its flags and environment only at start. The returned func stops it.
+func logHangups(logger *slog.Logger) (stop func()) {
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, syscall.SIGHUP)
+	done := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-ch:
+				logger.Info("SIGHUP received: nothing to reload (flags are read at start; restart the node to change them)")
+			case <-done:
+				return
+			}
+		}
+	}()
+	return func() {
+		signal.Stop(ch)
+		close(done)
+	}
 }
 
 func stopCommand() *ucli.Command {

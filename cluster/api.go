@@ -19,6 +19,7 @@ const (
 	MethodKVSet         = "KV.Set"
 	MethodKVDelete      = "KV.Delete"
 	methodRaftStats     = "Raft.Stats"
+	methodRaftLeave     = "Raft.Leave"
 )
 
 // leaderSuffix marks the leader-only variant of a method: the forwarder calls
@@ -138,4 +139,5 @@ type raftStats struct {
 	LastContactNanos int64
 	LastTerm         uint64
 	LastIndex        uint64
+	DiskError        string // the server's *DiskWriteError, "" while it can write
 }

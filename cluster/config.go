@@ -68,6 +68,7 @@ type Config struct {
 	// Timing knobs; zero uses the production defaults (see docs/architecture.md).
 	HeartbeatInterval time.Duration // node → leader soft-state reports
 	ReconcileInterval time.Duration // leader's gossip → Raft reconciliation
+	DiskProbeInterval time.Duration // probe writes to the data dir and raft.db (disk.go)
 	// Logger receives structured logs; nil uses slog.Default().
 	Logger *slog.Logger
 }
@@ -100,6 +101,9 @@ func (c Config) Defaults() Config {
 	}
 	if c.ReconcileInterval == 0 {
 		c.ReconcileInterval = time.Second
+	}
+	if c.DiskProbeInterval == 0 {
+		c.DiskProbeInterval = 10 * time.Second
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

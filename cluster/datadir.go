@@ -31,6 +31,11 @@ type Identity struct {
 	ClusterName string   `json:"cluster_name,omitempty"`
 	Incarnation uint64   `json:"incarnation"`
 	Peers       []string `json:"peers,omitempty"` // RPC addresses seen last, for rejoining
+	// RaftState records that this node has held Raft state (a term, log
+	// entries or a snapshot): from then on a missing, empty or stateless
+	// raft.db is lost data, and the node refuses to start (RaftDataError)
+	// instead of rejoining as a voter with no history.
+	RaftState bool `json:"raft_state,omitempty"`
 }
 
 // dataDir is an opened, locked data dir.

@@ -22,6 +22,7 @@ const applyTimeout = 10 * time.Second
 func (n *Node) registerEndpoints() {
 	rpc.Handle(n.rpcServer, MethodHello, n.hello)
 	rpc.Handle(n.rpcServer, methodRaftStats, n.raftStats)
+	handleLeader(n, methodRaftLeave, n.raftLeave)
 	handleLeader(n, MethodNodeRegister, n.nodeRegister)
 	handleLeader(n, MethodNodeHeartbeat, n.nodeHeartbeat)
 	handleLeader(n, MethodStatus, n.status)
@@ -77,6 +78,9 @@ func (n *Node) raftStats(ctx context.Context, _ *Empty) (*raftStats, error) {
 		s.LastContactNanos = -1
 	}
 	fmt.Sscan(n.raft.Stats()["last_log_term"], &s.LastTerm)
+	if err := n.Health(); err != nil {
+		s.DiskError = err.Error()
+	}
 	return s, nil
 }
 

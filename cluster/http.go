@@ -28,9 +28,7 @@ func (n *Node) startHTTP(advertise string) error {
 	reg.MustRegister(&nodeCollector{n: n})
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/status", n.httpStatus)
-	mux.HandleFunc("GET /v1/health", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]any{"node_id": n.id.NodeID, "leader": n.leaderAddr()})
-	})
+	mux.HandleFunc("GET /v1/health", n.httpHealth)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	n.httpServer = newHTTPServer(mux)
 	go func() {
@@ -83,6 +81,19 @@ func (n *Node) httpStatus(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, &st)
 }
 
+// httpHealth answers 200 while the node can write its data dir and raft.db,
+// and 503 with the reason (a DiskWriteError: "cannot write the Raft log
+// (<file>) since <time>: <error>") while it cannot.
+func (n *Node) httpHealth(w http.ResponseWriter, r *http.Request) {
+	body := map[string]any{"node_id": n.id.NodeID, "leader": n.leaderAddr(), "healthy": true}
+	if err := n.Health(); err != nil {
+		body["healthy"], body["reason"] = false, err.Error()
+		writeJSON(w, http.StatusServiceUnavailable, body)
+		return
+	}
+	writeJSON(w, http.StatusOK, body)
+}
+
 func writeJSON(w http.ResponseWriter, code int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
@@ -95,6 +106,7 @@ type nodeCollector struct{ n *Node }
 var (
 	descMembers  = prometheus.NewDesc("nodeup_gossip_members", "Gossip members known to this node, by status.", []string{"status"}, nil)
 	descLeader   = prometheus.NewDesc("nodeup_raft_leader", "1 if this node is the Raft leader.", nil, nil)
+	descWritable = prometheus.NewDesc("nodeup_data_dir_writable", "1 if the node's latest writes to its data dir and raft.db succeeded.", nil, nil)
 	descResource = prometheus.NewDesc("nodeup_node_resource_total", "This node's total resources, in resource units (bytes for memory).", []string{"resource"}, nil)
 )
 
@@ -102,6 +114,7 @@ var (
 func (c *nodeCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descMembers
 	ch <- descLeader
+	ch <- descWritable
 	ch <- descResource
 }
 
@@ -119,6 +132,11 @@ func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 		leader = 1
 	}
 	ch <- prometheus.MustNewConstMetric(descLeader, prometheus.GaugeValue, leader)
+	writable := 1.0
+	if c.n.Health() != nil {
+		writable = 0
+	}
+	ch <- prometheus.MustNewConstMetric(descWritable, prometheus.GaugeValue, writable)
 	for name, q := range c.n.cfg.Resources {
 		ch <- prometheus.MustNewConstMetric(descResource, prometheus.GaugeValue, q.Float(), name)
 	}

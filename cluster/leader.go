@@ -22,9 +22,10 @@ const unseenGrace = 15 * time.Second
 // leaderState is what only the leader keeps: each node's soft state, in
 // memory (as Ray's GCS keeps resource reports out of its tables).
 type leaderState struct {
-	mu    sync.Mutex
-	since time.Time
-	soft  map[string]softState
+	mu      sync.Mutex
+	since   time.Time
+	soft    map[string]softState
+	leaving map[string]uint64 // node ID -> incarnation that left Raft (leave.go)
 }
 
 type softState struct {
@@ -39,7 +40,27 @@ func (l *leaderState) reset() {
 	l.mu.Lock()
 	l.since = time.Now()
 	l.soft = map[string]softState{}
+	l.leaving = map[string]uint64{}
 	l.mu.Unlock()
+}
+
+// markLeaving records that incarnation inc of node id left Raft on its way
+// out, so growRaft does not add it back while gossip still shows it alive.
+func (l *leaderState) markLeaving(id string, inc uint64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.leaving == nil {
+		l.leaving = map[string]uint64{}
+	}
+	l.leaving[id] = inc
+}
+
+// isLeaving reports whether incarnation inc of node id left Raft.
+func (l *leaderState) isLeaving(id string, inc uint64) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	left, ok := l.leaving[id]
+	return ok && left == inc
 }
 
 // setSoft replaces node id's soft state with s (a copy of its available
@@ -182,6 +203,7 @@ func (n *Node) reconcile() {
 			}
 		}
 	}
+	n.demoteUnwritableVoters()
 	n.growRaft(members)
 	n.actors.checkNodes()
 	n.pgs.checkNodes()
@@ -204,7 +226,7 @@ func (n *Node) growRaft(members []member) {
 		if count >= n.cfg.RaftVoters {
 			return
 		}
-		if !m.Server || inRaft[m.ID] || m.Status != store.NodeAlive {
+		if !m.Server || inRaft[m.ID] || m.Status != store.NodeAlive || m.Leaving || n.leader.isLeaving(m.ID, m.Incarnation) {
 			continue
 		}
 		n.logger.Info("adding Raft server", "node", m.Name, "id", short(m.ID), "addr", m.RPCAddr)

@@ -44,13 +44,15 @@ type Node struct {
 	members *membership
 	ml      *memberlist.Memberlist
 
-	fsm       *store.FSM
-	raft      *raft.Raft
-	raftStore *raftboltdb.BoltStore
-	raftTrans *raft.NetworkTransport
-	raftLayer *raftLayer
-	pilot     *autopilot.Autopilot
-	leaderCh  chan bool
+	fsm           *store.FSM
+	raft          *raft.Raft
+	raftStore     *trackedStore // raft.db, its writes tracked in disk
+	raftSnaps     raft.SnapshotStore
+	raftTrans     *raft.NetworkTransport
+	raftLayer     *raftLayer
+	pilot         *autopilot.Autopilot
+	pilotDelegate *pilotDelegate
+	leaderCh      chan bool
 
 	httpServer *http.Server
 	httpAddr   string
@@ -69,7 +71,8 @@ type Node struct {
 	objects *objstore.Store
 	pulls   singleflight.Group // one pull per object key at a time; concurrent callers share it
 
-	gpus nodeGPUs // the node's GPU devices (gpus.go)
+	gpus nodeGPUs    // the node's GPU devices (gpus.go)
+	disk *diskHealth // outcome of the latest writes to the data dir (disk.go)
 
 	ctx      context.Context
 	cancel   context.CancelFunc
@@ -79,14 +82,15 @@ type Node struct {
 
 // Start opens the data dir, binds the ports, joins or bootstraps the cluster
 // and returns a running node. Errors name what failed (a port in use, an
-// unreachable peer, a data dir of another cluster); on error nothing in the
-// data dir has been changed beyond its lock file.
+// unreachable peer, a data dir of another cluster; a *RaftDataError for Raft
+// data it cannot safely start from); on error nothing in the data dir has been
+// changed beyond its lock file.
 func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	cfg = cfg.Defaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	n := &Node{cfg: cfg, logger: cfg.Logger}
+	n := &Node{cfg: cfg, logger: cfg.Logger, disk: newDiskHealth()}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	n.leaderHint.Store("")
 	defer func() {
@@ -100,6 +104,11 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	}
 	if n.id, err = n.dir.readIdentity(); err != nil {
 		return nil, err
+	}
+	if cfg.Server {
+		if err := checkRaftData(cfg.DataDir, n.id.RaftState); err != nil {
+			return nil, err
+		}
 	}
 	n.logger = n.logger.With("node", cfg.NodeName)
 
@@ -171,8 +180,12 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	}
 	if cfg.Server {
 		n.goRun(n.monitorLeadership)
+		if !n.id.RaftState {
+			n.goRun(n.recordRaftState)
+		}
 	}
 	n.goRun(n.agentLoop)
+	n.goRun(n.watchDisk)
 	if cfg.Server {
 		n.goRun(n.pgs.batchLoop)
 		n.goRun(n.pgs.createLoop)
@@ -227,15 +240,18 @@ func (n *Node) setupRaft() error {
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return fmt.Errorf("raft dir: %w", err)
 	}
-	var err error
-	if n.raftStore, err = raftboltdb.New(raftboltdb.Options{Path: filepath.Join(dir, "raft.db")}); err != nil {
-		return fmt.Errorf("open raft log %s: %w", filepath.Join(dir, "raft.db"), err)
-	}
 	hl := hclogFor(n.logger, "raft")
 	snaps, err := raft.NewFileSnapshotStoreWithLogger(dir, 2, hl)
 	if err != nil {
 		return fmt.Errorf("raft snapshots: %w", err)
 	}
+	n.raftSnaps = snaps
+	path := filepath.Join(dir, raftDBFile)
+	bolt, err := raftboltdb.New(raftboltdb.Options{Path: path})
+	if err != nil {
+		return fmt.Errorf("open raft log %s: %w", path, err)
+	}
+	n.raftStore = &trackedStore{BoltStore: bolt, path: path, health: n.disk}
 	n.raftLayer = newRaftLayer(n.ln.Addr())
 	n.raftTrans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream: n.raftLayer, MaxPool: 3, Timeout: 10 * time.Second, Logger: hl,
@@ -251,8 +267,8 @@ func (n *Node) setupRaft() error {
 	if err != nil {
 		return fmt.Errorf("read raft state: %w", err)
 	}
-	if n.raft, err = raft.NewRaft(rc, n.fsm, n.raftStore, n.raftStore, snaps, n.raftTrans); err != nil {
-		return fmt.Errorf("start raft: %w", err)
+	if n.raft, err = n.newRaft(rc, snaps); err != nil {
+		return err
 	}
 	if n.cfg.Head && !existing {
 		f := n.raft.BootstrapCluster(raft.Configuration{Servers: []raft.Server{{
@@ -263,11 +279,52 @@ func (n *Node) setupRaft() error {
 		}
 		n.logger.Info("bootstrapped a new cluster", "cluster", n.id.ClusterName, "cluster_id", n.id.ClusterID)
 	}
-	n.pilot = autopilot.New(n.raft, &pilotDelegate{n: n},
+	n.pilotDelegate = &pilotDelegate{n: n}
+	n.pilot = autopilot.New(n.raft, n.pilotDelegate,
 		autopilot.WithLogger(hclogFor(n.logger, "autopilot")),
 		autopilot.WithUpdateInterval(time.Second),
 		autopilot.WithReconcileInterval(2*time.Second))
 	return nil
+}
+
+// newRaft starts Raft on the opened stores. checkRaftData has vetted them;
+// should Raft still panic on what it reads, the panic becomes a
+// *RaftDataError rather than a crash.
+func (n *Node) newRaft(rc *raft.Config, snaps raft.SnapshotStore) (r *raft.Raft, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = &RaftDataError{Path: n.dir.file(filepath.Join(raftDir, raftDBFile)), DataDir: n.cfg.DataDir,
+				Problem: "cannot be read by Raft", Err: fmt.Errorf("%v", p)}
+		}
+	}()
+	if r, err = raft.NewRaft(rc, n.fsm, n.raftStore, n.raftStore, snaps, n.raftTrans); err != nil {
+		return nil, fmt.Errorf("start raft: %w", err)
+	}
+	return r, nil
+}
+
+// recordRaftState marks node.json once this node holds Raft state (at once
+// after a restart or a bootstrap, else when a leader first replicates to it),
+// so that losing raft.db later is refused rather than silently rejoined.
+func (n *Node) recordRaftState() {
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		has, err := raft.HasExistingState(n.raftStore, n.raftStore, n.raftSnaps)
+		if err == nil && has {
+			id := n.id
+			id.RaftState = true
+			if err := n.dir.writeIdentity(id); err != nil {
+				n.logger.Warn("record Raft state in node identity", "file", n.dir.file(identityFile), "err", err)
+			}
+			return
+		}
+		select {
+		case <-n.ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
 }
 
 func (n *Node) setupGossip(advertise string, hello *HelloResponse) error {
@@ -345,22 +402,25 @@ func (n *Node) Resources() sched.ResourceSet {
 	return r
 }
 
-// Shutdown leaves the cluster gracefully: a leader hands leadership to another
-// voter first, gossip announces the departure (peers mark the node left at
-// once), then Raft and the ports close. Safe to call more than once.
+// Shutdown leaves the cluster gracefully: gossip announces the intent to
+// leave, a Raft server takes itself out of the Raft configuration (a leader
+// hands leadership to another voter first; leaveRaft, bounded by
+// leaveRaftTimeout) so the remaining voters keep a quorum, gossip announces
+// the departure (peers mark the node left at once), then Raft and the ports
+// close. Safe to call more than once.
 func (n *Node) Shutdown() error {
 	n.stopOnce.Do(func() {
 		n.logger.Info("leaving the cluster")
-		if n.IsLeader() && n.otherVoters() > 0 {
-			if err := n.raft.LeadershipTransfer().Error(); err != nil {
-				n.logger.Warn("leadership transfer failed", "err", err)
-			}
-		}
 		if n.ml != nil {
 			n.members.setLeaving()
 			if err := n.ml.UpdateNode(2 * time.Second); err != nil {
 				n.logger.Warn("gossip leave intent failed", "err", err)
 			}
+		}
+		if n.raft != nil {
+			n.leaveRaft(leaveRaftTimeout)
+		}
+		if n.ml != nil {
 			if err := n.ml.Leave(3 * time.Second); err != nil {
 				n.logger.Warn("gossip leave failed", "err", err)
 			}

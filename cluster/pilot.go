@@ -14,9 +14,10 @@ import (
 // pilotDelegate connects raft-autopilot (the library Consul and Nomad use for
 // server promotion and dead-server cleanup) to nodeup's gossip view.
 type pilotDelegate struct {
-	n     *Node
-	mu    sync.Mutex
-	state *autopilot.State
+	n           *Node
+	mu          sync.Mutex
+	state       *autopilot.State
+	diskFailing map[raft.ServerID]string // servers whose stats report a DiskWriteError
 }
 
 // AutopilotConfig implements autopilot.ApplicationIntegration. The
@@ -40,9 +41,13 @@ func (d *pilotDelegate) NotifyState(s *autopilot.State) {
 }
 
 // FetchServerStats implements autopilot.ApplicationIntegration by asking each
-// live server over RPC.
+// live server over RPC. A server that reports a disk write failure gets a
+// LastContact of -1, which autopilot counts as unhealthy (so it is never
+// promoted), and is remembered for demoteUnwritableVoters until a round of
+// stats no longer reports it.
 func (d *pilotDelegate) FetchServerStats(ctx context.Context, servers map[raft.ServerID]*autopilot.Server) map[raft.ServerID]*autopilot.ServerStats {
 	out := map[raft.ServerID]*autopilot.ServerStats{}
+	failing := map[raft.ServerID]string{}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for id, srv := range servers {
@@ -65,11 +70,29 @@ func (d *pilotDelegate) FetchServerStats(ctx context.Context, servers map[raft.S
 				return
 			}
 			mu.Lock()
+			if s.DiskError != "" {
+				failing[id], s.LastContactNanos = s.DiskError, -1
+			}
 			out[id] = &autopilot.ServerStats{LastContact: time.Duration(s.LastContactNanos), LastTerm: s.LastTerm, LastIndex: s.LastIndex}
 			mu.Unlock()
 		}(id, string(srv.Address))
 	}
 	wg.Wait()
+	d.mu.Lock()
+	d.diskFailing = failing
+	d.mu.Unlock()
+	return out
+}
+
+// unwritable returns the servers that last reported disk write failures,
+// with the failure.
+func (d *pilotDelegate) unwritable() map[raft.ServerID]string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := make(map[raft.ServerID]string, len(d.diskFailing))
+	for id, e := range d.diskFailing {
+		out[id] = e
+	}
 	return out
 }
 
