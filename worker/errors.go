@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 )
 
 // ErrNotInitialized is returned by SDK calls made before Init or after Shutdown.
@@ -55,6 +56,23 @@ type WorkerCrashedError struct {
 // Error implements error.
 func (e *WorkerCrashedError) Error() string {
 	return fmt.Sprintf("task %s: its worker died %d times, no retries left: %s", e.TaskName, e.Attempts, e.Cause)
+}
+
+// NodeDiedError says this process's own node (the one it submits through)
+// has not answered for longer than the submitter waits (30 s), so a task
+// could not be scheduled, as Ray's NodeDiedError for a driver whose raylet
+// died. Every task queued then, and every later one, fails with it; tasks
+// already running on other nodes still finish.
+type NodeDiedError struct {
+	NodeAddr string    // host:port of the node
+	Since    time.Time // first failed call to it
+	Cause    string    // the last transport error
+}
+
+// Error implements error.
+func (e *NodeDiedError) Error() string {
+	return fmt.Sprintf("this process's node %s has not answered since %s (%s): tasks cannot be scheduled; restart the program against a live node (NODEUP_ADDRESS)",
+		e.NodeAddr, e.Since.Format(time.RFC3339), e.Cause)
 }
 
 // ObjectLostError says an object's value is gone: its owner exited or it was

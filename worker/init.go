@@ -270,10 +270,25 @@ func Shutdown() {
 	// Stop lease requests still in flight first: the node refuses them once
 	// the job has finished, and they must not retry.
 	cw.cancel()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	_ = cw.pool.Call(ctx, cw.nodeAddr, wire.MethodJobFinish, &wire.JobFinishRequest{JobID: cw.jobID}, nil)
-	cancel()
+	cw.finishJob()
 	cw.close()
+}
+
+// finishJob tells the cluster the job ended (its node passes it on to every
+// node, which stops the job's workers and frees its objects). When this
+// process's own node does not answer, the first other node last seen alive
+// that answers passes it on instead, so the job ends everywhere.
+func (cw *coreWorker) finishJob() {
+	req := &wire.JobFinishRequest{JobID: cw.jobID}
+	for _, addr := range append([]string{cw.nodeAddr}, cw.sub.knownPeers()...) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		err := cw.pool.Call(ctx, addr, wire.MethodJobFinish, req, nil)
+		cancel()
+		if err == nil {
+			return
+		}
+		cw.logger.Warn("tell a node the job finished", "node", addr, "err", err)
+	}
 }
 
 func (cw *coreWorker) close() {

@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -215,5 +216,43 @@ func TestRetryRunsInAFreshWorker(t *testing.T) {
 		if _, err := r.Get(ctx); err != nil {
 			t.Fatalf("sleeper %d, whose process crashed under it once (MaxRetries(1)): %v", i, err)
 		}
+	}
+}
+
+// TestDriverFailsWhenItsNodeDies (issue 13, item 3): a driver whose own
+// node (here the leader) dies gets NodeDiedError for its tasks within a
+// bound instead of retrying the dead node forever; tasks already running
+// on other nodes still finish.
+func TestDriverFailsWhenItsNodeDies(t *testing.T) {
+	old := localNodeTimeout
+	localNodeTimeout = 2 * time.Second
+	t.Cleanup(func() { localNodeTimeout = old })
+	nodes := startCluster(t, 3, nil)
+	ctx := ctxT(t)
+	marker := filepath.Join(t.TempDir(), "started")
+	running := slowWhere.Options(NodeAffinity(nodes[1].ID(), false)).Remote(ctx, marker)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if _, err := os.Stat(marker + ".n1"); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("task never started on n1")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	nodes[0].Kill()
+	start := time.Now()
+	_, err := noop.Remote(ctx, 1).Get(ctx)
+	var nd *NodeDiedError
+	if !errors.As(err, &nd) {
+		t.Fatalf("task submitted after the driver's node died: %v, want NodeDiedError", err)
+	}
+	t.Logf("NodeDiedError after %s: %v", time.Since(start).Round(time.Millisecond), err)
+	if got, err := running.Get(ctx); err != nil || got != "n1" {
+		t.Fatalf("task running on n1 when n0 died: %q, %v", got, err)
+	}
+	if _, err := noop.Remote(ctx, 2).Get(ctx); !errors.As(err, &nd) {
+		t.Fatalf("a later task: %v, want NodeDiedError at once", err)
 	}
 }

@@ -42,7 +42,19 @@ type submitter struct {
 	// deadWorkers holds worker processes seen to crash (by worker ID): a
 	// lease on one of them is never used, whichever queue holds it.
 	deadWorkers map[string]bool
+	// localDownSince is when calls to this process's node started failing
+	// (zero while it answers); localLost is set once that lasted
+	// localNodeTimeout, and fails every task from then on.
+	localDownSince time.Time
+	localLost      *NodeDiedError
+	// peers are the other nodes' RPC addresses as last seen in the
+	// cluster view, for ending the job when the local node is gone.
+	peers []string
 }
+
+// localNodeTimeout is how long a process keeps retrying its own node before
+// failing its tasks with NodeDiedError (a variable for tests).
+var localNodeTimeout = 30 * time.Second
 
 // queueKey is a task's queue: its scheduling key and the key of its
 // handle's own runtime env vars (WithRuntimeEnv), both derived once per
@@ -210,6 +222,11 @@ func (s *submitter) resolveThenEnqueue(t *pendingTask, deps []int) {
 func (s *submitter) enqueue(t *pendingTask) {
 	key := queueKey{t.opts.key, t.opts.envKey}
 	s.mu.Lock()
+	if lost := s.localLost; lost != nil {
+		s.mu.Unlock()
+		s.cw.objects.failAll(t.ids, lost)
+		return
+	}
 	q := s.queues[key]
 	if q == nil {
 		q = &keyQueue{res: t.opts.demandSet(), strategy: t.opts.strategy, gpu: demandsGPU(t.opts.res),
@@ -280,6 +297,9 @@ func (s *submitter) requestLease(q *keyQueue) {
 				s.mu.Unlock()
 				return
 			}
+			if addr == cw.nodeAddr && rpc.IsTransport(err) && s.localDown(q, err) {
+				return
+			}
 			cw.logger.Warn("lease request failed; retrying", "node", addr, "task", name, "err", err)
 			// A spillback target that cannot be reached: ask the local node
 			// again, marked spilled so it does not send us back there.
@@ -288,6 +308,8 @@ func (s *submitter) requestLease(q *keyQueue) {
 			sleepCtx(cw.ctx, backoff)
 			backoff = min(2*backoff, 2*time.Second)
 			continue
+		case addr == cw.nodeAddr && !s.localUp():
+			continue // unreachable: cw.ctx ended
 		case rep.Spillback != "":
 			addr, spilled = rep.Spillback, true
 			hops++
@@ -315,6 +337,46 @@ func (s *submitter) requestLease(q *keyQueue) {
 		s.mu.Unlock()
 		return
 	}
+}
+
+// localDown notes a failed call to this process's node. Once calls have
+// failed for localNodeTimeout it fails q's tasks (and every later task)
+// with NodeDiedError, ends this lease request and reports true.
+func (s *submitter) localDown(q *keyQueue, err error) bool {
+	s.mu.Lock()
+	now := time.Now()
+	if s.localDownSince.IsZero() {
+		s.localDownSince = now
+	}
+	if s.localLost == nil && now.Sub(s.localDownSince) >= localNodeTimeout {
+		s.localLost = &NodeDiedError{NodeAddr: s.cw.nodeAddr, Since: s.localDownSince, Cause: err.Error()}
+		s.cw.logger.Error("this process's node does not answer: failing its tasks", "node", s.cw.nodeAddr, "since", s.localDownSince, "err", err)
+	}
+	lost := s.localLost
+	if lost == nil {
+		s.mu.Unlock()
+		return false
+	}
+	q.requesting--
+	var failed []*pendingTask
+	for _, qq := range s.queues {
+		failed = append(failed, qq.tasks...)
+		qq.tasks = nil
+	}
+	s.mu.Unlock()
+	for _, t := range failed {
+		s.cw.objects.failAll(t.ids, lost)
+	}
+	return true
+}
+
+// localUp notes that this process's node answered; it reports false only
+// when the process is shutting down.
+func (s *submitter) localUp() bool {
+	s.mu.Lock()
+	s.localDownSince = time.Time{}
+	s.mu.Unlock()
+	return s.cw.ctx.Err() == nil
 }
 
 // infeasible logs a demand no node can satisfy (once per key, on the driver,
@@ -482,13 +544,15 @@ const nodeCheckInterval = time.Second
 func (s *submitter) watchNodes() {
 	t := time.NewTicker(nodeCheckInterval)
 	defer t.Stop()
+	ticks := 0
 	for {
 		select {
 		case <-s.cw.ctx.Done():
 			return
 		case <-t.C:
 		}
-		if !s.remoteInFlight() {
+		ticks++
+		if !s.remoteInFlight() && ticks%peerRefreshTicks != 1 {
 			continue
 		}
 		var v wire.ClusterView
@@ -496,9 +560,34 @@ func (s *submitter) watchNodes() {
 		err := s.cw.pool.Call(ctx, s.cw.nodeAddr, wire.MethodClusterView, &wire.Empty{}, &v)
 		cancel()
 		if err == nil {
+			s.notePeers(v.Nodes)
 			s.loseDeadNodes(v.Nodes)
 		}
 	}
+}
+
+// peerRefreshTicks: with nothing in flight elsewhere, the view (and with it
+// the peers) is still refreshed every this many nodeCheckIntervals.
+const peerRefreshTicks = 10
+
+// notePeers keeps the alive nodes' addresses other than this process's own.
+func (s *submitter) notePeers(view []wire.NodeInfo) {
+	var peers []string
+	for _, nd := range view {
+		if nd.Alive && nd.Addr != s.cw.nodeAddr {
+			peers = append(peers, nd.Addr)
+		}
+	}
+	s.mu.Lock()
+	s.peers = peers
+	s.mu.Unlock()
+}
+
+// knownPeers returns the other nodes last seen alive.
+func (s *submitter) knownPeers() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.peers)
 }
 
 // remoteInFlight reports whether a push is in flight on another node.
