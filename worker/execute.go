@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"runtime/debug"
+	"slices"
 	"sync"
 	"time"
 
@@ -15,8 +16,9 @@ import (
 
 // pipelineWait is how long a task pipelined behind a running task of its
 // lease may wait: a running task older than this is not short, and work
-// queued behind it goes back to its owner for another lease (NotRun).
-const pipelineWait = 10 * time.Millisecond
+// queued behind it goes back to its owner for another lease (NotRun). A
+// variable for tests.
+var pipelineWait = 10 * time.Millisecond
 
 // leaseSlots serialises the tasks pushed under one lease: a lease holds one
 // task's resources, so at most one of its tasks runs at a time, while tasks
@@ -31,71 +33,134 @@ type leaseSlots struct {
 
 // leaseSlot is one lease's state; every field is guarded by leaseSlots.mu.
 type leaseSlot struct {
-	refs    int           // pushes holding or waiting for the slot
-	running bool          // a task of the lease runs
-	started time.Time     // when it started
-	kicked  bool          // it blocked or outran pipelineWait: pipelined pushes leave
-	changed chan struct{} // closed (and replaced) when the slot is released or kicked
+	refs    int          // pushes holding or waiting for the slot
+	running bool         // a task of the lease runs
+	started time.Time    // when it started
+	gen     uint64       // counts the tasks that ran under the lease
+	kicked  bool         // the running task blocked or outran pipelineWait
+	waiters []slotWaiter // pushes waiting for the running task, in arrival order
+	timer   *time.Timer  // kicks pipelined waiters when the running task grows old
+	armed   uint64       // gen the timer is armed for (0: none)
+}
+
+// slotWaiter is a push waiting for its lease's slot: its channel receives
+// true when the slot is handed to it, false when it is sent away.
+type slotWaiter struct {
+	ch        chan bool
+	pipelined bool
 }
 
 // acquire waits until the lease's slot is free and takes it. A pipelined
-// push gives up (ok false) once the running task is kicked, blocks, or is
-// older than pipelineWait; any push gives up when ctx ends.
-func (ls *leaseSlots) acquire(ctx context.Context, id uint64, pipelined bool) (s *leaseSlot, ok bool) {
+// push gives up (ok false) once the running task blocks or is older than
+// pipelineWait; any push gives up when ctx ends. The slot passes from a
+// task to the next waiter directly, in arrival order.
+func (ls *leaseSlots) acquire(ctx context.Context, id uint64, pipelined bool) (*leaseSlot, bool) {
 	ls.mu.Lock()
-	defer ls.mu.Unlock()
-	s = ls.slots[id]
+	s := ls.slots[id]
 	if s == nil {
-		s = &leaseSlot{changed: make(chan struct{})}
+		s = &leaseSlot{}
 		ls.slots[id] = s
 	}
 	s.refs++
-	var timer *time.Timer
-	defer func() {
-		if timer != nil {
-			timer.Stop()
-		}
-	}()
-	for s.running {
-		wait := pipelineWait - time.Since(s.started)
-		if pipelined && (s.kicked || wait <= 0) {
-			ls.kickLocked(s)
-			ls.dropLocked(id, s)
-			return nil, false
-		}
-		var timeout <-chan time.Time
-		if pipelined {
-			if timer == nil {
-				timer = time.NewTimer(wait)
-			} else {
-				timer.Reset(wait)
-			}
-			timeout = timer.C
-		}
-		ch := s.changed
+	if !s.running {
+		s.running = true
+		s.startLocked()
 		ls.mu.Unlock()
-		select {
-		case <-ch:
-		case <-timeout:
-		case <-ctx.Done():
+		return s, true
+	}
+	if pipelined && (s.kicked || time.Since(s.started) >= pipelineWait) {
+		ls.kickLocked(s)
+		ls.dropLocked(id, s)
+		ls.mu.Unlock()
+		return nil, false
+	}
+	w := slotWaiter{ch: make(chan bool, 1), pipelined: pipelined}
+	s.waiters = append(s.waiters, w)
+	if pipelined {
+		ls.armLocked(s)
+	}
+	ls.mu.Unlock()
+	select {
+	case handed := <-w.ch:
+		if handed {
+			return s, true
 		}
+	case <-ctx.Done():
 		ls.mu.Lock()
-		if ctx.Err() != nil {
-			ls.dropLocked(id, s)
+		s.waiters = slices.DeleteFunc(s.waiters, func(x slotWaiter) bool { return x.ch == w.ch })
+		ls.mu.Unlock()
+		if handed := <-w.chOrNil(); handed {
+			ls.release(id, s) // handed over meanwhile: pass it on
 			return nil, false
 		}
 	}
-	s.running, s.kicked, s.started = true, false, time.Now()
-	return s, true
+	ls.mu.Lock()
+	ls.dropLocked(id, s)
+	ls.mu.Unlock()
+	return nil, false
 }
 
-// kickLocked sends the pushes waiting behind s's running task away.
-func (ls *leaseSlots) kickLocked(s *leaseSlot) {
-	if !s.kicked {
-		s.kicked = true
-		close(s.changed)
-		s.changed = make(chan struct{})
+// chOrNil returns w's channel if a value is waiting in it, else a closed
+// channel reading false.
+func (w slotWaiter) chOrNil() <-chan bool {
+	if len(w.ch) > 0 {
+		return w.ch
 	}
+	closed := make(chan bool)
+	close(closed)
+	return closed
+}
+
+// startLocked marks a new task of the lease as running now.
+func (s *leaseSlot) startLocked() {
+	s.gen++
+	s.started = time.Now()
+	s.kicked = false
+}
+
+// armLocked makes sure the slot's timer kicks the pipelined waiters once
+// the running task has run pipelineWait.
+func (ls *leaseSlots) armLocked(s *leaseSlot) {
+	if s.armed == s.gen {
+		return
+	}
+	s.armed = s.gen
+	d := pipelineWait - time.Since(s.started)
+	if s.timer == nil {
+		s.timer = time.AfterFunc(d, func() { ls.expire(s) })
+	} else {
+		s.timer.Reset(d)
+	}
+}
+
+// expire runs when a slot's timer fires: once the running task has run
+// pipelineWait the pipelined waiters go; a task that started later (the
+// slot was handed on) gets the timer re-armed while pipelined waiters
+// remain.
+func (ls *leaseSlots) expire(s *leaseSlot) {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	s.armed = 0
+	if !s.running || !slices.ContainsFunc(s.waiters, func(w slotWaiter) bool { return w.pipelined }) {
+		return
+	}
+	if time.Since(s.started) >= pipelineWait {
+		ls.kickLocked(s)
+		return
+	}
+	ls.armLocked(s)
+}
+
+// kickLocked sends the pipelined pushes waiting behind s's running task
+// away; pushes that are not pipelined keep waiting.
+func (ls *leaseSlots) kickLocked(s *leaseSlot) {
+	s.kicked = true
+	s.waiters = slices.DeleteFunc(s.waiters, func(w slotWaiter) bool {
+		if w.pipelined {
+			w.ch <- false
+		}
+		return w.pipelined
+	})
 }
 
 // block marks s's running task as blocked in Get or Wait: tasks pipelined
@@ -106,18 +171,27 @@ func (ls *leaseSlots) block(s *leaseSlot) {
 	ls.mu.Unlock()
 }
 
-// release ends the running task of lease id.
+// release ends the running task of lease id and hands the slot to the
+// first waiter, if any.
 func (ls *leaseSlots) release(id uint64, s *leaseSlot) {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
-	s.running = false
-	close(s.changed)
-	s.changed = make(chan struct{})
+	if len(s.waiters) > 0 {
+		w := s.waiters[0]
+		s.waiters = s.waiters[1:]
+		s.startLocked()
+		w.ch <- true
+	} else {
+		s.running = false
+	}
 	ls.dropLocked(id, s)
 }
 
 func (ls *leaseSlots) dropLocked(id uint64, s *leaseSlot) {
 	if s.refs--; s.refs == 0 {
+		if s.timer != nil {
+			s.timer.Stop()
+		}
 		delete(ls.slots, id)
 	}
 }
