@@ -235,25 +235,37 @@ func (m *actorManager) setDead(a *store.Actor, cause string) error {
 // died turns the loss of incarnation inc of an actor into a restart (with
 // restarts left, as Ray's max_restarts) or a DEAD record.
 func (m *actorManager) died(id string, inc int, cause string) {
-	unlock := m.lock(id)
+	_ = m.diedCtx(context.Background(), id, inc, cause)
+}
+
+// diedCtx is died giving up when ctx ends before it has the actor's lock
+// (a placement holds it while the constructor runs); the error names the
+// actor and says which step failed. A failed Raft write is logged and not
+// returned: the next check of the actor retries it.
+func (m *actorManager) diedCtx(ctx context.Context, id string, inc int, cause string) error {
+	unlock, err := m.lockCtx(ctx, id)
+	if err != nil {
+		return fmt.Errorf("actor %s: record its loss (%s): %w", id, cause, err)
+	}
 	defer unlock()
 	a, err := m.n.fsm.State().ActorByID(id)
 	if err != nil || a == nil || a.State == store.ActorDead || a.Restarts != inc {
-		return // unknown, final, or a report about an older incarnation
+		return err // unknown, final, or a report about an older incarnation
 	}
 	if a.MaxRestarts >= 0 && a.Restarts >= a.MaxRestarts {
 		m.setDead(a, fmt.Sprintf("%s; no restarts left (max restarts %d)", cause, a.MaxRestarts))
-		return
+		return nil
 	}
 	r := a.Copy()
 	r.State, r.Restarts, r.DeathCause, r.StateChangedAt = store.ActorRestarting, a.Restarts+1, cause, time.Now().UnixNano()
-	r.NodeID, r.NodeName, r.NodeAddr, r.WorkerAddr, r.WorkerID, r.PID = "", "", "", "", "", 0
+	r.NodeID, r.NodeName, r.NodeAddr, r.WorkerAddr, r.WorkerID, r.PID, r.NodeIncarnation = "", "", "", "", "", 0, 0
 	if _, err := m.n.apply(store.ActorUpdateType, &store.ActorUpdateRequest{Actor: *r}); err != nil {
 		m.n.logger.Warn("record actor restart", "actor", id, "err", err)
-		return
+		return nil
 	}
 	m.n.logger.Info("actor restarting", "actor", id, "class", a.Class, "restart", r.Restarts, "cause", cause)
 	m.schedule(id)
+	return nil
 }
 
 // jobDone ends the actors a finished job owned, except detached ones (Ray's
@@ -322,7 +334,8 @@ func (m *actorManager) resume() {
 	m.checkNodes()
 }
 
-// checkNodes restarts (or ends) ALIVE actors whose node is dead or left.
+// checkNodes restarts (or ends) ALIVE actors whose node is dead or left,
+// or registered again in a later incarnation (lostWith).
 func (m *actorManager) checkNodes() {
 	st := m.n.fsm.State()
 	all, err := st.LiveActors()
@@ -336,11 +349,50 @@ func (m *actorManager) checkNodes() {
 		// A node not in the table yet (it registers after it starts serving)
 		// is not a dead one.
 		nd, err := st.NodeByID(a.NodeID)
-		if err != nil || nd == nil || nd.Status.Live() {
+		if err != nil || nd == nil {
 			continue
 		}
-		go m.died(a.ID, a.Restarts, fmt.Sprintf("its node %s is %s", a.NodeName, nd.Status))
+		if cause := lostWith(a, nd.Status, nd.Incarnation); cause != "" {
+			go m.died(a.ID, a.Restarts, cause)
+		}
 	}
+}
+
+// nodeRestarted restarts (or ends) the ALIVE actors that node id ran in an
+// incarnation before inc, before the leader records that registration, so
+// no reader sees the new incarnation with such an actor still ALIVE in its
+// gone process. The error names the actors it could not handle before ctx
+// ended (checkNodes handles them later).
+func (m *actorManager) nodeRestarted(ctx context.Context, id string, inc uint64) error {
+	all, err := m.n.fsm.State().LiveActors()
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, a := range all {
+		if a.State != store.ActorAlive || a.NodeID != id {
+			continue
+		}
+		if cause := lostWith(a, store.NodeAlive, inc); cause != "" {
+			errs = append(errs, m.diedCtx(ctx, a.ID, a.Restarts, cause))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// lostWith returns why ALIVE actor a is lost when its node has status and
+// incarnation inc ("" when it is not): the node is dead or left, or it
+// restarted since it started a (a record without the node's incarnation is
+// judged by status alone).
+func lostWith(a *store.Actor, status store.NodeStatus, inc uint64) string {
+	switch {
+	case !status.Live():
+		return fmt.Sprintf("its node %s is %s", a.NodeName, status)
+	case a.NodeIncarnation != 0 && inc > a.NodeIncarnation:
+		return fmt.Sprintf("its node %s restarted (incarnation %d; the actor ran in incarnation %d, worker pid %d)",
+			a.NodeName, inc, a.NodeIncarnation, a.PID)
+	}
+	return ""
 }
 
 // schedule starts the placement goroutine of a pending actor unless one runs.
@@ -480,6 +532,7 @@ func (m *actorManager) tryNode(a *store.Actor, nd wire.NodeInfo) (ok, stop bool,
 	r := cur.Copy()
 	r.State, r.PendingReason, r.StateChangedAt = store.ActorAlive, "", time.Now().UnixNano()
 	r.NodeID, r.NodeName, r.NodeAddr, r.WorkerAddr, r.WorkerID, r.PID = rep.NodeID, rep.NodeName, rep.NodeAddr, rep.WorkerAddr, rep.WorkerID, rep.PID
+	r.NodeIncarnation = rep.NodeIncarnation
 	if _, err := n.apply(store.ActorUpdateType, &store.ActorUpdateRequest{Actor: *r}); err != nil {
 		n.logger.Warn("record actor alive", "actor", cur.ID, "err", err)
 		_ = n.pool.Call(ctx, nd.Addr, wire.MethodActorStop, &wire.ActorStopRequest{ActorID: cur.ID}, nil)

@@ -36,7 +36,7 @@ func (n *Node) actorStart(ctx context.Context, req *wire.ActorStartRequest) (*wi
 	p := n.workers
 	self := func(w *workerProc) *wire.ActorStartReply {
 		return &wire.ActorStartReply{WorkerAddr: w.addr, WorkerID: w.id, PID: w.cmd.Process.Pid,
-			NodeID: n.id.NodeID, NodeName: n.cfg.NodeName, NodeAddr: n.rpcAddr}
+			NodeID: n.id.NodeID, NodeName: n.cfg.NodeName, NodeAddr: n.rpcAddr, NodeIncarnation: n.id.Incarnation}
 	}
 	p.mu.Lock()
 	if ap := p.actors[req.ActorID]; ap != nil {

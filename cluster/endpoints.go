@@ -94,6 +94,11 @@ func (n *Node) nodeRegister(ctx context.Context, req *NodeRegisterRequest) (*Emp
 			return nil, &rpc.Error{Code: CodeBadInput, Message: err.Error()}
 		}
 	}
+	// A new incarnation means the node's processes of the last one are
+	// gone: their actors restart first, so none is seen ALIVE in them.
+	if err := n.actors.nodeRestarted(ctx, nd.ID, nd.Incarnation); err != nil {
+		n.logger.Warn("restart the actors of a restarted node", "node", nd.Name, "incarnation", nd.Incarnation, "err", err)
+	}
 	nd.Status = store.NodeAlive
 	nd.RegisteredAt = time.Now().UnixNano()
 	nd.StatusChangedAt = nd.RegisteredAt

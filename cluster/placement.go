@@ -24,6 +24,14 @@ const (
 	pgLinger       = 500 * time.Microsecond
 )
 
+// pgRespreadGrace is how long a SPREAD group that lost bundles with their
+// nodes waits for nodes to spread them over before it puts them on nodes
+// holding its other bundles, counted from the loss or from this leader's
+// start, whichever is later: nodes stopped or killed together (a full
+// restart) come back within it, so the first node up does not get every
+// bundle. The same grace as unseenGrace, for the same reason.
+const pgRespreadGrace = unseenGrace
+
 // pgManager is the leader's placement-group authority (Ray's
 // GcsPlacementGroupManager and scheduler). It decides where bundles go with
 // sched.PlaceBundles under one mutex, so two groups racing for the same last
@@ -499,6 +507,10 @@ func (m *pgManager) tryPlace(g *store.PlacementGroup) (nodes []string, reason st
 		m.mu.Unlock()
 		return nil, strings.TrimPrefix(strings.TrimPrefix(err.Error(), "pending: "), "infeasible: "), errors.Is(err, sched.ErrInfeasible)
 	}
+	if why := m.holdSpread(g, got, time.Now()); why != "" {
+		m.mu.Unlock()
+		return nil, why, false
+	}
 	specs := map[string][]wire.BundleSpec{}
 	per := map[string]sched.ResourceSet{}
 	for i, nd := range got {
@@ -535,6 +547,40 @@ func (m *pgManager) tryPlace(g *store.PlacementGroup) (nodes []string, reason st
 		return nil, "a chosen node could not hold its bundles: " + strings.Join(failed, "; "), false
 	}
 	return got, "", false
+}
+
+// holdSpread returns why RESCHEDULING SPREAD group g waits instead of
+// taking assignment got ("" when it need not): got puts a bundle it moves
+// on a node holding another of g's bundles, and at time now g is within
+// pgRespreadGrace of its loss and of this leader's start.
+func (m *pgManager) holdSpread(g *store.PlacementGroup, got []string, now time.Time) string {
+	if g.Strategy != sched.Spread || g.State != store.PGRescheduling || !colocatesMoved(got, g.Nodes) {
+		return ""
+	}
+	since := time.Unix(0, g.StateChangedAt)
+	if l := m.n.leader.leaderSince(); l.After(since) {
+		since = l
+	}
+	if now.Sub(since) >= pgRespreadGrace {
+		return ""
+	}
+	return fmt.Sprintf("SPREAD: waiting up to %s for nodes to spread its lost bundles over (the nodes up hold its other bundles)", pgRespreadGrace)
+}
+
+// colocatesMoved reports whether assignment got puts a bundle whose node
+// differs from was on the node of another bundle.
+func colocatesMoved(got, was []string) bool {
+	for i, nd := range got {
+		if nd == was[i] {
+			continue
+		}
+		for j, other := range got {
+			if j != i && other == nd {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func (m *pgManager) clearInflight(id string) {

@@ -104,6 +104,12 @@ type Actor struct {
 	WorkerAddr string
 	WorkerID   string
 	PID        int
+	// NodeIncarnation is the incarnation of node NodeID whose process
+	// started the running instance (0 while not ALIVE, and in records
+	// written before nodes reported it). Once the node registers a higher
+	// incarnation, the process that held the actor is gone: the leader
+	// treats the actor as lost, as on its node's death.
+	NodeIncarnation uint64 `msgpack:",omitempty"`
 	// CreatedAt and StateChangedAt are unix nanoseconds stamped by the leader.
 	CreatedAt      int64
 	StateChangedAt int64

@@ -157,7 +157,10 @@ type ActorStartReply struct {
 	NodeID     string
 	NodeName   string
 	NodeAddr   string
-	Error      *TaskFailure
+	// NodeIncarnation is the incarnation of the node process that runs the
+	// actor (cluster.Identity.Incarnation).
+	NodeIncarnation uint64 `msgpack:",omitempty"`
+	Error           *TaskFailure
 }
 
 // ActorStopRequest ends the actor's worker process on the node.
