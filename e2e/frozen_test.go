@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -25,22 +24,7 @@ func TestFrozenNodeTasksRetried(t *testing.T) {
 	startNode(t, root, "n2", []string{"join", head.addr()})
 	// Three voters: the two that are not frozen keep a leader, whose view
 	// declares n1 dead.
-	eventually(t, 30*time.Second, "3-node cluster forms", func() error {
-		st, err := status(t, head.addr())
-		if err != nil {
-			return err
-		}
-		voters := 0
-		for _, s := range st.Servers {
-			if s.Suffrage == "voter" {
-				voters++
-			}
-		}
-		if alive(st) != 3 || voters != 3 {
-			return fmt.Errorf("%d alive, %d voters", alive(st), voters)
-		}
-		return nil
-	})
+	waitFormed(t, head.addr(), 3)
 	driver := buildTestdata(t, "frozen")
 	marker := filepath.Join(root, "pid")
 	cmd := exec.Command(driver, marker)

@@ -227,8 +227,17 @@ func startThree(t *testing.T) []*proc {
 	n1 := startNode(t, root, "n1", []string{"join", head.addr()}, append([]string{"--resources", `{"node1": 2}`}, gpus...)...)
 	n2 := startNode(t, root, "n2", []string{"join", head.addr()}, append([]string{"--resources", "node2=2"}, gpus...)...)
 	procs := []*proc{head, n1, n2}
-	took := eventually(t, 30*time.Second, "3-node cluster forms", func() error {
-		st, err := status(t, n2.addr())
+	took := waitFormed(t, n2.addr(), 3)
+	t.Logf("3-node cluster formed %s after the joiners started", took.Round(time.Millisecond))
+	return procs
+}
+
+// waitFormed polls status at addr until n nodes are alive, n are Raft
+// voters and there is a leader, and returns how long that took.
+func waitFormed(t *testing.T, addr string, n int) time.Duration {
+	t.Helper()
+	return eventually(t, 30*time.Second, fmt.Sprintf("%d-node cluster forms", n), func() error {
+		st, err := status(t, addr)
 		if err != nil {
 			return err
 		}
@@ -238,13 +247,11 @@ func startThree(t *testing.T) []*proc {
 				voters++
 			}
 		}
-		if alive(st) != 3 || voters != 3 || st.Leader.ID == "" {
+		if alive(st) != n || voters != n || st.Leader.ID == "" {
 			return fmt.Errorf("%d alive, %d voters, leader %q", alive(st), voters, st.Leader.Name)
 		}
 		return nil
 	})
-	t.Logf("3-node cluster formed %s after the joiners started", took.Round(time.Millisecond))
-	return procs
 }
 
 // buildExamples builds ./examples/<name> for each name into a temporary

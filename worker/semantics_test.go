@@ -231,16 +231,7 @@ func TestDriverFailsWhenItsNodeDies(t *testing.T) {
 	ctx := ctxT(t)
 	marker := filepath.Join(t.TempDir(), "started")
 	running := slowWhere.Options(NodeAffinity(nodes[1].ID(), false)).Remote(ctx, marker)
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		if _, err := os.Stat(marker + ".n1"); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("task never started on n1")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitStarted(t, marker, "n1")
 	nodes[0].Kill()
 	start := time.Now()
 	_, err := noop.Remote(ctx, 1).Get(ctx)

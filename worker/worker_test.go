@@ -312,21 +312,27 @@ var slowWhere = Register1(func(ctx context.Context, marker string) (string, erro
 	return NodeName(), nil
 })
 
+// waitStarted polls until slowWhere, given marker, has started on node.
+func waitStarted(t *testing.T, marker, node string) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if _, err := os.Stat(marker + "." + node); err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("task never started on %s", node)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 func TestTaskRetriedWhenItsNodeDies(t *testing.T) {
 	nodes := startCluster(t, 2, nil)
 	ctx := ctxT(t)
 	marker := filepath.Join(t.TempDir(), "started")
 	ref := slowWhere.Options(NodeAffinity(nodes[1].ID(), true)).Remote(ctx, marker)
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		if _, err := os.Stat(marker + ".n1"); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("task never started on n1")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitStarted(t, marker, "n1")
 	nodes[1].Kill() // the node and its worker processes die mid-task
 	got, err := ref.Get(ctx)
 	if err != nil || got != "n0" {
