@@ -34,9 +34,12 @@ func TestCustomResourceNeverOvercommitted(t *testing.T) {
 	startCluster(t, 3, func(i int) sched.ResourceSet { return sched.ResourceSet{"slot": sched.QuantityOf(2)} })
 	ctx := ctxT(t)
 	f := useSlot.Options(Resources(map[string]float64{"slot": 1}), CPUs(0))
-	refs := make([]Ref[string], 1000)
+	// Each task holds its slot 20 ms: 3 s of work for one node's two
+	// slots, long enough for the spilled leases' worker processes to start
+	// on the others even on a loaded machine.
+	refs := make([]Ref[string], 300)
 	for i := range refs {
-		refs[i] = f.Remote(ctx, time.Millisecond)
+		refs[i] = f.Remote(ctx, 20*time.Millisecond)
 	}
 	out, err := GetAll(ctx, refs)
 	if err != nil {
@@ -55,7 +58,7 @@ func TestCustomResourceNeverOvercommitted(t *testing.T) {
 		perNode[node]++
 	}
 	if len(perNode) < 2 {
-		t.Fatalf("1000 tasks ran on %v only: no spillback", perNode)
+		t.Fatalf("%d tasks ran on %v only: no spillback", len(refs), perNode)
 	}
 	t.Logf("tasks per node: %v", perNode)
 	// Every slot is given back.
