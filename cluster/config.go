@@ -12,6 +12,8 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/hashicorp/memberlist"
+
 	"github.com/nodeup/nodeup/sched"
 )
 
@@ -70,6 +72,11 @@ type Config struct {
 	ReconcileInterval time.Duration // leader's gossip → Raft reconciliation
 	// Logger receives structured logs; nil uses slog.Default().
 	Logger *slog.Logger
+
+	// links, set only by tests, cuts links to chosen peers (links.go).
+	links linkFilter
+	// tuneGossip, set only by tests, adjusts memberlist's settings last.
+	tuneGossip func(*memberlist.Config)
 }
 
 // Defaults returns a copy of c with unset fields filled in.

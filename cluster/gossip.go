@@ -88,6 +88,9 @@ func gossipConfig(cfg Config, id, bind, advertise string, port int, label string
 	mc.Events = mb
 	mc.Logger = log.New(newLogWriter(cfg.Logger, "gossip"), "", 0)
 	mc.DeadNodeReclaimTime = 10 * time.Second // a node restarted on a new address may reclaim its ID
+	if cfg.tuneGossip != nil {
+		cfg.tuneGossip(mc)
+	}
 	return mc
 }
 

@@ -112,6 +112,7 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	}
 	n.rpcAddr = hostPort(advertise, n.ln.Addr().(*net.TCPAddr).Port)
 	n.pool = rpc.NewPool([]byte{connRPC}, 5*time.Second)
+	n.pool.SetDialer(n.dialTCP)
 
 	// Learn the cluster from a peer before writing anything to the data dir.
 	var hello *HelloResponse
@@ -237,6 +238,7 @@ func (n *Node) setupRaft() error {
 		return fmt.Errorf("raft snapshots: %w", err)
 	}
 	n.raftLayer = newRaftLayer(n.ln.Addr())
+	n.raftLayer.dial = n.dialTCP
 	n.raftTrans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream: n.raftLayer, MaxPool: 3, Timeout: 10 * time.Second, Logger: hl,
 		ServerAddressProvider: nil,
@@ -278,7 +280,14 @@ func (n *Node) setupGossip(advertise string, hello *HelloResponse) error {
 		return err
 	}
 	mc := gossipConfig(n.cfg, n.id.NodeID, n.cfg.BindAddr, advertise, n.cfg.GossipPort, "nodeup/"+n.id.ClusterID, n.members)
+	tr, err := newGossipTransport(n, n.cfg.BindAddr, n.cfg.GossipPort, mc.Logger)
+	if err != nil {
+		return err
+	}
+	mc.Transport = tr
+	mc.BindPort, mc.AdvertisePort = tr.GetAutoBindPort(), tr.GetAutoBindPort()
 	if n.ml, err = memberlist.Create(mc); err != nil {
+		_ = tr.Shutdown()
 		return fmt.Errorf("gossip port %d on %s: %w", n.cfg.GossipPort, n.cfg.BindAddr, err)
 	}
 	n.members.ml = n.ml
