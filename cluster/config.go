@@ -26,6 +26,12 @@ const (
 	DefaultRaftVoters = 3
 )
 
+// Defaults of Config.ReconnectInterval and ReconnectTimeout (reconnect.go).
+const (
+	DefaultReconnectInterval = 5 * time.Second
+	DefaultReconnectTimeout  = 72 * time.Hour
+)
+
 // Config is everything a node needs to start. Zero values are filled by
 // Defaults; Validate reports bad combinations.
 type Config struct {
@@ -70,6 +76,11 @@ type Config struct {
 	// Timing knobs; zero uses the production defaults (see docs/architecture.md).
 	HeartbeatInterval time.Duration // node → leader soft-state reports
 	ReconcileInterval time.Duration // leader's gossip → Raft reconciliation
+	// ReconnectInterval is how often a node tries to rejoin a member gossip
+	// declared failed (default 5 s; Serf's is 30 s), and ReconnectTimeout how
+	// long after the failure it keeps trying (default 72 h, as Serf).
+	ReconnectInterval time.Duration
+	ReconnectTimeout  time.Duration
 	// Logger receives structured logs; nil uses slog.Default().
 	Logger *slog.Logger
 
@@ -108,6 +119,12 @@ func (c Config) Defaults() Config {
 	if c.ReconcileInterval == 0 {
 		c.ReconcileInterval = time.Second
 	}
+	if c.ReconnectInterval == 0 {
+		c.ReconnectInterval = DefaultReconnectInterval
+	}
+	if c.ReconnectTimeout == 0 {
+		c.ReconnectTimeout = DefaultReconnectTimeout
+	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -144,6 +161,9 @@ func (c Config) Validate() error {
 	}
 	if c.RaftVoters < 1 || c.RaftVoters > 9 {
 		return fmt.Errorf("--raft-voters %d: must be 1..9 (odd numbers tolerate the most failures)", c.RaftVoters)
+	}
+	if c.ReconnectInterval < 0 || c.ReconnectTimeout < 0 {
+		return fmt.Errorf("reconnect interval %s, timeout %s: must not be negative", c.ReconnectInterval, c.ReconnectTimeout)
 	}
 	if c.Head && !c.Server {
 		return fmt.Errorf("--head with --server=false: the head bootstraps Raft, so it must be a server")

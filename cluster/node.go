@@ -174,6 +174,7 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 		n.goRun(n.monitorLeadership)
 	}
 	n.goRun(n.agentLoop)
+	n.goRun(n.reconnectLoop)
 	if cfg.Server {
 		n.goRun(n.pgs.batchLoop)
 		n.goRun(n.pgs.createLoop)
