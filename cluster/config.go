@@ -133,9 +133,6 @@ func (c Config) Defaults() Config {
 
 // Validate reports the first bad setting, naming the value and what is accepted.
 func (c Config) Validate() error {
-	if !c.Head && len(c.Join) == 0 {
-		return fmt.Errorf("a node needs --head (start a new cluster) or peers to join (nodeup join <peer>)")
-	}
 	if c.DataDir == "" {
 		return fmt.Errorf("no data dir: set --data-dir or NODEUP_DATA_DIR")
 	}

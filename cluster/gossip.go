@@ -44,8 +44,10 @@ type member struct {
 type membership struct {
 	mu      sync.Mutex
 	members map[string]*member
+	seeds   map[string]seed // remembered peers gossip has not shown yet (reconnect.go)
 	ml      *memberlist.Memberlist
-	changed chan struct{}
+	changed chan struct{} // wakes the leader loop
+	persist chan struct{} // wakes peersLoop
 	logger  *slog.Logger
 	mu2     sync.Mutex // guards self and meta
 	self    gossipMeta
@@ -60,7 +62,8 @@ func newMembership(meta gossipMeta, logger *slog.Logger) (*membership, error) {
 	if len(b) > memberlist.MetaMaxSize {
 		return nil, fmt.Errorf("gossip metadata is %d bytes, over memberlist's %d: shorten --node-name", len(b), memberlist.MetaMaxSize)
 	}
-	return &membership{members: map[string]*member{}, changed: make(chan struct{}, 1), logger: logger, self: meta, meta: b}, nil
+	return &membership{members: map[string]*member{}, seeds: map[string]seed{}, changed: make(chan struct{}, 1),
+		persist: make(chan struct{}, 1), logger: logger, self: meta, meta: b}, nil
 }
 
 // setLeaving marks this node's gossip metadata as leaving; the caller then
@@ -95,9 +98,11 @@ func gossipConfig(cfg Config, id, bind, advertise string, port int, label string
 }
 
 func (m *membership) notify() {
-	select {
-	case m.changed <- struct{}{}:
-	default:
+	for _, ch := range []chan struct{}{m.changed, m.persist} {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
 	}
 }
 

@@ -114,15 +114,30 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	n.pool = rpc.NewPool([]byte{connRPC}, 5*time.Second)
 	n.pool.SetDialer(n.dialTCP)
 
-	// Learn the cluster from a peer before writing anything to the data dir.
+	// Learn the cluster from a peer before writing anything to the data dir:
+	// the --join peers, else those the data dir remembers.
+	peers, err := n.dir.readPeers()
+	if err != nil {
+		n.logger.Warn("remembered peers: some or all ignored", "err", err)
+	}
+	if !cfg.Head && len(cfg.Join) == 0 && len(peers) == 0 {
+		return nil, fmt.Errorf("a node needs --head (start a new cluster) or peers to join (nodeup join <peer>); data dir %s remembers none", cfg.DataDir)
+	}
 	var hello *HelloResponse
-	if len(cfg.Join) > 0 {
-		hello, err = n.helloPeers(ctx, cfg.Join)
-		if err != nil && !cfg.Head {
-			return nil, err
-		}
-		if err != nil {
+	if len(cfg.Join) > 0 || len(peers) > 0 {
+		hello, err = n.findCluster(ctx, cfg.Join, peers)
+		switch {
+		case err == nil:
+		case cfg.Head:
 			n.logger.Warn("no peer answered; starting as head", "err", err)
+		case n.id.ClusterID != "" && len(peers) > 0:
+			// A restart while the peers are down too (a whole-cluster
+			// restart): the data dir says which cluster this is, Raft
+			// elects once a quorum is back, and gossip keeps trying to
+			// rejoin the remembered peers (reconnect.go).
+			n.logger.Warn("no peer answered; starting from the data dir, rejoining the remembered peers in the background", "cluster", n.id.ClusterName, "err", err)
+		default:
+			return nil, err
 		}
 	}
 	switch {
@@ -164,7 +179,7 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	n.mux = &mux{ln: n.ln, rpc: n.rpcServer.ServeConn, raft: n.raftLayerOrNil(), logger: n.logger}
 	go n.mux.serve()
 
-	if err := n.setupGossip(advertise, hello); err != nil {
+	if err := n.setupGossip(advertise, hello, peers); err != nil {
 		return nil, err
 	}
 	if err := n.startHTTP(advertise); err != nil {
@@ -175,6 +190,7 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	}
 	n.goRun(n.agentLoop)
 	n.goRun(n.reconnectLoop)
+	n.goRun(n.peersLoop)
 	if cfg.Server {
 		n.goRun(n.pgs.batchLoop)
 		n.goRun(n.pgs.createLoop)
@@ -273,7 +289,10 @@ func (n *Node) setupRaft() error {
 	return nil
 }
 
-func (n *Node) setupGossip(advertise string, hello *HelloResponse) error {
+// setupGossip starts memberlist and joins the members the hello listed
+// (else, if none of them answers, the remembered peers); remembered peers
+// gossip does not show are retried in the background.
+func (n *Node) setupGossip(advertise string, hello *HelloResponse, peers []peerRecord) error {
 	var err error
 	meta := gossipMeta{ID: n.id.NodeID, Name: n.cfg.NodeName, RPCAddr: n.rpcAddr, Server: n.cfg.Server,
 		Version: n.cfg.Version, Incarnation: n.id.Incarnation}
@@ -294,10 +313,41 @@ func (n *Node) setupGossip(advertise string, hello *HelloResponse) error {
 	n.members.ml = n.ml
 	if hello != nil && len(hello.GossipAddrs) > 0 {
 		if _, err := n.ml.Join(hello.GossipAddrs); err != nil {
-			return fmt.Errorf("join gossip through %v: %w", hello.GossipAddrs, err)
+			var remembered []string
+			for _, p := range peers {
+				remembered = append(remembered, p.Gossip)
+			}
+			if len(remembered) == 0 {
+				return fmt.Errorf("join gossip through %v: %w", hello.GossipAddrs, err)
+			}
+			if _, err2 := n.ml.Join(remembered); err2 != nil {
+				return fmt.Errorf("join gossip through %v, then the remembered %v: %w", hello.GossipAddrs, remembered, errors.Join(err, err2))
+			}
 		}
 	}
+	n.members.remember(peers)
 	return nil
+}
+
+// findCluster asks the --join peers in turn, then up to helloFanout
+// remembered ones at once, which cluster they are in.
+func (n *Node) findCluster(ctx context.Context, join []string, peers []peerRecord) (*HelloResponse, error) {
+	var errs []error
+	if len(join) > 0 {
+		h, err := n.helloPeers(ctx, join)
+		if err == nil {
+			return h, nil
+		}
+		errs = append(errs, err)
+	}
+	if len(peers) > 0 {
+		h, err := n.helloRemembered(ctx, peers)
+		if err == nil {
+			return h, nil
+		}
+		errs = append(errs, err)
+	}
+	return nil, errors.Join(errs...)
 }
 
 // helloPeers asks each peer in turn which cluster it belongs to.

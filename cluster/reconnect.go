@@ -11,15 +11,19 @@ import (
 // memberlist then forgets it: after GossipToTheDeadTime (30 s) it sends it
 // nothing more, so when a partition that lasted longer heals neither side
 // talks to the other again. As Serf does for Consul and Nomad, every node
-// keeps trying to join the members it saw fail until ReconnectTimeout.
+// keeps trying to join the members it saw fail (and the peers its data dir
+// remembers but gossip has not shown yet) until ReconnectTimeout.
 
-// reconnectTarget is a peer to try to join: a failed member.
+// reconnectTarget is a peer to try to join: a failed member, or a peer from
+// peers.json that gossip has not shown yet.
 type reconnectTarget struct {
 	ID, Name, GossipAddr string
 }
 
 // reconnectTargets lists the failed members (dead, not left) that failed
-// less than timeout ago, and counts the live members, this node included.
+// less than timeout ago and the remembered peers gossip has not shown (for
+// timeout after they were remembered), and counts the live members, this
+// node included.
 func (m *membership) reconnectTargets(now time.Time, timeout time.Duration) (targets []reconnectTarget, alive int) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -33,7 +37,41 @@ func (m *membership) reconnectTargets(now time.Time, timeout time.Duration) (tar
 			alive++
 		}
 	}
+	for id, p := range m.seeds {
+		if _, known := m.members[id]; known || now.Sub(p.since) >= timeout {
+			delete(m.seeds, id)
+			continue
+		}
+		targets = append(targets, reconnectTarget{ID: id, Name: p.Name, GossipAddr: p.Gossip})
+	}
 	return targets, alive
+}
+
+// remember adds peers (from the data dir) to try joining until gossip shows
+// them or ReconnectTimeout after they failed (or, for peers alive when the
+// file was written, after now); this node itself is skipped.
+func (m *membership) remember(peers []peerRecord) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := time.Now()
+	for _, p := range peers {
+		if p.ID == m.self.ID {
+			continue
+		}
+		since := now
+		if failed := time.Unix(p.FailedAt, 0); p.FailedAt > 0 && failed.Before(now) {
+			since = failed // keep counting toward ReconnectTimeout across restarts
+		}
+		if _, known := m.members[p.ID]; !known {
+			m.seeds[p.ID] = seed{peerRecord: p, since: since}
+		}
+	}
+}
+
+// seed is a remembered peer not yet seen in gossip.
+type seed struct {
+	peerRecord
+	since time.Time
 }
 
 // reconnectLoop tries, every ReconnectInterval, to join one failed member
