@@ -24,12 +24,13 @@ type linkFilter interface {
 }
 
 // dialTCP connects to a peer's host:port, through the test link filter when
-// one is set. ctx bounds the connect.
+// one is set. ctx bounds the connect. Unacknowledged data aborts the
+// connection after tcpUserTimeout (sockopt_linux.go).
 func (n *Node) dialTCP(ctx context.Context, addr string) (net.Conn, error) {
 	if n.cfg.links != nil {
 		return n.cfg.links.dial(ctx, addr)
 	}
-	var d net.Dialer
+	d := net.Dialer{Control: dialControl}
 	return d.DialContext(ctx, "tcp", addr)
 }
 
