@@ -95,6 +95,12 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 		}
 	}()
 
+	if !cfg.Head && len(cfg.Join) == 0 {
+		// Checked before the data dir is created or locked, too.
+		if _, err := os.Stat(filepath.Join(cfg.DataDir, peersFile)); err != nil {
+			return nil, errNoPeers(cfg.DataDir)
+		}
+	}
 	if n.dir, err = openDataDir(cfg.DataDir); err != nil {
 		return nil, err
 	}
@@ -121,7 +127,7 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 		n.logger.Warn("remembered peers: some or all ignored", "err", err)
 	}
 	if !cfg.Head && len(cfg.Join) == 0 && len(peers) == 0 {
-		return nil, fmt.Errorf("a node needs --head (start a new cluster) or peers to join (nodeup join <peer>); data dir %s remembers none", cfg.DataDir)
+		return nil, errNoPeers(cfg.DataDir)
 	}
 	var hello *HelloResponse
 	if len(cfg.Join) > 0 || len(peers) > 0 {
@@ -327,6 +333,10 @@ func (n *Node) setupGossip(advertise string, hello *HelloResponse, peers []peerR
 	}
 	n.members.remember(peers)
 	return nil
+}
+
+func errNoPeers(dataDir string) error {
+	return fmt.Errorf("a node needs --head (start a new cluster) or peers to join (nodeup join <peer>); data dir %s remembers none", dataDir)
 }
 
 // findCluster asks the --join peers in turn, then up to helloFanout

@@ -123,14 +123,29 @@ func TestWholeClusterRestartWithoutJoin(t *testing.T) {
 	}
 }
 
-// A data dir without peers.json (a fresh one) still needs --head or --join,
-// and the error says so.
+// A data dir without peers.json (a fresh one), or whose peers.json lists
+// nobody usable, still needs --head or --join, and the error says so; a
+// fresh one is not even created.
 func TestStartNeedsHeadJoinOrRememberedPeers(t *testing.T) {
 	cfg := testConfig(t, t.TempDir(), "lonely")
-	_, err := Start(context.Background(), cfg)
-	if err == nil || !strings.Contains(err.Error(), "--head") || !strings.Contains(err.Error(), cfg.DataDir) {
-		t.Fatalf("start without --head, --join or remembered peers: %v (want an error naming --head and the data dir)", err)
+	check := func() {
+		t.Helper()
+		_, err := Start(context.Background(), cfg)
+		if err == nil || !strings.Contains(err.Error(), "--head") || !strings.Contains(err.Error(), cfg.DataDir) {
+			t.Fatalf("start without --head, --join or remembered peers: %v (want an error naming --head and the data dir)", err)
+		}
 	}
+	check()
+	if _, err := os.Stat(cfg.DataDir); err == nil {
+		t.Fatal("a refused start created the data dir")
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(cfg.DataDir, peersFile), []byte(`{"peers":[{"id":"nothex","rpc":"x","gossip":"y"}]}`), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	check()
 }
 
 // peers.json is untrusted: oversized files, bad JSON, and bad entries
