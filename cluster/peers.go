@@ -210,13 +210,15 @@ func (n *Node) helloRemembered(ctx context.Context, peers []peerRecord) (*HelloR
 		h   *HelloResponse
 		err error
 	}
+	// The askers outlive a first answer, while Start goes on to change n.id.
 	answers := make(chan answer, len(ask))
+	want, wantName := n.id.ClusterID, n.id.ClusterName
 	for _, p := range ask {
 		go func() {
 			var h HelloResponse
 			err := n.pool.Call(ctx, p.RPC, MethodHello, &Empty{}, &h)
-			if err == nil && n.id.ClusterID != "" && h.ClusterID != n.id.ClusterID {
-				err = fmt.Errorf("it is in cluster %q (%s) now, not %q (%s)", h.ClusterName, h.ClusterID, n.id.ClusterName, n.id.ClusterID)
+			if err == nil && want != "" && h.ClusterID != want {
+				err = fmt.Errorf("it is in cluster %q (%s) now, not %q (%s)", h.ClusterName, h.ClusterID, wantName, want)
 			}
 			answers <- answer{p, &h, err}
 		}()
