@@ -395,6 +395,38 @@ func lostWith(a *store.Actor, status store.NodeStatus, inc uint64) string {
 	return ""
 }
 
+// stale returns the actors node nodeID reports running that the table has
+// moved past: ended (DEAD), restarted as a newer incarnation, or alive in
+// the same incarnation on another node. This is how a node cut off long
+// enough for its actors to be restarted elsewhere learns, once it is back,
+// to stop the old processes. An incarnation the table has not recorded yet
+// (placement in flight) or does not know is left alone.
+func (m *actorManager) stale(nodeID string, held []ActorHeld) []StaleActor {
+	var out []StaleActor
+	st := m.n.fsm.State()
+	for _, h := range held {
+		a, err := st.ActorByID(h.ID)
+		if err != nil || a == nil {
+			continue
+		}
+		s := StaleActor{ActorHeld: h}
+		switch {
+		case a.Restarts > h.Incarnation:
+			s.Reason = fmt.Sprintf("incarnation %d replaced it (%s)", a.Restarts, a.DeathCause)
+		case a.Restarts < h.Incarnation:
+			continue
+		case a.State == store.ActorDead:
+			s.Reason = "the actor is DEAD: " + a.DeathCause
+		case a.State == store.ActorAlive && a.NodeID != nodeID:
+			s.Reason, s.JobLives = fmt.Sprintf("this incarnation is alive on node %s", a.NodeName), true
+		default:
+			continue
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
 // schedule starts the placement goroutine of a pending actor unless one runs.
 func (m *actorManager) schedule(id string) {
 	m.mu.Lock()

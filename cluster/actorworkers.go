@@ -18,6 +18,10 @@ type actorProc struct {
 	lease       uint64
 	w           *workerProc
 	stopped     bool // Stop asked for it: the exit is expected (still reported)
+	// stale: the leader said the cluster has moved past it (StaleActor), so
+	// its exit is not reported as a death; jobLives: nor is its job ended,
+	// here or on peers.
+	stale, jobLives bool
 }
 
 // actorJobID is the job under which an actor's worker stores objects and
@@ -129,6 +133,33 @@ func (p *workerPool) stopActor(actorID string) {
 	<-ap.w.handled
 }
 
+// heldActors lists the actor incarnations running here, for the heartbeat.
+func (p *workerPool) heldActors() []ActorHeld {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([]ActorHeld, 0, len(p.actors))
+	for _, ap := range p.actors {
+		out = append(out, ActorHeld{ID: ap.id, Incarnation: ap.incarnation})
+	}
+	return out
+}
+
+// stopStale ends an actor process the leader says the cluster has moved
+// past, if it still runs that incarnation. Its exit is not reported as a
+// death (the leader has decided already; a report about an incarnation alive
+// elsewhere would restart that one).
+func (p *workerPool) stopStale(s StaleActor) {
+	p.mu.Lock()
+	ap := p.actors[s.ID]
+	if ap == nil || ap.incarnation != s.Incarnation {
+		p.mu.Unlock()
+		return
+	}
+	ap.stale, ap.jobLives = true, s.JobLives
+	p.mu.Unlock()
+	p.stopActor(s.ID)
+}
+
 // actorExited cleans up after an actor's worker process and tells the
 // leader, which restarts the actor or records it dead.
 func (p *workerPool) actorExited(w *workerProc) {
@@ -142,6 +173,9 @@ func (p *workerPool) actorExited(w *workerProc) {
 	p.mu.Unlock()
 	n := p.n
 	n.local.release(ap.lease)
+	if ap.stale && ap.jobLives {
+		return // the incarnation lives on elsewhere, with its job
+	}
 	// The actor's own objects and nested task workers go with it.
 	job := actorJobID(ap.id, ap.incarnation)
 	n.workers.stopJob(job)
@@ -153,6 +187,9 @@ func (p *workerPool) actorExited(w *workerProc) {
 		if addr != n.rpcAddr {
 			go n.pool.Call(n.ctx, addr, wire.MethodJobFinish, &wire.JobFinishRequest{JobID: job, FromNode: true}, nil)
 		}
+	}
+	if ap.stale {
+		return // the leader has moved on: no death to report
 	}
 	cause := fmt.Sprintf("its worker process (pid %d) on node %s exited: %v", w.cmd.Process.Pid, n.cfg.NodeName, w.err)
 	if ap.stopped {

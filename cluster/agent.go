@@ -31,7 +31,8 @@ func (n *Node) agentLoop() {
 			}
 			var resp HeartbeatResponse
 			err := n.forward(ctx, MethodNodeHeartbeat, &HeartbeatRequest{NodeID: n.id.NodeID, Incarnation: n.id.Incarnation,
-				Available: n.local.available(), Pending: n.local.queued(), GPUs: n.heartbeatGPUs(), Bundles: n.local.heldBundles()}, &resp)
+				Available: n.local.available(), Pending: n.local.queued(), GPUs: n.heartbeatGPUs(), Bundles: n.local.heldBundles(),
+				Actors: n.workers.heldActors()}, &resp)
 			if err == nil && resp.View != nil {
 				n.view.Store(resp.View)
 				n.spills.reset()
@@ -44,6 +45,12 @@ func (n *Node) agentLoop() {
 			}
 			if err == nil && resp.LeaderAddr != "" {
 				n.leaderHint.Store(resp.LeaderAddr)
+			}
+			if err == nil {
+				for _, s := range resp.StaleActors {
+					n.logger.Warn("stopping an actor the cluster has moved past", "actor", s.ID, "incarnation", s.Incarnation, "reason", s.Reason)
+					go n.workers.stopStale(s)
+				}
 			}
 		}
 		cancel()

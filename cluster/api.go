@@ -69,6 +69,7 @@ type HeartbeatRequest struct {
 	// utilization %, memory bytes, °C, W, processes); nil without GPUs.
 	GPUs    *gpu.Status
 	Bundles []wire.BundleHeld // placement-group bundles this node holds
+	Actors  []ActorHeld       // actor incarnations running on this node
 }
 
 // HeartbeatResponse says whether the leader knows this node's current
@@ -77,6 +78,26 @@ type HeartbeatResponse struct {
 	Known      bool
 	LeaderAddr string
 	View       []wire.NodeInfo // every node's totals and last reported free resources
+	// StaleActors are reported actors the actor table has moved past (the
+	// node was cut off and the actor restarted elsewhere, or ended): the
+	// node stops them.
+	StaleActors []StaleActor
+}
+
+// ActorHeld is an actor incarnation whose worker process runs on a node.
+type ActorHeld struct {
+	ID          string
+	Incarnation int
+}
+
+// StaleActor is an actor process its node must stop, and why. JobLives is
+// set when the table has the same incarnation alive on another node (two
+// leaders each placed it): that incarnation's job is not over, so the node
+// must not end the job's other workers and objects or tell peers to.
+type StaleActor struct {
+	ActorHeld
+	Reason   string
+	JobLives bool
 }
 
 // RaftServer is one member of the Raft configuration.

@@ -30,6 +30,7 @@ func testConfig(t testing.TB, dir, name string) Config {
 		Server: true, RaftVoters: 3, Version: "test", Logger: testLogger(),
 		Resources:         sched.ResourceSet{sched.CPU: sched.QuantityOf(2), sched.Memory: sched.QuantityOf(1 << 30)},
 		HeartbeatInterval: 200 * time.Millisecond, ReconcileInterval: 200 * time.Millisecond,
+		ReconnectInterval: 200 * time.Millisecond,
 	}
 }
 

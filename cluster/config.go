@@ -12,6 +12,8 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/hashicorp/memberlist"
+
 	"github.com/nodeup/nodeup/sched"
 )
 
@@ -22,6 +24,12 @@ const (
 	DefaultGossipPort = 7371
 	DefaultHTTPPort   = 7372
 	DefaultRaftVoters = 3
+)
+
+// Defaults of Config.ReconnectInterval and ReconnectTimeout (reconnect.go).
+const (
+	DefaultReconnectInterval = 5 * time.Second
+	DefaultReconnectTimeout  = 72 * time.Hour
 )
 
 // Config is everything a node needs to start. Zero values are filled by
@@ -69,8 +77,18 @@ type Config struct {
 	HeartbeatInterval time.Duration // node → leader soft-state reports
 	ReconcileInterval time.Duration // leader's gossip → Raft reconciliation
 	DiskProbeInterval time.Duration // probe writes to the data dir and raft.db (disk.go)
+	// ReconnectInterval is how often a node tries to rejoin a member gossip
+	// declared failed (default 5 s; Serf's is 30 s), and ReconnectTimeout how
+	// long after the failure it keeps trying (default 72 h, as Serf).
+	ReconnectInterval time.Duration
+	ReconnectTimeout  time.Duration
 	// Logger receives structured logs; nil uses slog.Default().
 	Logger *slog.Logger
+
+	// links, set only by tests, cuts links to chosen peers (links.go).
+	links linkFilter
+	// tuneGossip, set only by tests, adjusts memberlist's settings last.
+	tuneGossip func(*memberlist.Config)
 }
 
 // Defaults returns a copy of c with unset fields filled in.
@@ -105,6 +123,12 @@ func (c Config) Defaults() Config {
 	if c.DiskProbeInterval == 0 {
 		c.DiskProbeInterval = 10 * time.Second
 	}
+	if c.ReconnectInterval == 0 {
+		c.ReconnectInterval = DefaultReconnectInterval
+	}
+	if c.ReconnectTimeout == 0 {
+		c.ReconnectTimeout = DefaultReconnectTimeout
+	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -113,9 +137,6 @@ func (c Config) Defaults() Config {
 
 // Validate reports the first bad setting, naming the value and what is accepted.
 func (c Config) Validate() error {
-	if !c.Head && len(c.Join) == 0 {
-		return fmt.Errorf("a node needs --head (start a new cluster) or peers to join (nodeup join <peer>)")
-	}
 	if c.DataDir == "" {
 		return fmt.Errorf("no data dir: set --data-dir or NODEUP_DATA_DIR")
 	}
@@ -141,6 +162,9 @@ func (c Config) Validate() error {
 	}
 	if c.RaftVoters < 1 || c.RaftVoters > 9 {
 		return fmt.Errorf("--raft-voters %d: must be 1..9 (odd numbers tolerate the most failures)", c.RaftVoters)
+	}
+	if c.ReconnectInterval < 0 || c.ReconnectTimeout < 0 {
+		return fmt.Errorf("reconnect interval %s, timeout %s: must not be negative", c.ReconnectInterval, c.ReconnectTimeout)
 	}
 	if c.Head && !c.Server {
 		return fmt.Errorf("--head with --server=false: the head bootstraps Raft, so it must be a server")

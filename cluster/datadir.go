@@ -20,17 +20,18 @@ const (
 	lockFile     = "nodeup.lock"
 	addressFile  = "rpc.addr"
 	raftDir      = "raft"
+	// peersFile ("peers.json", peers.go) remembers the other members.
 )
 
 // Identity is what a node remembers across restarts in its data dir: who it
 // is, which cluster it belongs to, and how often it has started (the
-// incarnation, so the cluster knows work of an earlier life is gone).
+// incarnation, so the cluster knows work of an earlier life is gone). Its
+// peers are remembered in peers.json (peers.go).
 type Identity struct {
-	NodeID      string   `json:"node_id"`
-	ClusterID   string   `json:"cluster_id,omitempty"`
-	ClusterName string   `json:"cluster_name,omitempty"`
-	Incarnation uint64   `json:"incarnation"`
-	Peers       []string `json:"peers,omitempty"` // RPC addresses seen last, for rejoining
+	NodeID      string `json:"node_id"`
+	ClusterID   string `json:"cluster_id,omitempty"`
+	ClusterName string `json:"cluster_name,omitempty"`
+	Incarnation uint64 `json:"incarnation"`
 	// RaftState records that this node has held Raft state (a term, log
 	// entries or a snapshot): from then on a missing, empty or stateless
 	// raft.db is lost data, and the node refuses to start (RaftDataError)

@@ -120,6 +120,9 @@ func (n *Node) nodeHeartbeat(ctx context.Context, req *HeartbeatRequest) (*Heart
 		n.pgs.nodeReport(nd, req.Available, req.Bundles)
 	}
 	resp := &HeartbeatResponse{Known: known, LeaderAddr: n.rpcAddr}
+	if known {
+		resp.StaleActors = n.actors.stale(nd.ID, req.Actors)
+	}
 	if nodes, err := n.fsm.State().Nodes(); err == nil {
 		for _, nd := range nodes {
 			avail, _ := n.leader.available(nd)

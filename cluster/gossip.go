@@ -45,8 +45,10 @@ type member struct {
 type membership struct {
 	mu      sync.Mutex
 	members map[string]*member
+	seeds   map[string]seed // remembered peers gossip has not shown yet (reconnect.go)
 	ml      *memberlist.Memberlist
-	changed chan struct{}
+	changed chan struct{} // wakes the leader loop
+	persist chan struct{} // wakes peersLoop
 	logger  *slog.Logger
 	mu2     sync.Mutex // guards self and meta
 	self    gossipMeta
@@ -61,7 +63,8 @@ func newMembership(meta gossipMeta, logger *slog.Logger) (*membership, error) {
 	if len(b) > memberlist.MetaMaxSize {
 		return nil, fmt.Errorf("gossip metadata is %d bytes, over memberlist's %d: shorten --node-name", len(b), memberlist.MetaMaxSize)
 	}
-	return &membership{members: map[string]*member{}, changed: make(chan struct{}, 1), logger: logger, self: meta, meta: b}, nil
+	return &membership{members: map[string]*member{}, seeds: map[string]seed{}, changed: make(chan struct{}, 1),
+		persist: make(chan struct{}, 1), logger: logger, self: meta, meta: b}, nil
 }
 
 // setLeaving marks this node's gossip metadata as leaving; the caller then
@@ -89,13 +92,18 @@ func gossipConfig(cfg Config, id, bind, advertise string, port int, label string
 	mc.Events = mb
 	mc.Logger = log.New(newLogWriter(cfg.Logger, "gossip"), "", 0)
 	mc.DeadNodeReclaimTime = 10 * time.Second // a node restarted on a new address may reclaim its ID
+	if cfg.tuneGossip != nil {
+		cfg.tuneGossip(mc)
+	}
 	return mc
 }
 
 func (m *membership) notify() {
-	select {
-	case m.changed <- struct{}{}:
-	default:
+	for _, ch := range []chan struct{}{m.changed, m.persist} {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
 	}
 }
 

@@ -99,6 +99,12 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 		}
 	}()
 
+	if !cfg.Head && len(cfg.Join) == 0 {
+		// Checked before the data dir is created or locked, too.
+		if _, err := os.Stat(filepath.Join(cfg.DataDir, peersFile)); err != nil {
+			return nil, errNoPeers(cfg.DataDir)
+		}
+	}
 	if n.dir, err = openDataDir(cfg.DataDir); err != nil {
 		return nil, err
 	}
@@ -121,16 +127,32 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	}
 	n.rpcAddr = hostPort(advertise, n.ln.Addr().(*net.TCPAddr).Port)
 	n.pool = rpc.NewPool([]byte{connRPC}, 5*time.Second)
+	n.pool.SetDialer(n.dialTCP)
 
-	// Learn the cluster from a peer before writing anything to the data dir.
+	// Learn the cluster from a peer before writing anything to the data dir:
+	// the --join peers, else those the data dir remembers.
+	peers, err := n.dir.readPeers()
+	if err != nil {
+		n.logger.Warn("remembered peers: some or all ignored", "err", err)
+	}
+	if !cfg.Head && len(cfg.Join) == 0 && len(peers) == 0 {
+		return nil, errNoPeers(cfg.DataDir)
+	}
 	var hello *HelloResponse
-	if len(cfg.Join) > 0 {
-		hello, err = n.helloPeers(ctx, cfg.Join)
-		if err != nil && !cfg.Head {
-			return nil, err
-		}
-		if err != nil {
+	if len(cfg.Join) > 0 || len(peers) > 0 {
+		hello, err = n.findCluster(ctx, cfg.Join, peers)
+		switch {
+		case err == nil:
+		case cfg.Head:
 			n.logger.Warn("no peer answered; starting as head", "err", err)
+		case n.id.ClusterID != "" && len(peers) > 0:
+			// A restart while the peers are down too (a whole-cluster
+			// restart): the data dir says which cluster this is, Raft
+			// elects once a quorum is back, and gossip keeps trying to
+			// rejoin the remembered peers (reconnect.go).
+			n.logger.Warn("no peer answered; starting from the data dir, rejoining the remembered peers in the background", "cluster", n.id.ClusterName, "err", err)
+		default:
+			return nil, err
 		}
 	}
 	switch {
@@ -172,7 +194,7 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	n.mux = newMux(n.ln, n.rpcServer.ServeConn, n.raftLayerOrNil(), n.logger)
 	go n.mux.serve()
 
-	if err := n.setupGossip(advertise, hello); err != nil {
+	if err := n.setupGossip(advertise, hello, peers); err != nil {
 		return nil, err
 	}
 	if err := n.startHTTP(advertise); err != nil {
@@ -186,6 +208,8 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	}
 	n.goRun(n.agentLoop)
 	n.goRun(n.watchDisk)
+	n.goRun(n.reconnectLoop)
+	n.goRun(n.peersLoop)
 	if cfg.Server {
 		n.goRun(n.pgs.batchLoop)
 		n.goRun(n.pgs.createLoop)
@@ -253,6 +277,7 @@ func (n *Node) setupRaft() error {
 	}
 	n.raftStore = &trackedStore{BoltStore: bolt, path: path, health: n.disk}
 	n.raftLayer = newRaftLayer(n.ln.Addr())
+	n.raftLayer.dial = n.dialTCP
 	n.raftTrans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream: n.raftLayer, MaxPool: 3, Timeout: 10 * time.Second, Logger: hl,
 		ServerAddressProvider: nil,
@@ -327,7 +352,10 @@ func (n *Node) recordRaftState() {
 	}
 }
 
-func (n *Node) setupGossip(advertise string, hello *HelloResponse) error {
+// setupGossip starts memberlist and joins the members the hello listed
+// (else, if none of them answers, the remembered peers); remembered peers
+// gossip does not show are retried in the background.
+func (n *Node) setupGossip(advertise string, hello *HelloResponse, peers []peerRecord) error {
 	var err error
 	meta := gossipMeta{ID: n.id.NodeID, Name: n.cfg.NodeName, RPCAddr: n.rpcAddr, Server: n.cfg.Server,
 		Version: n.cfg.Version, Incarnation: n.id.Incarnation}
@@ -335,16 +363,58 @@ func (n *Node) setupGossip(advertise string, hello *HelloResponse) error {
 		return err
 	}
 	mc := gossipConfig(n.cfg, n.id.NodeID, n.cfg.BindAddr, advertise, n.cfg.GossipPort, "nodeup/"+n.id.ClusterID, n.members)
+	tr, err := newGossipTransport(n, n.cfg.BindAddr, n.cfg.GossipPort, mc.Logger)
+	if err != nil {
+		return err
+	}
+	mc.Transport = tr
+	mc.BindPort, mc.AdvertisePort = tr.GetAutoBindPort(), tr.GetAutoBindPort()
 	if n.ml, err = memberlist.Create(mc); err != nil {
+		_ = tr.Shutdown()
 		return fmt.Errorf("gossip port %d on %s: %w", n.cfg.GossipPort, n.cfg.BindAddr, err)
 	}
 	n.members.ml = n.ml
 	if hello != nil && len(hello.GossipAddrs) > 0 {
 		if _, err := n.ml.Join(hello.GossipAddrs); err != nil {
-			return fmt.Errorf("join gossip through %v: %w", hello.GossipAddrs, err)
+			var remembered []string
+			for _, p := range peers {
+				remembered = append(remembered, p.Gossip)
+			}
+			if len(remembered) == 0 {
+				return fmt.Errorf("join gossip through %v: %w", hello.GossipAddrs, err)
+			}
+			if _, err2 := n.ml.Join(remembered); err2 != nil {
+				return fmt.Errorf("join gossip through %v, then the remembered %v: %w", hello.GossipAddrs, remembered, errors.Join(err, err2))
+			}
 		}
 	}
+	n.members.remember(peers)
 	return nil
+}
+
+func errNoPeers(dataDir string) error {
+	return fmt.Errorf("a node needs --head (start a new cluster) or peers to join (nodeup join <peer>); data dir %s remembers none", dataDir)
+}
+
+// findCluster asks the --join peers in turn, then up to helloFanout
+// remembered ones at once, which cluster they are in.
+func (n *Node) findCluster(ctx context.Context, join []string, peers []peerRecord) (*HelloResponse, error) {
+	var errs []error
+	if len(join) > 0 {
+		h, err := n.helloPeers(ctx, join)
+		if err == nil {
+			return h, nil
+		}
+		errs = append(errs, err)
+	}
+	if len(peers) > 0 {
+		h, err := n.helloRemembered(ctx, peers)
+		if err == nil {
+			return h, nil
+		}
+		errs = append(errs, err)
+	}
+	return nil, errors.Join(errs...)
 }
 
 // helloPeers asks each peer in turn which cluster it belongs to.

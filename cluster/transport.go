@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"context"
 	"errors"
 	"io"
 	"log/slog"
@@ -145,6 +146,7 @@ func (c *releasingConn) Close() error {
 // from the mux, outbound ones write the Raft protocol byte first.
 type raftLayer struct {
 	addr   net.Addr
+	dial   func(ctx context.Context, addr string) (net.Conn, error) // the node's dialer
 	conns  chan net.Conn
 	closed chan struct{}
 	once   sync.Once
@@ -184,7 +186,9 @@ func (l *raftLayer) Addr() net.Addr { return l.addr }
 
 // Dial implements raft.StreamLayer.
 func (l *raftLayer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
-	c, err := net.DialTimeout("tcp", string(address), timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	c, err := l.dial(ctx, string(address))
 	if err != nil {
 		return nil, err
 	}

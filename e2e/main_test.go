@@ -67,6 +67,7 @@ type proc struct {
 	dataDir string
 	port    int
 	args    []string
+	prefix  []string // a command nodeup runs under (ip netns exec <ns>), if any
 	cmd     *exec.Cmd
 	log     *syncBuffer
 	done    chan struct{} // closed when the process has exited
@@ -114,7 +115,8 @@ func startNode(t *testing.T, root, name string, verb []string, extra ...string) 
 func (p *proc) run(t *testing.T) {
 	t.Helper()
 	p.log = &syncBuffer{}
-	p.cmd = exec.Command(nodeupBin, p.args...)
+	argv := append(append(append([]string{}, p.prefix...), nodeupBin), p.args...)
+	p.cmd = exec.Command(argv[0], argv[1:]...)
 	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
 	p.cmd.Env = append(os.Environ(), "TMPDIR="+filepath.Dir(p.dataDir))
 	if err := p.cmd.Start(); err != nil {

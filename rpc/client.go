@@ -61,16 +61,27 @@ func putCall(cl *call) {
 // Client for the connection. ctx bounds the connect and the preamble
 // write. Errors are transport errors naming addr.
 func Dial(ctx context.Context, network, addr string, preamble []byte) (*Client, error) {
-	conn, err := dialConn(ctx, network, addr, preamble)
+	var d net.Dialer
+	conn, err := dialConn(ctx, func(ctx context.Context, addr string) (net.Conn, error) {
+		return d.DialContext(ctx, network, addr)
+	}, addr, preamble)
 	if err != nil {
 		return nil, &callError{addr: addr, err: err, transport: true}
 	}
 	return newClient(conn, addr), nil
 }
 
-func dialConn(ctx context.Context, network, addr string, preamble []byte) (net.Conn, error) {
+// DialFunc connects to a TCP address ("host:port"); ctx bounds the connect.
+type DialFunc func(ctx context.Context, addr string) (net.Conn, error)
+
+// plainDial is the DialFunc a Pool uses unless SetDialer replaced it.
+func plainDial(ctx context.Context, addr string) (net.Conn, error) {
 	var d net.Dialer
-	conn, err := d.DialContext(ctx, network, addr)
+	return d.DialContext(ctx, "tcp", addr)
+}
+
+func dialConn(ctx context.Context, dial DialFunc, addr string, preamble []byte) (net.Conn, error) {
+	conn, err := dial(ctx, addr)
 	if err != nil {
 		return nil, err
 	}

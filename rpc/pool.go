@@ -19,6 +19,7 @@ const PoolIdleTimeout = 2 * time.Minute
 type Pool struct {
 	preamble    []byte
 	dialTimeout time.Duration
+	dial        DialFunc
 
 	mu      sync.Mutex
 	closed  bool
@@ -39,8 +40,18 @@ func NewPool(preamble []byte, dialTimeout time.Duration) *Pool {
 	return &Pool{
 		preamble:    preamble,
 		dialTimeout: dialTimeout,
+		dial:        plainDial,
 		entries:     make(map[string]*poolEntry),
 	}
+}
+
+// SetDialer makes the pool connect with dial instead of a plain TCP dial
+// (a node routes its links through it, so tests can cut them). Call it
+// before the pool's first use.
+func (p *Pool) SetDialer(dial DialFunc) {
+	p.mu.Lock()
+	p.dial = dial
+	p.mu.Unlock()
 }
 
 // Call is Client.Call on the pooled client for addr ("host:port", TCP),
@@ -76,6 +87,7 @@ func (p *Pool) client(ctx context.Context, addr string) (*Client, error) {
 		e = new(poolEntry)
 		p.entries[addr] = e
 	}
+	dial := p.dial
 	p.mu.Unlock()
 
 	e.mu.Lock()
@@ -92,7 +104,7 @@ func (p *Pool) client(ctx context.Context, addr string) (*Client, error) {
 		dctx, cancel = context.WithTimeout(ctx, p.dialTimeout)
 		defer cancel()
 	}
-	conn, err := dialConn(dctx, "tcp", addr, p.preamble)
+	conn, err := dialConn(dctx, dial, addr, p.preamble)
 	if err != nil {
 		return nil, err
 	}

@@ -397,6 +397,39 @@ func TestPoolRedials(t *testing.T) {
 	}
 }
 
+// A pool with SetDialer connects only through it: a refusing dialer's error
+// comes back as a transport error naming the address.
+func TestPoolSetDialer(t *testing.T) {
+	addr := serveTCP(t, newTestServer(nil))
+	p := NewPool(nil, time.Second)
+	defer p.Close()
+	var dialed []string
+	refuse := false
+	p.SetDialer(func(ctx context.Context, a string) (net.Conn, error) {
+		dialed = append(dialed, a)
+		if refuse {
+			return nil, errors.New("link cut")
+		}
+		var d net.Dialer
+		return d.DialContext(ctx, "tcp", a)
+	})
+	ctx := context.Background()
+	var resp echoResp
+	if err := p.Call(ctx, addr, "Test.Echo", &echoReq{N: 1}, &resp); err != nil || resp.N != 2 {
+		t.Fatalf("%+v %v", resp, err)
+	}
+	c, _ := p.client(ctx, addr)
+	c.Close()
+	refuse = true
+	err := p.Call(ctx, addr, "Test.Echo", &echoReq{N: 1}, &resp)
+	if !IsTransport(err) || !strings.Contains(err.Error(), addr) || !strings.Contains(err.Error(), "link cut") {
+		t.Fatalf("call through a refusing dialer: %v (want a transport error naming %s)", err, addr)
+	}
+	if len(dialed) != 2 || dialed[0] != addr || dialed[1] != addr {
+		t.Fatalf("dialer saw %q, want %s twice", dialed, addr)
+	}
+}
+
 func TestDuplicateRegisterPanics(t *testing.T) {
 	s := NewServer(quietLogger())
 	s.Register("A.B", func(context.Context, []byte) (any, error) { return nil, nil })

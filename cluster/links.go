@@ -1,0 +1,92 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/memberlist"
+)
+
+// linkFilter cuts a node's links to chosen peers, so tests can partition a
+// cluster inside one process (no network namespaces). Every connection a
+// node opens (RPC, Raft, gossip streams) goes through dial, and every gossip
+// packet it sends is first checked with drop; a filter on both sides of a
+// link therefore cuts it both ways. Only tests set one (Config.links).
+type linkFilter interface {
+	// dial connects to addr ("host:port") or refuses because the link is cut.
+	dial(ctx context.Context, addr string) (net.Conn, error)
+	// drop reports whether a gossip packet to addr is lost.
+	drop(addr string) bool
+}
+
+// dialTCP connects to a peer's host:port, through the test link filter when
+// one is set. ctx bounds the connect. Unacknowledged data aborts the
+// connection after tcpUserTimeout (sockopt_linux.go).
+func (n *Node) dialTCP(ctx context.Context, addr string) (net.Conn, error) {
+	if n.cfg.links != nil {
+		return n.cfg.links.dial(ctx, addr)
+	}
+	d := net.Dialer{Control: dialControl}
+	return d.DialContext(ctx, "tcp", addr)
+}
+
+// gossipTransport is memberlist's UDP and TCP transport with two changes:
+// its TCP dials end when the node stops (a rejoin attempt toward a peer
+// behind a partition would otherwise hold shutdown for memberlist's
+// TCPTimeout, 10 s), and they and its packets go through the node's link
+// filter, so a test partition cuts gossip too.
+type gossipTransport struct {
+	*memberlist.NetTransport
+	n *Node
+}
+
+// newGossipTransport binds the gossip port on bind; port 0 picks a port free
+// for both TCP and UDP (retried, as memberlist does, since the TCP port may
+// be taken for UDP in between).
+func newGossipTransport(n *Node, bind string, port int, logger *log.Logger) (*gossipTransport, error) {
+	tries := 1
+	if port == 0 {
+		tries = 10
+	}
+	var err error
+	for i := 0; i < tries; i++ {
+		var nt *memberlist.NetTransport
+		nt, err = memberlist.NewNetTransport(&memberlist.NetTransportConfig{BindAddrs: []string{bind}, BindPort: port, Logger: logger})
+		if err == nil {
+			return &gossipTransport{NetTransport: nt, n: n}, nil
+		}
+		if !strings.Contains(err.Error(), "address already in use") {
+			break
+		}
+	}
+	return nil, fmt.Errorf("gossip port %d on %s: %w", port, bind, err)
+}
+
+// DialTimeout implements memberlist.Transport.
+func (t *gossipTransport) DialTimeout(addr string, timeout time.Duration) (net.Conn, error) {
+	ctx, cancel := context.WithTimeout(t.n.ctx, timeout)
+	defer cancel()
+	return t.n.dialTCP(ctx, addr)
+}
+
+// DialAddressTimeout implements memberlist.NodeAwareTransport.
+func (t *gossipTransport) DialAddressTimeout(a memberlist.Address, timeout time.Duration) (net.Conn, error) {
+	return t.DialTimeout(a.Addr, timeout)
+}
+
+// WriteTo implements memberlist.Transport.
+func (t *gossipTransport) WriteTo(b []byte, addr string) (time.Time, error) {
+	if t.n.cfg.links != nil && t.n.cfg.links.drop(addr) {
+		return time.Now(), nil // lost on the way, as UDP may be
+	}
+	return t.NetTransport.WriteTo(b, addr)
+}
+
+// WriteToAddress implements memberlist.NodeAwareTransport.
+func (t *gossipTransport) WriteToAddress(b []byte, a memberlist.Address) (time.Time, error) {
+	return t.WriteTo(b, a.Addr)
+}
