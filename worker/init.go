@@ -177,6 +177,7 @@ func (cw *coreWorker) connect(ctx context.Context, cfg initConfig) error {
 		return err
 	}
 	cw.logger.Debug("connected to nodeup", "node", rep.NodeName, "addr", rep.NodeAddr, "job", cw.jobID)
+	go cw.sub.watchNodes()
 	return nil
 }
 
@@ -242,6 +243,7 @@ func runWorker(cw *coreWorker) {
 	if err != nil {
 		fatal(fmt.Errorf("register with node %s: %w", cw.nodeAddr, err))
 	}
+	go cw.sub.watchNodes()
 	// Exit when the node is gone for good (it also kills us on job end).
 	for misses := 0; misses < 3; {
 		time.Sleep(2 * time.Second)

@@ -109,9 +109,7 @@ type heldLease struct {
 }
 
 func newSubmitter(cw *coreWorker) *submitter {
-	s := &submitter{cw: cw, queues: map[queueKey]*keyQueue{}, deadWorkers: map[string]bool{}}
-	go s.watchNodes()
-	return s
+	return &submitter{cw: cw, queues: map[queueKey]*keyQueue{}, deadWorkers: map[string]bool{}}
 }
 
 // submit builds a task from f's registration and options and queues it; it
@@ -536,7 +534,8 @@ var errNodeLost = errors.New("node declared dead")
 // nodes asks its own node which nodes the cluster declared dead.
 const nodeCheckInterval = time.Second
 
-// watchNodes ends the pushes on nodes the cluster declares dead (gossip's
+// watchNodes (started once the process knows its node) ends the pushes on
+// nodes the cluster declares dead (gossip's
 // failure detector, through the local node's view), so their tasks are
 // retried elsewhere: a frozen node never breaks its connections, and its
 // tasks would otherwise wait for it forever. It runs until the submitter's
