@@ -36,10 +36,68 @@ type actorManager struct {
 	mu         sync.Mutex
 	locks      map[string]chan struct{} // per-actor lock: held while it holds a token
 	scheduling map[string]bool          // actors with a placement goroutine running
+	// starts are the start calls in flight, by node ID and actor ID: a node
+	// declared dead meanwhile ends them (abandonLostStarts).
+	starts map[string]map[string]context.CancelCauseFunc
 }
 
 func newActorManager(n *Node) *actorManager {
-	return &actorManager{n: n, locks: map[string]chan struct{}{}, scheduling: map[string]bool{}}
+	return &actorManager{n: n, locks: map[string]chan struct{}{}, scheduling: map[string]bool{},
+		starts: map[string]map[string]context.CancelCauseFunc{}}
+}
+
+// nodeLostError ends a start call whose node the cluster declared dead
+// (or left) while the call was in flight.
+type nodeLostError struct {
+	node   string
+	status store.NodeStatus
+}
+
+func (e *nodeLostError) Error() string {
+	return fmt.Sprintf("its node %s was declared %s while the actor started there", e.node, e.status)
+}
+
+// trackStart returns ctx for a start call of actor id on node nd, ended
+// with a nodeLostError once the leader records nd not live (at once when it
+// is not live now), and the function that stops tracking it.
+func (m *actorManager) trackStart(ctx context.Context, nd wire.NodeInfo, id string) (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	m.mu.Lock()
+	if m.starts[nd.NodeID] == nil {
+		m.starts[nd.NodeID] = map[string]context.CancelCauseFunc{}
+	}
+	m.starts[nd.NodeID][id] = cancel
+	m.mu.Unlock()
+	if cur, err := m.n.fsm.State().NodeByID(nd.NodeID); err == nil && cur != nil && !cur.Status.Live() {
+		cancel(&nodeLostError{node: nd.NodeName, status: cur.Status})
+	}
+	return ctx, func() {
+		m.mu.Lock()
+		delete(m.starts[nd.NodeID], id)
+		if len(m.starts[nd.NodeID]) == 0 {
+			delete(m.starts, nd.NodeID)
+		}
+		m.mu.Unlock()
+		cancel(nil)
+	}
+}
+
+// abandonLostStarts ends the start calls in flight on nodes the table no
+// longer lists as live, so their actors are placed elsewhere without
+// waiting for a node that stopped answering.
+func (m *actorManager) abandonLostStarts(st *store.StateStore) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for nodeID, calls := range m.starts {
+		nd, err := st.NodeByID(nodeID)
+		if err != nil || nd == nil || nd.Status.Live() {
+			continue
+		}
+		for id, cancel := range calls {
+			m.n.logger.Warn("abandoning actor start on a lost node", "actor", id, "node", nd.Name, "status", nd.Status)
+			cancel(&nodeLostError{node: nd.Name, status: nd.Status})
+		}
+	}
 }
 
 // lock takes actor id's lock and returns its unlock.
@@ -252,20 +310,30 @@ func (m *actorManager) diedCtx(ctx context.Context, id string, inc int, cause st
 	if err != nil || a == nil || a.State == store.ActorDead || a.Restarts != inc {
 		return err // unknown, final, or a report about an older incarnation
 	}
+	if m.restartLocked(a, cause) {
+		m.schedule(id)
+	}
+	return nil
+}
+
+// restartLocked records the loss of actor a's current incarnation with
+// cause, as one restart: RESTARTING in the next incarnation (true: it needs
+// placing) or, with no restarts left, DEAD. The caller holds a's lock. A
+// failed Raft write is logged (false).
+func (m *actorManager) restartLocked(a *store.Actor, cause string) bool {
 	if a.MaxRestarts >= 0 && a.Restarts >= a.MaxRestarts {
 		m.setDead(a, fmt.Sprintf("%s; no restarts left (max restarts %d)", cause, a.MaxRestarts))
-		return nil
+		return false
 	}
 	r := a.Copy()
 	r.State, r.Restarts, r.DeathCause, r.StateChangedAt = store.ActorRestarting, a.Restarts+1, cause, time.Now().UnixNano()
 	r.NodeID, r.NodeName, r.NodeAddr, r.WorkerAddr, r.WorkerID, r.PID, r.NodeIncarnation = "", "", "", "", "", 0, 0
 	if _, err := m.n.apply(store.ActorUpdateType, &store.ActorUpdateRequest{Actor: *r}); err != nil {
-		m.n.logger.Warn("record actor restart", "actor", id, "err", err)
-		return nil
+		m.n.logger.Warn("record actor restart", "actor", a.ID, "err", err)
+		return false
 	}
-	m.n.logger.Info("actor restarting", "actor", id, "class", a.Class, "restart", r.Restarts, "cause", cause)
-	m.schedule(id)
-	return nil
+	m.n.logger.Info("actor restarting", "actor", a.ID, "class", a.Class, "restart", r.Restarts, "cause", cause)
+	return true
 }
 
 // jobDone ends the actors a finished job owned, except detached ones (Ray's
@@ -335,9 +403,11 @@ func (m *actorManager) resume() {
 }
 
 // checkNodes restarts (or ends) ALIVE actors whose node is dead or left,
-// or registered again in a later incarnation (lostWith).
+// or registered again in a later incarnation (lostWith), and abandons the
+// starts in flight on nodes that are no longer live.
 func (m *actorManager) checkNodes() {
 	st := m.n.fsm.State()
+	m.abandonLostStarts(st)
 	all, err := st.LiveActors()
 	if err != nil {
 		return
@@ -534,11 +604,21 @@ func (m *actorManager) tryNode(a *store.Actor, nd wire.NodeInfo) (ok, stop bool,
 	_ = msgpack.Unmarshal(cur.Args, &args)
 	ctx, cancel := context.WithTimeout(n.ctx, actorStartTimeout)
 	defer cancel()
+	ctx, untrack := m.trackStart(ctx, nd, cur.ID)
+	defer untrack()
 	var rep wire.ActorStartReply
 	err = n.pool.Call(ctx, nd.Addr, wire.MethodActorStart, &wire.ActorStartRequest{ActorID: cur.ID, Incarnation: cur.Restarts,
 		JobID: cur.JobID, Class: cur.Class, Resources: cur.Resources, Constructor: cur.Constructor, Args: args,
 		MaxConcurrency: cur.MaxConcurrency, BinaryHash: cur.BinaryHash, BinaryNode: cur.BinaryNode, EnvVars: cur.EnvVars, JobNamespace: cur.JobNamespace}, &rep)
+	var lost *nodeLostError
 	switch {
+	case errors.As(context.Cause(ctx), &lost):
+		// Declared dead mid-start: whatever it started there is stale from
+		// now on (the next incarnation replaces it, and its heartbeat, if it
+		// comes back, stops it), and the actor goes elsewhere.
+		n.logger.Warn("start actor on node abandoned", "actor", cur.ID, "node", nd.NodeName, "incarnation", cur.Restarts, "cause", lost)
+		m.restartLocked(cur, lost.Error())
+		return false, false, ""
 	case err != nil:
 		n.logger.Warn("start actor on node failed", "actor", cur.ID, "node", nd.NodeName, "err", err)
 		return false, false, ""
@@ -595,7 +675,7 @@ func (m *actorManager) groupRemoved(a *store.Actor) string {
 func (m *actorManager) candidates(a *store.Actor) (cands []wire.NodeInfo, reason string, gone bool) {
 	pg, idx, ok := sched.PlacementGroupOf(a.Resources)
 	if !ok {
-		cands, reason = actorCandidates(m.n.clusterView(), a)
+		cands, reason = actorCandidates(m.placementView(), a)
 		return cands, reason, false
 	}
 	ctx, cancel := context.WithTimeout(m.n.ctx, pgPhaseTimeout)
@@ -605,6 +685,33 @@ func (m *actorManager) candidates(a *store.Actor) (cands []wire.NodeInfo, reason
 		cands = append(cands, wire.NodeInfo{NodeID: b.NodeID, NodeName: b.NodeName, Addr: b.NodeAddr, Alive: true})
 	}
 	return cands, reason, gone
+}
+
+// placementView is the leader's table as it is now (not the view its last
+// heartbeat brought, which can be one heartbeat old), with nodes that gossip
+// shows suspect, dead or left in their current incarnation marked not alive:
+// an actor restarted because its node died must not go back there.
+func (m *actorManager) placementView() []wire.NodeInfo {
+	view, err := m.n.tableView()
+	if err != nil {
+		m.n.logger.Warn("actor placement: read the node table", "err", err)
+		return nil
+	}
+	gossip := map[string]member{}
+	for _, mem := range m.n.members.snapshot() {
+		gossip[mem.ID] = mem
+	}
+	for i := range view {
+		nd := &view[i]
+		if nd.NodeID == m.n.id.NodeID {
+			nd.Available = m.n.local.available()
+			continue
+		}
+		if mem, ok := gossip[nd.NodeID]; ok && mem.Status != store.NodeAlive {
+			nd.Alive = false
+		}
+	}
+	return view
 }
 
 // actorCandidates orders the nodes that could run a: under node affinity its

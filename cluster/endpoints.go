@@ -123,15 +123,27 @@ func (n *Node) nodeHeartbeat(ctx context.Context, req *HeartbeatRequest) (*Heart
 	if known {
 		resp.StaleActors = n.actors.stale(nd.ID, req.Actors)
 	}
-	if nodes, err := n.fsm.State().Nodes(); err == nil {
-		for _, nd := range nodes {
-			avail, _ := n.leader.available(nd)
-			resp.View = append(resp.View, wire.NodeInfo{NodeID: nd.ID, NodeName: nd.Name, Addr: nd.Address,
-				Alive: nd.Status.Live(), State: string(nd.Status),
-				Total: nd.Resources, Available: avail, Labels: nd.Labels})
-		}
+	if view, err := n.tableView(); err == nil {
+		resp.View = view
 	}
 	return resp, nil
+}
+
+// tableView is the leader's view of the cluster as it is now: every node of
+// the Raft table with its current status and last reported free resources.
+func (n *Node) tableView() ([]wire.NodeInfo, error) {
+	nodes, err := n.fsm.State().Nodes()
+	if err != nil {
+		return nil, err
+	}
+	view := make([]wire.NodeInfo, 0, len(nodes))
+	for _, nd := range nodes {
+		avail, _ := n.leader.available(nd)
+		view = append(view, wire.NodeInfo{NodeID: nd.ID, NodeName: nd.Name, Addr: nd.Address,
+			Alive: nd.Status.Live(), State: string(nd.Status),
+			Total: nd.Resources, Available: avail, Labels: nd.Labels})
+	}
+	return view, nil
 }
 
 func (n *Node) status(ctx context.Context, _ *Empty) (*StatusResponse, error) {

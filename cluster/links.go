@@ -6,6 +6,7 @@ import (
 	"log"
 	"net"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/memberlist"
@@ -90,3 +91,82 @@ func (t *gossipTransport) WriteTo(b []byte, addr string) (time.Time, error) {
 func (t *gossipTransport) WriteToAddress(b []byte, a memberlist.Address) (time.Time, error) {
 	return t.WriteTo(b, a.Addr)
 }
+
+// FreezeLinks is a link filter for tests outside this package (in-process
+// clusters): it makes chosen peers look frozen, as a SIGSTOPped node is, not
+// gone: data written to a frozen peer is swallowed, and what it would have
+// answered never arrives; its gossip packets are lost. A dial to it
+// connects (its kernel accepts) into such a silent connection. Give each node of a
+// test cluster its own filter (SetFreezeLinks) and freeze the same pair on
+// both nodes to freeze the link both ways.
+type FreezeLinks struct {
+	mu     sync.Mutex
+	frozen map[string]bool // peers' RPC and gossip host:port
+}
+
+// NewFreezeLinks returns a filter with no link frozen.
+func NewFreezeLinks() *FreezeLinks { return &FreezeLinks{frozen: map[string]bool{}} }
+
+// SetFreezeLinks routes the node's links through f (tests only).
+func (c *Config) SetFreezeLinks(f *FreezeLinks) { c.links = f }
+
+// Freeze freezes the links to addrs.
+func (f *FreezeLinks) Freeze(addrs []string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, a := range addrs {
+		f.frozen[a] = true
+	}
+}
+
+// Thaw unfreezes the links to addrs, as SIGCONT resumes a stopped node.
+func (f *FreezeLinks) Thaw(addrs []string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, a := range addrs {
+		delete(f.frozen, a)
+	}
+}
+
+func (f *FreezeLinks) drop(addr string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.frozen[addr]
+}
+
+func (f *FreezeLinks) dial(ctx context.Context, addr string) (net.Conn, error) {
+	// A frozen peer's kernel still accepts the connection; nothing reads it.
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	return &frozenConn{Conn: c, f: f, addr: addr}, nil
+}
+
+// frozenConn is a connection that goes silent once its peer is frozen.
+type frozenConn struct {
+	net.Conn
+	f    *FreezeLinks
+	addr string
+}
+
+func (c *frozenConn) Write(b []byte) (int, error) {
+	if c.f.drop(c.addr) {
+		return len(b), nil // in the peer's socket buffer, never read
+	}
+	return c.Conn.Write(b)
+}
+
+func (c *frozenConn) Read(b []byte) (int, error) {
+	for {
+		n, err := c.Conn.Read(b)
+		if err != nil || !c.f.drop(c.addr) {
+			return n, err
+		}
+	}
+}
+
+// PeerAddrs are the addresses other nodes reach this one at: RPC and gossip
+// (for FreezeLinks).
+func (n *Node) PeerAddrs() []string { return []string{n.RPCAddr(), n.ml.LocalNode().Address()} }

@@ -281,6 +281,10 @@ func (s *StateStore) updateActor(index uint64, req *ActorUpdateRequest) error {
 		if cur.State == ActorDead {
 			return false, fmt.Errorf("actor %s died (%s): %w", a.ID, cur.DeathCause, ErrActorDead)
 		}
+		if a.Restarts < cur.Restarts {
+			return false, fmt.Errorf("actor %s: incarnation %d (%s) is older than the table's %d (%s): %w",
+				a.ID, a.Restarts, a.State, cur.Restarts, cur.State, ErrActorStaleIncarnation)
+		}
 		a.NameKey = a.nameKey()
 		if a.NameKey != "" && a.NameKey != cur.NameKey {
 			if raw, err := txn.First(tableActors, "name", a.NameKey); err != nil || raw != nil {

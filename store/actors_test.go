@@ -142,3 +142,22 @@ func TestDeadActorsArePruned(t *testing.T) {
 	kill(g, "z")
 	check(g, "d000006", MaxDeadActors+1)
 }
+
+// An update carrying an older incarnation than the table's (a placement the
+// leader abandoned when its node died, recorded late) is refused: the newer
+// placement stands.
+func TestActorUpdateKeepsTheNewerIncarnation(t *testing.T) {
+	f := NewFSM(nil)
+	mustApply(t, f, 1, ActorRegisterType, ActorRegisterRequest{Actor: testActor("a1", "ns", "")})
+	newer := testActor("a1", "ns", "")
+	newer.State, newer.Restarts, newer.NodeID = ActorAlive, 1, "n2"
+	mustApply(t, f, 2, ActorUpdateType, ActorUpdateRequest{Actor: newer})
+	late := testActor("a1", "ns", "")
+	late.State, late.Restarts, late.NodeID = ActorAlive, 0, "n1"
+	if err := applyErr(t, f, 3, ActorUpdateType, ActorUpdateRequest{Actor: late}); !errors.Is(err, ErrActorStaleIncarnation) {
+		t.Fatalf("late update of incarnation 0: %v, want ErrActorStaleIncarnation", err)
+	}
+	if got, _ := f.State().ActorByID("a1"); got.Restarts != 1 || got.NodeID != "n2" {
+		t.Fatalf("table after the late update: %+v, want incarnation 1 on n2", got)
+	}
+}

@@ -89,6 +89,10 @@ var (
 	ErrActorNotFound = errors.New("actor not found")
 	// ErrActorDead means the command would change an actor that is DEAD (final).
 	ErrActorDead = errors.New("actor is dead")
+	// ErrActorStaleIncarnation means the command would record an actor
+	// incarnation older than the table's (a placement the leader abandoned,
+	// or an old leader's late write): the newer placement stands.
+	ErrActorStaleIncarnation = errors.New("stale actor incarnation")
 	// ErrActorNameTaken means a live actor of the namespace already has the name.
 	ErrActorNameTaken = errors.New("actor name taken")
 	// ErrPlacementGroupNotFound means the op names a group that is not registered.

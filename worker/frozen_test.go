@@ -1,0 +1,136 @@
+package worker
+
+import (
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nodeup/nodeup/cluster"
+	"github.com/nodeup/nodeup/sched"
+	"github.com/nodeup/nodeup/store"
+)
+
+// Issue 13 item 4, the actor: a node that freezes (as under SIGSTOP: its
+// links go silent, its processes run on) is declared dead, and its actor,
+// which may restart forever, must be restarted on another node promptly:
+// the leader must neither choose the dead node again from a view a
+// heartbeat old nor wait on a start call the frozen node never answers.
+// Once the leader's table records the node dead, the actor leaves it (the
+// restart is the next Raft write), and is ALIVE elsewhere within 5 s.
+func TestFrozenNodesActorRestartsElsewhere(t *testing.T) {
+	links := []*cluster.FreezeLinks{cluster.NewFreezeLinks(), cluster.NewFreezeLinks(), cluster.NewFreezeLinks()}
+	nodes := startClusterInit(t, 3, func(i int, cfg *cluster.Config) {
+		cfg.SetFreezeLinks(links[i])
+		if i > 0 {
+			cfg.Resources["shared"] = sched.QuantityOf(1)
+		}
+	})
+	ctx := ctxT(t)
+	var leader, victim *cluster.Node
+	vi := 0
+	for i, nd := range nodes {
+		switch {
+		case nd.IsLeader():
+			leader = nd
+		case i > 0 && victim == nil:
+			victim, vi = nd, i
+		}
+	}
+	if leader == nil || victim == nil {
+		t.Fatalf("no leader (%v) or no follower with the shared resource (%v)", leader, victim)
+	}
+	h, err := logActorClass.Options(Resources(map[string]float64{"shared": 1}), NodeAffinity(victim.ID(), true), MaxRestarts(-1)).Remote(ctx, "f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	oldPID, err := pidCall.Remote(ctx, h).Get(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := actorState(t, ctx, h.ID()); a.State != "ALIVE" || a.NodeID != victim.ID() {
+		t.Fatalf("before the freeze: %+v, want ALIVE on %s", a, victim.Name())
+	}
+	setFrozen := func(frozen bool) {
+		for i, nd := range nodes {
+			if i == vi {
+				continue
+			}
+			if frozen {
+				links[vi].Freeze(nd.PeerAddrs())
+				links[i].Freeze(victim.PeerAddrs())
+			} else {
+				links[vi].Thaw(nd.PeerAddrs())
+				links[i].Thaw(victim.PeerAddrs())
+			}
+		}
+	}
+	setFrozen(true)
+	// Resume it before the nodes stop (cleanups run last first): Raft's
+	// shutdown waits for replication calls blocked on its silent links.
+	t.Cleanup(func() { setFrozen(false) })
+	frozen := time.Now()
+	t.Logf("froze %s's links; leader %s", victim.Name(), leader.Name())
+
+	var declared time.Time
+	deadline := frozen.Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		st := leader.State()
+		nd, err := st.NodeByID(victim.ID())
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, err := st.ActorByID(h.ID())
+		if err != nil || a == nil {
+			t.Fatalf("actor %s: %+v, %v", h.ID(), a, err)
+		}
+		if declared.IsZero() && !nd.Status.Live() {
+			declared = time.Now()
+			t.Logf("leader declared %s %s %s after the freeze", victim.Name(), nd.Status, declared.Sub(frozen).Round(time.Millisecond))
+		}
+		if !declared.IsZero() && a.State == store.ActorAlive {
+			if a.NodeID == victim.ID() {
+				// The restart is its own Raft write after the node's status.
+				if time.Since(declared) > 2*time.Second {
+					t.Fatalf("actor still ALIVE on %s %s after the leader declared it %s: %+v", victim.Name(), time.Since(declared), nd.Status, a)
+				}
+				time.Sleep(20 * time.Millisecond)
+				continue
+			}
+			took := time.Since(declared)
+			t.Logf("actor ALIVE on %s (incarnation %d) %s after %s was declared dead", a.NodeName, a.Restarts, took.Round(time.Millisecond), victim.Name())
+			if took > 5*time.Second {
+				t.Fatalf("actor restarted %s after its node was declared dead, want within 5 s", took)
+			}
+			if info := actorState(t, ctx, h.ID()); info.State != "ALIVE" || info.NodeID == victim.ID() {
+				t.Fatalf("ListActors: %+v, want ALIVE off %s", info, victim.Name())
+			}
+			checkResumedNodeStopsOldCopy(t, setFrozen, oldPID, a)
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("actor not ALIVE elsewhere within %s of the freeze (declared dead: %v)", time.Since(frozen).Round(time.Second), !declared.IsZero())
+}
+
+// checkResumedNodeStopsOldCopy resumes the frozen node and checks that its
+// late report of the old incarnation does not bring the table back to it,
+// and that the node stops the old process.
+func checkResumedNodeStopsOldCopy(t *testing.T, setFrozen func(bool), oldPID int, placed *store.Actor) {
+	t.Helper()
+	setFrozen(false)
+	ctx := ctxT(t)
+	deadline := time.Now().Add(20 * time.Second)
+	for syscall.Kill(oldPID, 0) == nil {
+		if time.Now().After(deadline) {
+			t.Fatalf("old actor process %d still runs 20 s after its node resumed", oldPID)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	// The resumed node's own stale gossip may get a healthy node declared
+	// dead for a moment (a restart more): the table must only never go back
+	// to the old incarnation.
+	info := actorState(t, ctx, placed.ID)
+	if info.Restarts < placed.Restarts || info.PID == oldPID {
+		t.Fatalf("after the node resumed: %+v, want incarnation %d or later, not pid %d", info, placed.Restarts, oldPID)
+	}
+}
