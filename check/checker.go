@@ -107,6 +107,13 @@ func (v Violation) String() string {
 	return b.String()
 }
 
+// run checks one invariant over h, with cfg's unset fields filled in from
+// h's cluster.
+func run(h History, cfg Config, check func(*model, Config) []Violation) []Violation {
+	m := build(h)
+	return check(m, cfg.withDefaults(m))
+}
+
 // Check runs every invariant over h and returns the violations, ordered by
 // invariant then time.
 func Check(h History, cfg Config) []Violation {
@@ -124,59 +131,35 @@ func Check(h History, cfg Config) []Violation {
 // CheckCapacity reports instants when a node, bundle or placement group on
 // a node held more of a resource than it has. For CPU, tasks blocked in
 // Get/Wait (within BlockGrace) do not count at other tasks' starts.
-func CheckCapacity(h History, cfg Config) []Violation {
-	m := build(h)
-	return checkCapacity(m, cfg.withDefaults(m))
-}
+func CheckCapacity(h History, cfg Config) []Violation { return run(h, cfg, checkCapacity) }
 
 // CheckWorkConservation reports ready tasks (default strategy, flagged WC
 // at submit) that waited more than WorkBound while a node had room.
-func CheckWorkConservation(h History, cfg Config) []Violation {
-	m := build(h)
-	return checkWork(m, cfg.withDefaults(m))
-}
+func CheckWorkConservation(h History, cfg Config) []Violation { return run(h, cfg, checkWork) }
 
 // CheckMakespan reports makespan phases that took longer than
 // ceil(N/C)·D + MakespanSlack.
-func CheckMakespan(h History, cfg Config) []Violation {
-	m := build(h)
-	return checkMakespan(m, cfg.withDefaults(m))
-}
+func CheckMakespan(h History, cfg Config) []Violation { return run(h, cfg, checkMakespan) }
 
 // CheckSpread reports SPREAD bursts that left a node two or more tasks
 // ahead of another.
-func CheckSpread(h History, cfg Config) []Violation {
-	m := build(h)
-	return checkSpread(m, cfg.withDefaults(m))
-}
+func CheckSpread(h History, cfg Config) []Violation { return run(h, cfg, checkSpread) }
 
 // CheckGPUs reports wrong GPU ID counts, bundle work outside its bundle's
 // devices, and devices shared beyond 1.0.
-func CheckGPUs(h History, cfg Config) []Violation {
-	m := build(h)
-	return checkGPUs(m, cfg.withDefaults(m))
-}
+func CheckGPUs(h History, cfg Config) []Violation { return run(h, cfg, checkGPUs) }
 
 // CheckRetries reports retries in the process that crashed and tasks that
 // counted more worker deaths than processes died.
-func CheckRetries(h History, cfg Config) []Violation {
-	m := build(h)
-	return checkRetries(m, cfg.withDefaults(m))
-}
+func CheckRetries(h History, cfg Config) []Violation { return run(h, cfg, checkRetries) }
 
 // CheckPlacement reports work off its affinity node, labels or bundle node,
 // and placement groups that broke STRICT_PACK or STRICT_SPREAD.
-func CheckPlacement(h History, cfg Config) []Violation {
-	m := build(h)
-	return checkPlacement(m, cfg.withDefaults(m))
-}
+func CheckPlacement(h History, cfg Config) []Violation { return run(h, cfg, checkPlacement) }
 
 // CheckCompletion reports tasks that failed or never resolved, and
 // attempts that started but neither ended nor crashed.
-func CheckCompletion(h History, cfg Config) []Violation {
-	m := build(h)
-	return checkCompletion(m, cfg.withDefaults(m))
-}
+func CheckCompletion(h History, cfg Config) []Violation { return run(h, cfg, checkCompletion) }
 
 // Summary formats violations for a test log: a count per invariant, then
 // up to perInvariant lines of each.

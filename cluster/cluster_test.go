@@ -247,21 +247,7 @@ func TestLeaderFailoverAndRestart(t *testing.T) {
 	if again.ID() != leader.ID() || again.Incarnation() != leader.Incarnation()+1 {
 		t.Fatalf("restarted as %s inc %d, want %s inc %d", again.ID(), again.Incarnation(), leader.ID(), leader.Incarnation()+1)
 	}
-	eventually(t, 20*time.Second, "restarted node alive with new incarnation", func() error {
-		st, err := statusVia(again)
-		if err != nil {
-			return err
-		}
-		for _, nv := range st.Nodes {
-			if nv.ID == again.ID() {
-				if nv.Status != store.NodeAlive || nv.Incarnation != again.Incarnation() || nv.Address != again.RPCAddr() {
-					return fmt.Errorf("restarted node is %s inc %d at %s", nv.Status, nv.Incarnation, nv.Address)
-				}
-				return nil
-			}
-		}
-		return fmt.Errorf("restarted node missing")
-	})
+	waitRestartedAlive(t, again)
 }
 
 func TestGracefulLeaveMarksLeft(t *testing.T) {
@@ -439,5 +425,26 @@ func TestDeadVoterReplacedByPlainMember(t *testing.T) {
 			return fmt.Errorf("voters %v (victim %s, spare %s)", voters, short(victim.ID()), short(spare.ID()))
 		}
 		return nil
+	})
+}
+
+// waitRestartedAlive polls until the cluster's status shows node again
+// alive, in its current incarnation, at its current RPC address.
+func waitRestartedAlive(t *testing.T, again *Node) {
+	t.Helper()
+	eventually(t, 20*time.Second, "restarted node alive with new incarnation", func() error {
+		st, err := statusVia(again)
+		if err != nil {
+			return err
+		}
+		for _, nv := range st.Nodes {
+			if nv.ID == again.ID() {
+				if nv.Status != store.NodeAlive || nv.Incarnation != again.Incarnation() || nv.Address != again.RPCAddr() {
+					return fmt.Errorf("restarted node is %s inc %d at %s", nv.Status, nv.Incarnation, nv.Address)
+				}
+				return nil
+			}
+		}
+		return fmt.Errorf("restarted node missing")
 	})
 }

@@ -9,8 +9,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/nodeup/nodeup/store"
 )
 
 // rememberedPeers reads nd's peers.json and returns the IDs it lists.
@@ -76,21 +74,7 @@ func TestRestartWithoutJoinFindsRememberedPeers(t *testing.T) {
 		t.Fatalf("restart without --join: %v", err)
 	}
 	t.Cleanup(again.Kill)
-	eventually(t, 20*time.Second, "restarted node alive in its new incarnation", func() error {
-		st, err := statusVia(again)
-		if err != nil {
-			return err
-		}
-		for _, nv := range st.Nodes {
-			if nv.ID == again.ID() {
-				if nv.Status != store.NodeAlive || nv.Incarnation != again.Incarnation() || nv.Address != again.RPCAddr() {
-					return fmt.Errorf("restarted node is %s inc %d at %s", nv.Status, nv.Incarnation, nv.Address)
-				}
-				return nil
-			}
-		}
-		return fmt.Errorf("restarted node missing")
-	})
+	waitRestartedAlive(t, again)
 	waitFormed(t, []*Node{nodes[0], nodes[1], again}, 3, 3)
 }
 
