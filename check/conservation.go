@@ -81,41 +81,17 @@ func groupWaits(m *model, cfg Config) []Violation {
 // within [from, to) during which some assignment of g's bundles to nodes
 // allowed by its strategy fit the nodes' free resources.
 func longestPlaceable(occ map[string][]item, nodes []Node, g *group, from, to int64) stretch {
-	points := []int64{from, to}
+	var all []item
 	for _, items := range occ {
-		for _, it := range items {
-			for _, p := range []int64{it.from, it.to} {
-				if p > from && p < to {
-					points = append(points, p)
-				}
-			}
-		}
+		all = append(all, items...)
 	}
-	sort.Slice(points, func(i, j int) bool { return points[i] < points[j] })
-	var best, cur stretch
-	open := false
-	for i := 0; i+1 < len(points); i++ {
-		p, q := points[i], points[i+1]
-		if p == q {
-			continue
-		}
+	return longestStretch(cutPoints(all, from, to), func(p int64) (bool, map[string]float64) {
 		free := make([]map[string]float64, len(nodes))
 		for k, n := range nodes {
 			free[k] = freeAt(occ[n.Name], n.Total, p)
 		}
-		if !placeable(g.strategy, g.bundles, free) {
-			open = false
-			continue
-		}
-		if !open {
-			cur, open = stretch{from: p}, true
-		}
-		cur.to = q
-		if cur.to-cur.from > best.to-best.from {
-			best = cur
-		}
-	}
-	return best
+		return placeable(g.strategy, g.bundles, free), nil
+	})
 }
 
 // placeable reports whether bundles fit free (one map per node) under
@@ -324,6 +300,15 @@ type stretch struct {
 // longestFit returns the longest interval within [from, to) during which
 // total minus what items held covered demand.
 func longestFit(items []item, total, demand map[string]float64, from, to int64) stretch {
+	return longestStretch(cutPoints(items, from, to), func(p int64) (bool, map[string]float64) {
+		free := freeAt(items, total, p)
+		return covers(free, demand), free
+	})
+}
+
+// cutPoints returns from, to and every item boundary strictly between
+// them, sorted: the instants where what is free can change.
+func cutPoints(items []item, from, to int64) []int64 {
 	points := []int64{from, to}
 	for _, it := range items {
 		for _, p := range []int64{it.from, it.to} {
@@ -333,6 +318,13 @@ func longestFit(items []item, total, demand map[string]float64, from, to int64) 
 		}
 	}
 	sort.Slice(points, func(i, j int) bool { return points[i] < points[j] })
+	return points
+}
+
+// longestStretch returns the longest run of consecutive intervals between
+// points over which fits holds (checked at each interval's start); the
+// stretch keeps the free resources fits reported at the run's start.
+func longestStretch(points []int64, fits func(p int64) (bool, map[string]float64)) stretch {
 	var best, cur stretch
 	open := false
 	for i := 0; i+1 < len(points); i++ {
@@ -340,8 +332,8 @@ func longestFit(items []item, total, demand map[string]float64, from, to int64) 
 		if p == q {
 			continue
 		}
-		free := freeAt(items, total, p)
-		if !covers(free, demand) {
+		ok, free := fits(p)
+		if !ok {
 			open = false
 			continue
 		}
