@@ -89,26 +89,19 @@ func (ls *leaseSlots) acquire(ctx context.Context, id uint64, pipelined bool) (*
 		ls.mu.Lock()
 		s.waiters = slices.DeleteFunc(s.waiters, func(x slotWaiter) bool { return x.ch == w.ch })
 		ls.mu.Unlock()
-		if handed := <-w.chOrNil(); handed {
-			ls.release(id, s) // handed over meanwhile: pass it on
-			return nil, false
+		select {
+		case handed := <-w.ch:
+			if handed {
+				ls.release(id, s) // handed over meanwhile: pass it on
+				return nil, false
+			}
+		default:
 		}
 	}
 	ls.mu.Lock()
 	ls.dropLocked(id, s)
 	ls.mu.Unlock()
 	return nil, false
-}
-
-// chOrNil returns w's channel if a value is waiting in it, else a closed
-// channel reading false.
-func (w slotWaiter) chOrNil() <-chan bool {
-	if len(w.ch) > 0 {
-		return w.ch
-	}
-	closed := make(chan bool)
-	close(closed)
-	return closed
 }
 
 // startLocked marks a new task of the lease as running now.

@@ -287,6 +287,9 @@ func (s *submitter) requestLease(q *keyQueue) {
 			Strategy: q.strategy, Spilled: spilled || hops >= maxSpillHops, TaskName: name, Env: cw.workerEnv, EnvVars: q.envVars}
 		var rep wire.LeaseReply
 		err := cw.pool.Call(cw.ctx, addr, wire.MethodLease, req, &rep)
+		if err == nil && addr == cw.nodeAddr {
+			s.localUp()
+		}
 		switch {
 		case err != nil:
 			if cw.ctx.Err() != nil {
@@ -306,8 +309,6 @@ func (s *submitter) requestLease(q *keyQueue) {
 			sleepCtx(cw.ctx, backoff)
 			backoff = min(2*backoff, 2*time.Second)
 			continue
-		case addr == cw.nodeAddr && !s.localUp():
-			continue // unreachable: cw.ctx ended
 		case rep.Spillback != "":
 			addr, spilled = rep.Spillback, true
 			hops++
@@ -368,13 +369,11 @@ func (s *submitter) localDown(q *keyQueue, err error) bool {
 	return true
 }
 
-// localUp notes that this process's node answered; it reports false only
-// when the process is shutting down.
-func (s *submitter) localUp() bool {
+// localUp notes that this process's node answered.
+func (s *submitter) localUp() {
 	s.mu.Lock()
 	s.localDownSince = time.Time{}
 	s.mu.Unlock()
-	return s.cw.ctx.Err() == nil
 }
 
 // infeasible logs a demand no node can satisfy (once per key, on the driver,
@@ -438,45 +437,31 @@ func (s *submitter) push(q *keyQueue, l *heldLease, t *pendingTask, pipelined bo
 		l.revoked = true
 		q.tasks = append([]*pendingTask{t}, q.tasks...)
 	case err != nil && l.lost:
-		t.crashes++
-		t.crashedIn = append(t.crashedIn, l.rep.WorkerID)
-		if t.opts.maxRetries < 0 || t.crashes <= t.opts.maxRetries {
-			s.cw.logger.Warn("node running task was declared dead; retrying elsewhere", "task", t.spec.Name, "node", l.rep.NodeName,
-				"attempt", t.crashes)
-			q.tasks = append([]*pendingTask{t}, q.tasks...)
-		} else {
-			failed = &WorkerCrashedError{TaskName: t.spec.Name, Attempts: t.crashes, Cause: fmt.Sprintf("node %s was declared dead", l.rep.NodeName)}
-		}
+		failed = s.crashedLocked(q, t, l, fmt.Sprintf("node %s was declared dead", l.rep.NodeName))
 	case err != nil && !rpc.IsTransport(err):
 		// The worker answered, but not with a result (e.g. it could not
 		// decode the request): retrying elsewhere would fail the same way.
 		failed = fmt.Errorf("task %s: worker %s refused it: %w", t.spec.Name, l.rep.WorkerAddr, err)
 	case err != nil:
 		s.workerDiedLocked(l.rep.WorkerID)
-		t.crashes++
-		t.crashedIn = append(t.crashedIn, l.rep.WorkerID)
-		if t.opts.maxRetries < 0 || t.crashes <= t.opts.maxRetries {
-			s.cw.logger.Warn("worker running task died; retrying in another worker process", "task", t.spec.Name, "node", l.rep.NodeName,
-				"worker", l.rep.WorkerID, "attempt", t.crashes, "err", err)
-			q.tasks = append([]*pendingTask{t}, q.tasks...)
-		} else {
-			failed = &WorkerCrashedError{TaskName: t.spec.Name, Attempts: t.crashes, Cause: err.Error()}
-		}
+		failed = s.crashedLocked(q, t, l, err.Error())
 	case rep.NotRun:
 		// Sent back unstarted from behind a slow or blocked task: the
 		// key is not short, and the task goes first to another lease.
 		q.short = false
 		q.tasks = append([]*pendingTask{t}, q.tasks...)
-	case rep.Error != nil && t.opts.retryExceptions && (t.opts.maxRetries < 0 || t.appRetries < t.opts.maxRetries):
-		q.short = rep.RunNanos < int64(shortTask)
-		t.appRetries++
-		q.tasks = append(q.tasks, t)
-	case rep.Error != nil:
-		q.short = rep.RunNanos < int64(shortTask)
-		failed = taskErrorFrom(t.spec.Name, rep.Error)
 	default:
+		// It ran: its run time says whether the key may be pipelined.
 		q.short = rep.RunNanos < int64(shortTask)
-		succeeded = true
+		switch {
+		case rep.Error != nil && t.opts.retryExceptions && (t.opts.maxRetries < 0 || t.appRetries < t.opts.maxRetries):
+			t.appRetries++
+			q.tasks = append(q.tasks, t)
+		case rep.Error != nil:
+			failed = taskErrorFrom(t.spec.Name, rep.Error)
+		default:
+			succeeded = true
+		}
 	}
 	// A lease is given back once nothing is in flight on it when its node
 	// revoked it, or when it is SPREAD's (every SPREAD task is placed
@@ -504,6 +489,22 @@ func (s *submitter) push(q *keyQueue, l *heldLease, t *pendingTask, pipelined bo
 	case succeeded:
 		s.cw.objects.finish(t.spec.Name, t.ids, rep.Returns, rep.Stored)
 	}
+}
+
+// crashedLocked counts an attempt of t lost with the worker process of l
+// (it crashed, or its node was declared dead): t goes back to the head of
+// q, never to run in that process again, while MaxRetries allows; else the
+// WorkerCrashedError to fail it with is returned.
+func (s *submitter) crashedLocked(q *keyQueue, t *pendingTask, l *heldLease, cause string) error {
+	t.crashes++
+	t.crashedIn = append(t.crashedIn, l.rep.WorkerID)
+	if t.opts.maxRetries >= 0 && t.crashes > t.opts.maxRetries {
+		return &WorkerCrashedError{TaskName: t.spec.Name, Attempts: t.crashes, Cause: cause}
+	}
+	s.cw.logger.Warn("task's worker process or node was lost; retrying in another worker process", "task", t.spec.Name,
+		"node", l.rep.NodeName, "worker", l.rep.WorkerID, "attempt", t.crashes, "cause", cause)
+	q.tasks = append([]*pendingTask{t}, q.tasks...)
+	return nil
 }
 
 // workerDiedLocked drops every lease held on the worker process id, in
