@@ -1,7 +1,6 @@
 package cluster
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -87,26 +86,6 @@ func (s *localSched) grantLocked(res sched.ResourceSet) *lease {
 	l := &lease{id: s.nextID, res: res.Clone(), gpus: as, bundle: from}
 	s.leases[l.id] = l
 	return l
-}
-
-// wait queues a request until it can be granted or ctx ends.
-func (s *localSched) wait(ctx context.Context, res sched.ResourceSet) (*lease, error) {
-	l, w := s.enqueue(res)
-	if l != nil {
-		return l, nil
-	}
-	select {
-	case l := <-w.grant:
-		if l == nil {
-			return nil, errUnfit
-		}
-		return l, nil
-	case <-ctx.Done():
-		if l := s.withdraw(w); l != nil {
-			s.release(l.id)
-		}
-		return nil, ctx.Err()
-	}
 }
 
 // enqueue grants res now (a lease), or queues a waiter whose grant channel

