@@ -16,7 +16,18 @@ import (
 // (SIGSTOP of the daemon and of the worker running the task) keeps its
 // connections open, so nothing ever breaks; once gossip declares it dead,
 // the task's owner retries it on another node.
-func TestFrozenNodeTasksRetried(t *testing.T) {
+func TestFrozenNodeTasksRetried(t *testing.T) { runFrozen(t, "task") }
+
+// TestFrozenNodeActorCallRetried (issue 13, item 4, actors): the same with
+// an actor call in flight on the frozen node. Once the node is declared
+// dead the actor restarts elsewhere and the caller resends the call there
+// (MaxTaskRetries 1) instead of waiting on the silent connection.
+func TestFrozenNodeActorCallRetried(t *testing.T) { runFrozen(t, "actor") }
+
+// runFrozen runs the frozen driver in mode on three nodes, freezes n1 and
+// the worker process running the hanging task or call, and waits for the
+// driver to print where the retry ran.
+func runFrozen(t *testing.T, mode string) {
 	root := t.TempDir()
 	head := startNode(t, root, "n0", []string{"start", "--head"})
 	eventually(t, 20*time.Second, "head answers", func() error { _, err := status(t, head.addr()); return err })
@@ -27,7 +38,7 @@ func TestFrozenNodeTasksRetried(t *testing.T) {
 	waitFormed(t, head.addr(), 3)
 	driver := buildTestdata(t, "frozen")
 	marker := filepath.Join(root, "pid")
-	cmd := exec.Command(driver, marker)
+	cmd := exec.Command(driver, mode, marker)
 	cmd.Env = append(os.Environ(), "NODEUP_ADDRESS="+head.addr())
 	out := &syncBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
@@ -71,7 +82,7 @@ func TestFrozenNodeTasksRetried(t *testing.T) {
 			t.Fatalf("driver: %v\n%s", err, out.String())
 		}
 	case <-time.After(60 * time.Second):
-		t.Fatalf("the task on frozen n1 was not retried within 60 s:\n%s", out.String())
+		t.Fatalf("the %s on frozen n1 was not retried within 60 s:\n%s", mode, out.String())
 	}
 	t.Logf("%s %s after n1 froze", strings.TrimSpace(out.String()), time.Since(frozen).Round(100*time.Millisecond))
 }

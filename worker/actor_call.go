@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -168,6 +170,12 @@ type actorConn struct {
 	queue    []*actorCall
 	sending  bool
 	inflight int // calls sent and not answered
+	// incCtx bounds the calls sent to the current incarnation: cancelled
+	// when the node it runs on is declared dead (loseDeadNodes), whose
+	// silent connections would otherwise hold the calls forever.
+	incCtx    context.Context
+	incCancel context.CancelFunc
+	ctxInc    int // the incarnation incCtx belongs to
 	// created is closed once a background registration of the actor (this
 	// process created it unnamed) finished; createErr is its failure.
 	created   chan struct{}
@@ -242,7 +250,7 @@ func (c *actorConn) send() {
 		if n := max(maxActorInflight-c.inflight, 0); len(calls) > n {
 			calls, c.queue = calls[:n:n], calls[n:]
 		}
-		session := c.session
+		session, callCtx := c.session, c.incCtx
 		var send, lost []*actorCall
 		for _, call := range calls {
 			if call.lost != nil {
@@ -269,7 +277,7 @@ func (c *actorConn) send() {
 			call.fail(c.cw, c.died(cause))
 		}
 		for i, call := range send {
-			go c.push(info, session, first+uint64(i), call)
+			go c.push(callCtx, info, session, first+uint64(i), call)
 		}
 	}
 }
@@ -308,6 +316,13 @@ func (c *actorConn) resolve() (*wire.ActorInfo, error) {
 		if info.State == string(store.ActorDead) || info.State == string(store.ActorAlive) {
 			c.mu.Lock()
 			c.info, c.staleInc, c.name = &info, -1, info.Name
+			if c.incCancel == nil || c.ctxInc != info.Incarnation {
+				if c.incCancel != nil {
+					c.incCancel() // calls still out to the old incarnation cannot be answered
+				}
+				c.incCtx, c.incCancel = context.WithCancel(cw.ctx)
+				c.ctxInc = info.Incarnation
+			}
 			c.session = randomHex(8)
 			c.seq = 0
 			c.mu.Unlock()
@@ -333,16 +348,25 @@ func (c *actorConn) died(cause string) error {
 	return &ActorDiedError{ActorID: c.id, Class: c.class, Name: name, Cause: cause}
 }
 
-// push sends one call and records its outcome. On a transport failure the
-// call goes back to the head of the queue, and the sender finds out where
-// (and whether) the actor lives now: a call that never reached the worker
-// (refused connection) is simply resent; one that may have run is resent
-// only while MaxTaskRetries allows, else it fails with *ActorDiedError.
-func (c *actorConn) push(info *wire.ActorInfo, session string, seq uint64, call *actorCall) {
+// push sends one call and records its outcome. On a transport failure, or
+// when the actor's node is declared dead while the call is out (callCtx
+// cancelled), the call goes back to the head of the queue, and the sender
+// finds out where (and whether) the actor lives now: a call that never
+// reached the worker (refused connection, or not sent before the
+// cancellation) is simply resent; one that may have run is resent only
+// while MaxTaskRetries allows, else it fails with *ActorDiedError.
+func (c *actorConn) push(callCtx context.Context, info *wire.ActorInfo, session string, seq uint64, call *actorCall) {
 	cw := c.cw
 	var rep wire.PushTaskReply
-	err := cw.pool.Call(cw.ctx, info.WorkerAddr, wire.MethodActorCall, &wire.ActorCallRequest{ActorID: c.id, Incarnation: info.Incarnation,
-		Session: session, Seq: seq, Spec: call.spec}, &rep)
+	var err error
+	unsent := callCtx.Err() != nil
+	if unsent {
+		err = callCtx.Err()
+	} else {
+		err = cw.pool.Call(callCtx, info.WorkerAddr, wire.MethodActorCall, &wire.ActorCallRequest{ActorID: c.id, Incarnation: info.Incarnation,
+			Session: session, Seq: seq, Spec: call.spec}, &rep)
+	}
+	nodeLost := err != nil && callCtx.Err() != nil
 	c.mu.Lock()
 	c.inflight--
 	if !c.sending && len(c.queue) > 0 && c.inflight < maxActorInflight/2 {
@@ -356,10 +380,14 @@ func (c *actorConn) push(info *wire.ActorInfo, session string, seq uint64, call 
 	case err == nil:
 		cw.objects.finish(call.spec.Name, []string{call.ret}, rep.Returns, rep.Stored)
 	case cw.ctx.Err() != nil:
-	case !rpc.IsTransport(err):
+	case !rpc.IsTransport(err) && !nodeLost:
 		call.fail(cw, fmt.Errorf("call %s on actor %s: %w", call.spec.Name, c.id, err))
 	default:
-		if !errors.Is(err, syscall.ECONNREFUSED) {
+		switch {
+		case unsent, errors.Is(err, syscall.ECONNREFUSED):
+		case nodeLost:
+			call.lost = fmt.Errorf("its node %s was declared dead", info.NodeName)
+		default:
 			call.lost = err
 		}
 		c.mu.Lock()
@@ -373,4 +401,40 @@ func (c *actorConn) push(info *wire.ActorInfo, session string, seq uint64, call 
 		}
 		c.mu.Unlock()
 	}
+}
+
+// loseDeadNodes cancels the calls out to actors on nodes the cluster view
+// declares dead, so they are resent to the actor's next incarnation (within
+// MaxTaskRetries), as tasks on such nodes are retried; without it a call
+// to a frozen node waits until the node resumes.
+func (c *actorCaller) loseDeadNodes(dead map[string]bool) {
+	c.mu.Lock()
+	conns := slices.Collect(maps.Values(c.conns))
+	c.mu.Unlock()
+	for _, ac := range conns {
+		ac.mu.Lock()
+		if info := ac.info; info != nil && dead[info.NodeID] {
+			ac.info, ac.staleInc = nil, info.Incarnation
+			if ac.incCancel != nil {
+				ac.incCancel()
+			}
+		}
+		ac.mu.Unlock()
+	}
+}
+
+// inflightElsewhere reports whether a call is out to an actor on a node
+// other than local.
+func (c *actorCaller) inflightElsewhere(local string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, ac := range c.conns {
+		ac.mu.Lock()
+		out := ac.inflight > 0 && ac.info != nil && ac.info.NodeID != local
+		ac.mu.Unlock()
+		if out {
+			return true
+		}
+	}
+	return false
 }

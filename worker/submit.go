@@ -552,7 +552,7 @@ func (s *submitter) watchNodes() {
 		case <-t.C:
 		}
 		ticks++
-		if !s.remoteInFlight() && ticks%peerRefreshTicks != 1 {
+		if !s.remoteInFlight() && !s.cw.actors.inflightElsewhere(s.cw.nodeID) && ticks%peerRefreshTicks != 1 {
 			continue
 		}
 		var v wire.ClusterView
@@ -617,6 +617,7 @@ func (s *submitter) loseDeadNodes(view []wire.NodeInfo) {
 	if len(dead) == 0 {
 		return
 	}
+	s.cw.actors.loseDeadNodes(dead)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, q := range s.queues {
