@@ -5,7 +5,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X github.com/nodeup/nodeup/cli.Version=$(VERSION)
 PKGS    := ./...
 
-.PHONY: all build test vet fmt-check unit race e2e fuzz demo bench compare clean check-long
+.PHONY: all build test vet fmt-check unit race e2e fuzz demo bench compare clean check-long chaos
 
 all: build
 
@@ -52,6 +52,10 @@ e2e:
 CHECK_DURATION ?= 5m
 check-long:
 	NODEUP_CHECK_DURATION=$(CHECK_DURATION) $(GO) test -count=1 -timeout 60m -run TestLong -v ./check
+
+## chaos: the chaos suite (e2e/chaos_test.go): a workload on process clusters through leader kill, freeze, partition (network namespaces: Linux, root), 60 s of hostile frames and a full restart; about 6 minutes
+chaos: build
+	set -o pipefail; NODEUP_CHAOS=1 $(GO) test -count=1 -timeout 30m -v -run '^TestChaos' ./e2e 2>&1 | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic|\s+\S+_test\.go)'
 
 ## fuzz: run each fuzzer for FUZZTIME (default 30s)
 FUZZTIME ?= 30s

@@ -66,12 +66,15 @@ type proc struct {
 	name    string
 	dataDir string
 	port    int
-	args    []string
-	prefix  []string // a command nodeup runs under (ip netns exec <ns>), if any
-	cmd     *exec.Cmd
-	log     *syncBuffer
-	done    chan struct{} // closed when the process has exited
-	err     error         // its exit status, set before done closes
+	// gossipPort and httpPort are the node's memberlist and HTTP ports
+	// (startNode's nodes only).
+	gossipPort, httpPort int
+	args                 []string
+	prefix               []string // a command nodeup runs under (ip netns exec <ns>), if any
+	cmd                  *exec.Cmd
+	log                  *syncBuffer
+	done                 chan struct{} // closed when the process has exited
+	err                  error         // its exit status, set before done closes
 }
 
 // wait returns the process's exit status once it has exited.
@@ -103,10 +106,10 @@ func (p *proc) addr() string { return "127.0.0.1:" + strconv.Itoa(p.port) }
 // startNode runs `nodeup <verb...> <node flags>` in the background.
 func startNode(t *testing.T, root, name string, verb []string, extra ...string) *proc {
 	t.Helper()
-	p := &proc{name: name, dataDir: filepath.Join(root, name), port: freePort(t)}
+	p := &proc{name: name, dataDir: filepath.Join(root, name), port: freePort(t), gossipPort: freePort(t), httpPort: freePort(t)}
 	p.args = append(append([]string{}, verb...),
-		"--bind", "127.0.0.1", "--port", strconv.Itoa(p.port), "--gossip-port", strconv.Itoa(freePort(t)),
-		"--http-port", "0", "--data-dir", p.dataDir, "--node-name", name, "--num-cpus", "2", "--memory", "1GiB")
+		"--bind", "127.0.0.1", "--port", strconv.Itoa(p.port), "--gossip-port", strconv.Itoa(p.gossipPort),
+		"--http-port", strconv.Itoa(p.httpPort), "--data-dir", p.dataDir, "--node-name", name, "--num-cpus", "2", "--memory", "1GiB")
 	p.args = append(p.args, extra...)
 	p.run(t)
 	return p
@@ -176,6 +179,7 @@ type statusJSON struct {
 		Alive                   bool
 		Incarnation             uint64
 		Resources               map[string]float64
+		Available               map[string]float64 `json:"AvailableResources"`
 	} `json:"nodes"`
 	Total map[string]float64 `json:"total_resources"`
 }
