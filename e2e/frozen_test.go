@@ -24,9 +24,17 @@ func TestFrozenNodeTasksRetried(t *testing.T) { runFrozen(t, "task") }
 // (MaxTaskRetries 1) instead of waiting on the silent connection.
 func TestFrozenNodeActorCallRetried(t *testing.T) { runFrozen(t, "actor") }
 
+// TestFrozenNodeLeaseRequestRetried: n1 is frozen just before a task with
+// soft affinity to it is submitted, so the head, whose view still has n1
+// alive, spills the lease request back to n1. The frozen node's kernel
+// accepts and acknowledges the request, so no timeout fires; once n1 is
+// declared dead the request is cancelled and the task runs elsewhere.
+func TestFrozenNodeLeaseRequestRetried(t *testing.T) { runFrozen(t, "lease") }
+
 // runFrozen runs the frozen driver in mode on three nodes, freezes n1 and
-// the worker process running the hanging task or call, and waits for the
-// driver to print where the retry ran.
+// the worker process running the hanging task or call (none in mode lease),
+// tells the driver (marker.go), and waits for it to print where the retry
+// ran.
 func runFrozen(t *testing.T, mode string) {
 	root := t.TempDir()
 	head := startNode(t, root, "n0", []string{"start", "--head"})
@@ -54,7 +62,7 @@ func runFrozen(t *testing.T, mode string) {
 		}
 	})
 	var pid int
-	eventually(t, 30*time.Second, "task starts on n1", func() error {
+	eventually(t, 30*time.Second, "driver ready to freeze n1", func() error {
 		select {
 		case err := <-done:
 			t.Fatalf("driver ended before its task started: %v\n%s", err, out.String())
@@ -67,12 +75,20 @@ func runFrozen(t *testing.T, mode string) {
 		return err
 	})
 	for _, p := range []int{n1.cmd.Process.Pid, pid} {
+		if p == 0 {
+			continue
+		}
 		if err := syscall.Kill(p, syscall.SIGSTOP); err != nil {
 			t.Fatal(err)
 		}
 	}
+	if err := os.WriteFile(marker+".go", nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() {
-		_ = syscall.Kill(pid, syscall.SIGKILL)
+		if pid != 0 {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
 		_ = syscall.Kill(n1.cmd.Process.Pid, syscall.SIGCONT)
 	})
 	frozen := time.Now()

@@ -50,6 +50,16 @@ type submitter struct {
 	// peers are the other nodes' RPC addresses as last seen in the
 	// cluster view, for ending the job when the local node is gone.
 	peers []string
+	// spillReqs are the lease requests out to spillback targets, by the
+	// target's RPC address: loseDeadNodes cancels those to a node declared
+	// dead, whose silent connection would hold them until the TCP timeout.
+	spillReqs map[*spillReq]struct{}
+}
+
+// spillReq is a lease request in flight to another node.
+type spillReq struct {
+	addr   string
+	cancel context.CancelFunc
 }
 
 // localNodeTimeout is how long a process keeps retrying its own node before
@@ -286,7 +296,7 @@ func (s *submitter) requestLease(q *keyQueue) {
 		req := &wire.LeaseRequest{JobID: cw.jobID, BinaryHash: cw.binHash, BinaryNode: cw.nodeAddr, Resources: q.res,
 			Strategy: q.strategy, Spilled: spilled || hops >= maxSpillHops, TaskName: name, Env: cw.workerEnv, EnvVars: q.envVars}
 		var rep wire.LeaseReply
-		err := cw.pool.Call(cw.ctx, addr, wire.MethodLease, req, &rep)
+		err := s.callLease(addr, req, &rep)
 		if err == nil && addr == cw.nodeAddr {
 			s.localUp()
 		}
@@ -566,6 +576,32 @@ func (s *submitter) watchNodes() {
 	}
 }
 
+// callLease sends a lease request to addr; one to another node is tracked
+// in spillReqs while it is out, so a node declared dead cancels it.
+func (s *submitter) callLease(addr string, req *wire.LeaseRequest, rep *wire.LeaseReply) error {
+	cw := s.cw
+	if addr == cw.nodeAddr {
+		return cw.pool.Call(cw.ctx, addr, wire.MethodLease, req, rep)
+	}
+	ctx, cancel := context.WithCancel(cw.ctx)
+	defer cancel()
+	r := &spillReq{addr: addr, cancel: cancel}
+	s.mu.Lock()
+	if s.spillReqs == nil {
+		s.spillReqs = map[*spillReq]struct{}{}
+	}
+	s.spillReqs[r] = struct{}{}
+	s.mu.Unlock()
+	err := cw.pool.Call(ctx, addr, wire.MethodLease, req, rep)
+	s.mu.Lock()
+	delete(s.spillReqs, r)
+	s.mu.Unlock()
+	if err != nil && ctx.Err() != nil && cw.ctx.Err() == nil {
+		return fmt.Errorf("lease request to %s: its node was declared dead: %w", addr, err)
+	}
+	return err
+}
+
 // peerRefreshTicks: with nothing in flight elsewhere, the view (and with it
 // the peers) is still refreshed every this many nodeCheckIntervals.
 const peerRefreshTicks = 10
@@ -590,10 +626,14 @@ func (s *submitter) knownPeers() []string {
 	return slices.Clone(s.peers)
 }
 
-// remoteInFlight reports whether a push is in flight on another node.
+// remoteInFlight reports whether a push or a lease request is in flight on
+// another node.
 func (s *submitter) remoteInFlight() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if len(s.spillReqs) > 0 {
+		return true
+	}
 	for _, q := range s.queues {
 		for _, l := range q.leases {
 			if l.inflight > 0 && l.rep.NodeID != s.cw.nodeID {
@@ -609,9 +649,10 @@ func (s *submitter) remoteInFlight() bool {
 // just joined, are left alone).
 func (s *submitter) loseDeadNodes(view []wire.NodeInfo) {
 	dead := map[string]bool{}
+	deadAddrs := map[string]bool{}
 	for _, nd := range view {
 		if !nd.Alive {
-			dead[nd.NodeID] = true
+			dead[nd.NodeID], deadAddrs[nd.Addr] = true, true
 		}
 	}
 	if len(dead) == 0 {
@@ -620,6 +661,11 @@ func (s *submitter) loseDeadNodes(view []wire.NodeInfo) {
 	s.cw.actors.loseDeadNodes(dead)
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	for r := range s.spillReqs {
+		if deadAddrs[r.addr] {
+			r.cancel()
+		}
+	}
 	for _, q := range s.queues {
 		for _, l := range q.leases {
 			if dead[l.rep.NodeID] && !l.lost {

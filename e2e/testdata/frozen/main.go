@@ -2,7 +2,10 @@
 // (mode "task") or one actor call (mode "actor") on node n1 (soft node
 // affinity) whose first attempt writes its worker's PID to the marker file
 // given as the argument and then hangs, so the test can freeze n1; it
-// prints where the task or call finally ran.
+// prints where the task or call finally ran. In mode "lease" it writes PID 0
+// to the marker, waits until the file <marker>.go exists (the test has
+// frozen n1) and then submits a task with soft affinity to n1, so that its
+// lease request goes to the frozen node.
 package main
 
 import (
@@ -25,6 +28,8 @@ func hangFirst(marker string) string {
 	}
 	return worker.NodeName()
 }
+
+var where = worker.Register0(func(ctx context.Context) (string, error) { return worker.NodeName(), nil })
 
 var frozenOnce = worker.Register1(func(ctx context.Context, marker string) (string, error) {
 	return hangFirst(marker), nil
@@ -52,8 +57,8 @@ func main() {
 		log.Fatal(err)
 	}
 	defer worker.Shutdown()
-	if len(os.Args) != 3 || (os.Args[1] != "task" && os.Args[1] != "actor") {
-		log.Fatal("usage: frozen task|actor MARKER")
+	if len(os.Args) != 3 || (os.Args[1] != "task" && os.Args[1] != "actor" && os.Args[1] != "lease") {
+		log.Fatal("usage: frozen task|actor|lease MARKER")
 	}
 	mode, marker := os.Args[1], os.Args[2]
 	nodes, err := worker.Nodes(ctx)
@@ -70,10 +75,14 @@ func main() {
 		log.Fatalf("no node n1 in %v", nodes)
 	}
 	var got string
-	if mode == "task" {
+	switch mode {
+	case "task":
 		got, err = frozenOnce.Options(worker.NodeAffinity(target, true)).Remote(ctx, marker).Get(ctx)
-	} else {
+	case "actor":
 		got, err = callActor(ctx, target, marker)
+	default:
+		awaitFreeze(marker)
+		got, err = where.Options(worker.NodeAffinity(target, true)).Remote(ctx).Get(ctx)
 	}
 	if err != nil {
 		fmt.Println("error:", err)
@@ -91,4 +100,18 @@ func callActor(ctx context.Context, node, marker string) (string, error) {
 		return "", err
 	}
 	return hangerCall.Remote(ctx, h, marker).Get(ctx)
+}
+
+// awaitFreeze writes PID 0 to marker (nothing of ours to freeze) and waits
+// until the test says it froze n1 by creating marker.go.
+func awaitFreeze(marker string) {
+	if err := os.WriteFile(marker, []byte("0"), 0o644); err != nil {
+		log.Fatal(err)
+	}
+	for {
+		if _, err := os.Stat(marker + ".go"); err == nil {
+			return
+		}
+		time.Sleep(10 * time.Millisecond) // the test's go-ahead is a file
+	}
 }
