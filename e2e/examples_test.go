@@ -23,7 +23,8 @@ func TestSeedExamplesOnThreeNodes(t *testing.T) {
 			cmd.Env = append(os.Environ(), "NODEUP_ADDRESS="+procs[0].addr())
 			out, err := cmd.CombinedOutput()
 			if err != nil || !strings.Contains(string(out), "check: ") {
-				t.Fatalf("%s: %v\n%s", ex, err, out)
+				// The last line first: make e2e keeps only the first line.
+				t.Fatalf("%s: %v: %s\n%s", ex, err, lastLine(string(out)), out)
 			}
 			t.Logf("%s: %s", ex, lastLine(string(out)))
 		})
