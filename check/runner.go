@@ -245,7 +245,7 @@ func (p *phaseRun) submit(ctx context.Context, tp TaskPlan, pg *worker.Placement
 		ev.Deps = []string{tp.Dep}
 	}
 	p.r.record(ev)
-	f := stepTask.Options(opts...)
+	f, _ := stepTask.Options(opts...) // a bad option fails the call's Get, where the history records it
 	var ref worker.Ref[int]
 	if tp.Dep != "" {
 		ref = f.RemoteArgs(ctx, worker.Val(args), p.r.ref(tp.Dep))
@@ -335,7 +335,8 @@ func (p *phaseRun) createActor(ctx context.Context, ap ActorPlan, pg *worker.Pla
 		opts = append(opts, worker.CPUs(c))
 	}
 	p.r.record(Event{Kind: Submit, Task: ap.ID, Actor: true, Demand: ap.Demand, Strategy: strategy, Phase: p.name})
-	h, err := probeActor.Options(opts...).Remote(ctx, ActorArgs{ID: ap.ID, Demand: ap.Demand, Strategy: strategy})
+	class, _ := probeActor.Options(opts...) // a bad option fails Remote, where the history records it
+	h, err := class.Remote(ctx, ActorArgs{ID: ap.ID, Demand: ap.Demand, Strategy: strategy})
 	if err == nil {
 		_, err = probePing.Remote(ctx, h).Get(ctx)
 	}

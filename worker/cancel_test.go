@@ -87,7 +87,7 @@ func getCancelled[T any](t *testing.T, ref Ref[T], cause error) {
 func TestCancelRunningTask(t *testing.T) {
 	startCluster(t, 1, nil)
 	ctx, dir := ctxT(t), t.TempDir()
-	ref := awaitCancel.Options(CPUs(2)).Remote(ctx, dir, "a")
+	ref := Must(awaitCancel.Options(CPUs(2))).Remote(ctx, dir, "a")
 	waitMarked(t, dir, "a", "started")
 	waitAvailable(t, "CPU", 0)
 	if err := Cancel(ctx, ref, false); err != nil {
@@ -108,7 +108,7 @@ func TestCancelRunningTask(t *testing.T) {
 func TestCancelForceEndsTaskThatIgnoresItsCtx(t *testing.T) {
 	startCluster(t, 1, nil)
 	ctx, dir := ctxT(t), t.TempDir()
-	ref := ignoreCancel.Options(CPUs(2)).Remote(ctx, dir, "f")
+	ref := Must(ignoreCancel.Options(CPUs(2))).Remote(ctx, dir, "f")
 	waitMarked(t, dir, "f", "started")
 	if err := Cancel(ctx, ref, true); err != nil {
 		t.Fatal(err)
@@ -129,7 +129,7 @@ func TestCancelForceEndsTaskThatIgnoresItsCtx(t *testing.T) {
 func TestCancelQueuedTaskNeverRuns(t *testing.T) {
 	startCluster(t, 1, nil)
 	ctx, dir := ctxT(t), t.TempDir()
-	whole := awaitCancel.Options(CPUs(2))
+	whole := Must(awaitCancel.Options(CPUs(2)))
 	blocker := whole.Remote(ctx, dir, "blocker")
 	waitMarked(t, dir, "blocker", "started")
 	queued := whole.Remote(ctx, dir, "queued")
@@ -156,7 +156,7 @@ func TestCancelQueuedTaskNeverRuns(t *testing.T) {
 func TestRemoteCtxCancelsTask(t *testing.T) {
 	startCluster(t, 1, nil)
 	ctx, dir := ctxT(t), t.TempDir()
-	whole := awaitCancel.Options(CPUs(2))
+	whole := Must(awaitCancel.Options(CPUs(2)))
 	rctx, cancel := context.WithCancel(ctx)
 	running := whole.Remote(rctx, dir, "running")
 	waitMarked(t, dir, "running", "started")

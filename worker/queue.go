@@ -116,7 +116,11 @@ type Queue[T any] struct {
 // Detached, Resources).
 func NewQueue[T any](ctx context.Context, maxsize int, opts ...Option) (Queue[T], error) {
 	opts = append([]Option{MaxConcurrency(1 << 16)}, opts...)
-	h, err := queueClass.Options(opts...).Remote(ctx, maxsize)
+	c, err := queueClass.Options(opts...)
+	if err != nil {
+		return Queue[T]{}, fmt.Errorf("new queue: %w", err)
+	}
+	h, err := c.Remote(ctx, maxsize)
 	return Queue[T]{h: h}, err
 }
 

@@ -123,8 +123,11 @@ func newSubmitter(cw *coreWorker) *submitter {
 // submit builds a task from f's registration and options and queues it; it
 // returns the IDs of its return objects and the owner address.
 func submit(ctx context.Context, f remote, numReturns int, args ...any) ([]string, string, error) {
-	cw, err := current()
 	ids := make([]string, numReturns)
+	if f.err != nil {
+		return ids, "", f.err // a bad option, returned by Options already
+	}
+	cw, err := current()
 	if err != nil {
 		return ids, "", err
 	}
@@ -135,9 +138,6 @@ func submit(ctx context.Context, f remote, numReturns int, args ...any) ([]strin
 	fail := func(err error) ([]string, string, error) {
 		cw.objects.failAll(ids, err)
 		return ids, cw.addr, err
-	}
-	if f.err != nil {
-		return fail(fmt.Errorf("submit %s: %w", shortName(f.name), f.err))
 	}
 	opts := f.opts
 	name := opts.name

@@ -92,7 +92,11 @@ func main() {
 	var refs []worker.Ref[Use]
 	for _, j := range jobs {
 		opts := append([]worker.Option{worker.GPUs(j.gpus), worker.CPUs(0)}, j.opts...)
-		refs = append(refs, useGPU.Options(opts...).Remote(ctx, j.label, j.gpus))
+		f, err := useGPU.Options(opts...)
+		if err != nil {
+			log.Fatalf("%s: %v", j.label, err)
+		}
+		refs = append(refs, f.Remote(ctx, j.label, j.gpus))
 	}
 	uses, err := worker.GetAll(ctx, refs)
 	if err != nil {

@@ -47,7 +47,7 @@ func main() {
 	if target == "" {
 		log.Fatalf("no node n1 in %v", nodes)
 	}
-	got, err := frozenOnce.Options(worker.NodeAffinity(target, true)).Remote(ctx, os.Args[1]).Get(ctx)
+	got, err := worker.Must(frozenOnce.Options(worker.NodeAffinity(target, true))).Remote(ctx, os.Args[1]).Get(ctx)
 	if err != nil {
 		fmt.Println("error:", err)
 		worker.Shutdown()
