@@ -250,43 +250,6 @@ func isNodeID(id string) bool {
 	return len(id) >= 8 && len(id) <= 64 && strings.Trim(id, "0123456789abcdef") == ""
 }
 
-// LabelSelector maps a node label key to the condition its value must meet
-// (sched.LabelSelector): every condition must hold (AND).
-type LabelSelector = sched.LabelSelector
-
-// In matches nodes whose label is one of values (Ray's In).
-func In(values ...string) sched.LabelMatch { return sched.In(values...) }
-
-// NotIn matches nodes whose label is absent or none of values (Ray's NotIn).
-func NotIn(values ...string) sched.LabelMatch { return sched.NotIn(values...) }
-
-// Exists matches nodes that have the label, with any value (Ray's Exists).
-func Exists() sched.LabelMatch { return sched.Exists() }
-
-// DoesNotExist matches nodes without the label (Ray's DoesNotExist).
-func DoesNotExist() sched.LabelMatch { return sched.DoesNotExist() }
-
-// NodeLabels restricts a task or actor to nodes whose labels (set with
-// `nodeup start --labels zone=rack1`) satisfy sel, e.g.
-// NodeLabels(LabelSelector{"zone": In("rack1", "rack2")}); it combines with
-// any strategy (Spread, NodeAffinity, the default), as Ray's
-// label_selector. When no alive node matches, the work is infeasible and
-// the reason names the first failing label. Errors: an operator without
-// values, an unknown operator, an empty key.
-func NodeLabels(sel LabelSelector) Option {
-	return func(o *taskOptions) error {
-		if err := sel.Validate(); err != nil {
-			return fmt.Errorf("option NodeLabels: %w", err)
-		}
-		if len(sel) == 0 {
-			o.strategy.Labels = nil
-			return nil
-		}
-		o.strategy.Labels = maps.Clone(sel)
-		return nil
-	}
-}
-
 // AcceleratorType runs the task or actor only on nodes whose GPUs are of
 // this model, in Ray's short names ("H100", "A100", "V100"; see
 // docs/gpus.md), by adding a demand of 0.001 of the node resource

@@ -31,6 +31,7 @@ func TestBadOptionsFailAtOptions(t *testing.T) {
 		{[]Option{NodeAffinity("n1", true)}, `option NodeAffinity "n1": not a node ID; give 8 to 64 hex digits`},
 		{[]Option{NodeLabels(LabelSelector{"": In("a")})}, "option NodeLabels"},
 		{[]Option{NodeLabels(LabelSelector{"zone": In()})}, "option NodeLabels"},
+		{[]Option{NodeLabels(LabelSelector{"zone": {}})}, `option NodeLabels: invalid label selector: label "zone": unknown operator ""`},
 		{[]Option{AcceleratorType(" ")}, `option AcceleratorType " ": give a GPU model`},
 		{[]Option{WithRuntimeEnv(RuntimeEnv{EnvVars: map[string]string{"A=B": "x"}})}, `option WithRuntimeEnv: env var key "A=B": must not contain '='`},
 		{[]Option{InPlacementGroup(nil, 0)}, "option InPlacementGroup: nil placement group"},

@@ -105,7 +105,7 @@ func poolsWhole(ctx context.Context) error {
 	}
 	for _, nd := range nodes {
 		if nd.Available[sched.CPU] != nd.Total[sched.CPU] {
-			return fmt.Errorf("node %s: %s of %s CPU free", nd.NodeName, nd.Available[sched.CPU], nd.Total[sched.CPU])
+			return fmt.Errorf("node %s: %v of %v CPU free", nd.NodeName, nd.Available[sched.CPU], nd.Total[sched.CPU])
 		}
 		for k := range nd.Available {
 			if strings.Contains(k, "_group_") {

@@ -54,7 +54,7 @@ func main() {
 	capacity := map[string]int{}
 	for _, n := range nodes {
 		if q := n.Total["TPU-v3"]; n.Alive && q > 0 {
-			capacity[n.NodeName] = int(q.Float())
+			capacity[n.NodeName] = int(q)
 		}
 	}
 	var refs []worker.Ref[Span]

@@ -60,8 +60,8 @@ func main() {
 	capacity := map[string]int{}
 	for _, n := range nodes {
 		if g := n.Total["GPU"]; n.Alive && g > 0 {
-			capacity[n.NodeName] = int(g.Float())
-			fmt.Printf("node %s: %d GPUs, accelerator_type:H100=%v\n", n.NodeName, capacity[n.NodeName], n.Total["accelerator_type:H100"].Float())
+			capacity[n.NodeName] = int(g)
+			fmt.Printf("node %s: %d GPUs, accelerator_type:H100=%v\n", n.NodeName, capacity[n.NodeName], n.Total["accelerator_type:H100"])
 		}
 	}
 	if len(capacity) == 0 {
