@@ -129,7 +129,7 @@ func serverCount() int { return max(1, runtime.NumCPU()/2) }
 func newServers(ctx context.Context, n int, opts ...worker.Option) ([]worker.ActorHandle[benchActor], error) {
 	hs := make([]worker.ActorHandle[benchActor], n)
 	for i := range hs {
-		h, err := benchActorClass.Options(opts...).Remote(ctx)
+		h, err := worker.Must(benchActorClass.Options(opts...)).Remote(ctx)
 		if err != nil {
 			return nil, err
 		}
@@ -190,7 +190,7 @@ func setupNN(ctx context.Context, e *Env) (RunFunc, error) {
 	if err != nil {
 		return nil, err
 	}
-	client := callServersTask.Options(worker.CPUs(0))
+	client := worker.Must(callServersTask.Options(worker.CPUs(0)))
 	return throughput(func(ctx context.Context) (float64, error) {
 		refs := make([]worker.Ref[int], actorClients)
 		for i := range refs {

@@ -102,7 +102,7 @@ func storeOps(ctx context.Context, size int64) (int, error) {
 	}
 	for _, n := range nodes {
 		if n.NodeID == worker.NodeID() {
-			capacity := int64(n.Total[sched.ObjectStoreMemory] / sched.Unit)
+			capacity := int64(n.Total[sched.ObjectStoreMemory]) // bytes
 			return max(1, int(capacity/3/size)), nil
 		}
 	}

@@ -92,7 +92,7 @@ func setupTasksAndGetBatch(ctx context.Context, e *Env) (RunFunc, error) {
 }
 
 func setupMultiClientTasks(ctx context.Context, e *Env) (RunFunc, error) {
-	clients := smallValueBatch.Options(worker.CPUs(0), worker.Name("small_value_batch"))
+	clients := worker.Must(smallValueBatch.Options(worker.CPUs(0), worker.Name("small_value_batch")))
 	return throughput(func(ctx context.Context) (float64, error) {
 		refs := make([]worker.Ref[int], multiClients)
 		for i := range refs {

@@ -38,7 +38,7 @@ func setupPull(ctx context.Context, e *Env) (RunFunc, error) {
 	if err != nil {
 		return nil, err
 	}
-	there := makeBytes.Options(worker.NodeAffinity(second, false), worker.Name("make_bytes"))
+	there := worker.Must(makeBytes.Options(worker.NodeAffinity(second, false), worker.Name("make_bytes")))
 	// Warm-up: starts the job's worker on the second node.
 	if _, err := there.Remote(ctx, 1).Get(ctx); err != nil {
 		return nil, err

@@ -13,7 +13,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nodeup/nodeup/wire"
 	"github.com/nodeup/nodeup/worker"
 )
 
@@ -84,8 +83,8 @@ func runPlan(ctx context.Context, rc RunConfig, trace string) (*Outcome, error) 
 	var cfgNodes []Node
 	for _, n := range infos {
 		if n.Alive {
-			nodes = append(nodes, ClusterNode{ID: n.NodeID, Name: n.NodeName, Total: n.Total.Floats(), Labels: n.Labels})
-			cfgNodes = append(cfgNodes, Node{Name: n.NodeName, Total: n.Total.Floats(), Labels: n.Labels})
+			nodes = append(nodes, ClusterNode{ID: n.NodeID, Name: n.NodeName, Total: n.Total, Labels: n.Labels})
+			cfgNodes = append(cfgNodes, Node{Name: n.NodeName, Total: n.Total, Labels: n.Labels})
 		}
 	}
 	sort.Slice(nodes, func(i, j int) bool { return nodes[i].Name < nodes[j].Name })
@@ -105,7 +104,7 @@ func runPlan(ctx context.Context, rc RunConfig, trace string) (*Outcome, error) 
 
 // waitNodes polls the cluster view until want nodes are alive (30 s at
 // most) and returns it.
-func waitNodes(ctx context.Context, want int) ([]wire.NodeInfo, error) {
+func waitNodes(ctx context.Context, want int) ([]worker.NodeInfo, error) {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		infos, err := worker.Nodes(ctx)
@@ -245,7 +244,7 @@ func (p *phaseRun) submit(ctx context.Context, tp TaskPlan, pg *worker.Placement
 		ev.Deps = []string{tp.Dep}
 	}
 	p.r.record(ev)
-	f := stepTask.Options(opts...)
+	f, _ := stepTask.Options(opts...) // a bad option fails the call's Get, where the history records it
 	var ref worker.Ref[int]
 	if tp.Dep != "" {
 		ref = f.RemoteArgs(ctx, worker.Val(args), p.r.ref(tp.Dep))
@@ -335,7 +334,8 @@ func (p *phaseRun) createActor(ctx context.Context, ap ActorPlan, pg *worker.Pla
 		opts = append(opts, worker.CPUs(c))
 	}
 	p.r.record(Event{Kind: Submit, Task: ap.ID, Actor: true, Demand: ap.Demand, Strategy: strategy, Phase: p.name})
-	h, err := probeActor.Options(opts...).Remote(ctx, ActorArgs{ID: ap.ID, Demand: ap.Demand, Strategy: strategy})
+	class, _ := probeActor.Options(opts...) // a bad option fails Remote, where the history records it
+	h, err := class.Remote(ctx, ActorArgs{ID: ap.ID, Demand: ap.Demand, Strategy: strategy})
 	if err == nil {
 		_, err = probePing.Remote(ctx, h).Get(ctx)
 	}
@@ -443,7 +443,7 @@ func (r *runner) quiesce(ctx context.Context, phase string) {
 		infos, err := worker.Nodes(ctx)
 		short := map[string]string{}
 		for _, n := range infos {
-			if d := inUse(n.Total.Floats(), n.Available.Floats()); n.Alive && d != "" {
+			if d := inUse(n.Total, n.Available); n.Alive && d != "" {
 				short[n.NodeName] = d
 			}
 		}

@@ -94,12 +94,18 @@ type actorClass struct {
 	err   error
 }
 
-func (c actorClass) with(opts []Option) actorClass {
+// with is c with opts applied, or with the error of the first bad one,
+// which the class keeps, so that its Remote fails too if the caller of
+// Options dropped the error.
+func (c actorClass) with(opts []Option) (actorClass, error) {
 	if c.err != nil {
-		return c
+		return c, c.err
 	}
 	o, err := applyOptions(c.opts, opts)
-	return actorClass{ctor: c.ctor, class: c.class, opts: o, err: err}
+	if err != nil {
+		err = fmt.Errorf("options of actor %s: %w", c.class, err)
+	}
+	return actorClass{ctor: c.ctor, class: c.class, opts: o, err: err}, err
 }
 
 // ActorClass0 is a registered actor type T built by a constructor of no
@@ -145,19 +151,27 @@ func RegisterActor2[A, B, T any](ctor func(context.Context, A, B) (*T, error)) A
 // Options returns a copy of c whose instances are created with opts:
 // resources (CPUs, GPUs, Memory, Resources), Name, Namespace, GetIfExists,
 // Detached, MaxRestarts, MaxTaskRetries, MaxConcurrency, WithRuntimeEnv,
-// and the scheduling strategies (Spread, NodeAffinity).
-func (c ActorClass0[T]) Options(opts ...Option) ActorClass0[T] {
-	return ActorClass0[T]{c.with(opts)}
+// and the scheduling strategies (Spread, NodeAffinity, NodeLabels,
+// InPlacementGroup). A bad option is an error here, naming the option,
+// the value and what is accepted; the class returned with it fails Remote
+// with that error. See Func0.Options and Must.
+func (c ActorClass0[T]) Options(opts ...Option) (ActorClass0[T], error) {
+	ac, err := c.with(opts)
+	return ActorClass0[T]{ac}, err
 }
 
-// Options returns a copy of c whose instances are created with opts.
-func (c ActorClass1[A, T]) Options(opts ...Option) ActorClass1[A, T] {
-	return ActorClass1[A, T]{c.with(opts)}
+// Options returns a copy of c whose instances are created with opts; see
+// ActorClass0.Options.
+func (c ActorClass1[A, T]) Options(opts ...Option) (ActorClass1[A, T], error) {
+	ac, err := c.with(opts)
+	return ActorClass1[A, T]{ac}, err
 }
 
-// Options returns a copy of c whose instances are created with opts.
-func (c ActorClass2[A, B, T]) Options(opts ...Option) ActorClass2[A, B, T] {
-	return ActorClass2[A, B, T]{c.with(opts)}
+// Options returns a copy of c whose instances are created with opts; see
+// ActorClass0.Options.
+func (c ActorClass2[A, B, T]) Options(opts ...Option) (ActorClass2[A, B, T], error) {
+	ac, err := c.with(opts)
+	return ActorClass2[A, B, T]{ac}, err
 }
 
 // Remote creates an actor and returns its handle once the cluster leader has
@@ -193,7 +207,7 @@ func (c ActorClass2[A, B, T]) RemoteArgs(ctx context.Context, a Arg[A], b Arg[B]
 func createActor[T any](ctx context.Context, c actorClass, args ...any) (ActorHandle[T], error) {
 	var h ActorHandle[T]
 	if c.err != nil {
-		return h, fmt.Errorf("create actor %s: %w", c.class, c.err)
+		return h, c.err // a bad option, returned by Options already
 	}
 	cw, err := current()
 	if err != nil {

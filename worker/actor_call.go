@@ -124,9 +124,15 @@ func callActor[R any](ctx context.Context, actorID, class, method string, args .
 	if err != nil {
 		return Ref[R]{err: err}
 	}
-	cw.objects.pending(id)
-	cw.actors.conn(actorID, class).enqueue(&actorCall{ret: id, spec: wire.TaskSpec{TaskID: taskID, JobID: cw.jobID, Name: name,
-		Function: method, Args: wargs, NumReturns: 1, Owner: cw.addr}})
+	call := &actorCall{conn: cw.actors.conn(actorID, class), ret: id, spec: wire.TaskSpec{TaskID: taskID, JobID: cw.jobID, Name: name,
+		Function: method, Args: wargs, NumReturns: 1, Owner: cw.addr}}
+	if ctx.Err() != nil {
+		call.fail(cw, cancelledErr(&call.spec, context.Cause(ctx)))
+		return Ref[R]{id: id, owner: cw.addr}
+	}
+	cw.objects.pendingFor([]string{id}, call)
+	call.watch(ctx, func(cause error) { _ = call.cancel(cw.ctx, false, cause) })
+	call.conn.enqueue(call)
 	return Ref[R]{id: id, owner: cw.addr}
 }
 
@@ -201,10 +207,12 @@ func (c *actorConn) waitCreated(ctx context.Context) error {
 const maxActorInflight = 64
 
 type actorCall struct {
-	spec    wire.TaskSpec
-	ret     string // its return object's ID (a method has one result)
-	retries int
-	lost    error // set when a send failed after it may have reached the worker
+	ctxWatch // its Remote's ctx: cancels it while queued here when that ends
+	conn     *actorConn
+	spec     wire.TaskSpec
+	ret      string // its return object's ID (a method has one result)
+	retries  int
+	lost     error // set when a send failed after it may have reached the worker
 }
 
 // fail completes the call's return object with err.

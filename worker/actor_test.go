@@ -134,7 +134,7 @@ func TestActorCallsRunInCallerOrder(t *testing.T) {
 func TestActorMaxConcurrency(t *testing.T) {
 	startCluster(t, 1, nil)
 	ctx := ctxT(t)
-	conc, err := logActorClass.Options(MaxConcurrency(4)).Remote(ctx, "x")
+	conc, err := Must(logActorClass.Options(MaxConcurrency(4))).Remote(ctx, "x")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,10 +156,10 @@ func TestActorMaxConcurrency(t *testing.T) {
 	if err1 != nil || err2 != nil || pa != 1 || pb != 1 {
 		t.Fatalf("MaxConcurrency 1: peaks %d, %d (%v, %v), want 1", pa, pb, err1, err2)
 	}
-	if _, err := logActorClass.Options(MaxConcurrency(0)).Remote(ctx, "z"); err == nil || !strings.Contains(err.Error(), "MaxConcurrency 0") {
+	if _, err := logActorClass.Options(MaxConcurrency(0)); err == nil || !strings.Contains(err.Error(), "MaxConcurrency 0") {
 		t.Fatalf("MaxConcurrency(0) = %v, want an error naming it", err)
 	}
-	if _, err := square.Options(MaxRestarts(1)).Remote(ctx, 2).Get(ctx); err == nil || !strings.Contains(err.Error(), "actors only") {
+	if _, err := square.Options(MaxRestarts(1)); err == nil || !strings.Contains(err.Error(), "actors only") {
 		t.Fatalf("actor option on a task = %v, want an error", err)
 	}
 }
@@ -198,21 +198,21 @@ func waitActorState(t *testing.T, ctx context.Context, id, state string) ActorIn
 func TestNamedAndDetachedActorsAcrossDrivers(t *testing.T) {
 	nodes := startCluster(t, 1, nil)
 	ctx := ctxT(t)
-	det, err := logActorClass.Options(Name("registry"), Detached()).Remote(ctx, "kept")
+	det, err := Must(logActorClass.Options(Name("registry"), Detached())).Remote(ctx, "kept")
 	if err != nil {
 		t.Fatal(err)
 	}
-	owned, err := logActorClass.Options(Name("scratch")).Remote(ctx, "gone")
+	owned, err := Must(logActorClass.Options(Name("scratch"))).Remote(ctx, "gone")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := appendCall.Remote(ctx, det, "from driver 1").Get(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := logActorClass.Options(Name("registry")).Remote(ctx, "dup"); err == nil || !strings.Contains(err.Error(), "taken") {
+	if _, err := Must(logActorClass.Options(Name("registry"))).Remote(ctx, "dup"); err == nil || !strings.Contains(err.Error(), "taken") {
 		t.Fatalf("second actor named registry: %v, want name taken", err)
 	}
-	same, err := logActorClass.Options(Name("registry"), GetIfExists()).Remote(ctx, "dup")
+	same, err := Must(logActorClass.Options(Name("registry"), GetIfExists())).Remote(ctx, "dup")
 	if err != nil || same.ID() != det.ID() {
 		t.Fatalf("GetIfExists = %v, %v; want %s", same, err, det.ID())
 	}
@@ -253,7 +253,7 @@ func TestNamedAndDetachedActorsAcrossDrivers(t *testing.T) {
 func TestActorRestartsThenDies(t *testing.T) {
 	startCluster(t, 1, nil)
 	ctx := ctxT(t)
-	h, err := logActorClass.Options(MaxRestarts(1), MaxTaskRetries(1)).Remote(ctx, "v1")
+	h, err := Must(logActorClass.Options(MaxRestarts(1), MaxTaskRetries(1))).Remote(ctx, "v1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -290,7 +290,7 @@ func TestActorRestartsThenDies(t *testing.T) {
 		t.Fatalf("call to a dead actor = %v, want ActorDiedError", err)
 	}
 	// Kill without noRestart restarts an actor that has restarts left.
-	r, err := logActorClass.Options(MaxRestarts(-1), MaxTaskRetries(-1)).Remote(ctx, "r")
+	r, err := Must(logActorClass.Options(MaxRestarts(-1), MaxTaskRetries(-1))).Remote(ctx, "r")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -340,7 +340,7 @@ func TestActorsSurviveLeaderFailover(t *testing.T) {
 	if err := Init(ctx, Address(nodes[driver].RPCAddr()), Logger(quietLogger())); err != nil {
 		t.Fatal(err)
 	}
-	h, err := logActorClass.Options(Resources(map[string]float64{fmt.Sprintf("node%d", other): 1}), Detached()).Remote(ctx, "before")
+	h, err := Must(logActorClass.Options(Resources(map[string]float64{fmt.Sprintf("node%d", other): 1}), Detached())).Remote(ctx, "before")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -416,11 +416,11 @@ func TestQueueManyProducersAndConsumers(t *testing.T) {
 	const producers, consumers, each = 4, 4, 200
 	var cons []Ref[[]int]
 	for i := 0; i < consumers; i++ {
-		cons = append(cons, consumer.Options(Spread()).Remote(ctx, q))
+		cons = append(cons, Must(consumer.Options(Spread())).Remote(ctx, q))
 	}
 	var prods []Ref[int]
 	for p := 0; p < producers; p++ {
-		prods = append(prods, producer.Options(Spread()).Remote(ctx, q, p*1000, each))
+		prods = append(prods, Must(producer.Options(Spread())).Remote(ctx, q, p*1000, each))
 	}
 	if _, err := GetAll(ctx, prods); err != nil {
 		t.Fatal(err)

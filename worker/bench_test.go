@@ -27,9 +27,18 @@ func BenchmarkTasksSync(b *testing.B) {
 
 // BenchmarkTasksPipelined is Ray's single_client_tasks_async: submit b.N
 // no-op tasks, then wait for all of them.
-func BenchmarkTasksPipelined(b *testing.B) {
+func BenchmarkTasksPipelined(b *testing.B) { benchTasksPipelined(b, context.Background()) }
+
+// BenchmarkTasksPipelinedCancellableCtx is BenchmarkTasksPipelined with a
+// ctx that can end, which every task then watches (Remote's ctx cancels it).
+func BenchmarkTasksPipelinedCancellableCtx(b *testing.B) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	benchTasksPipelined(b, ctx)
+}
+
+func benchTasksPipelined(b *testing.B, ctx context.Context) {
 	startCluster(b, 1, nil)
-	ctx := context.Background()
 	if _, err := noop.Remote(ctx, 0).Get(ctx); err != nil {
 		b.Fatal(err)
 	}

@@ -103,6 +103,7 @@ func (cw *coreWorker) serve(ip string) error {
 	if cw.isWorker {
 		rpc.Handle(cw.server, wire.MethodPushTask, cw.handlePushTask)
 		rpc.Handle(cw.server, wire.MethodLeaseRevoke, cw.handleLeaseRevoke)
+		rpc.Handle(cw.server, wire.MethodTaskCancel, cw.handleTaskCancel)
 		rpc.Handle(cw.server, wire.MethodActorConstruct, cw.handleActorConstruct)
 		rpc.Handle(cw.server, wire.MethodActorCall, cw.handleActorCall)
 	}

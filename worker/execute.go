@@ -215,15 +215,24 @@ func (cw *coreWorker) handleLeaseRevoke(ctx context.Context, req *wire.LeaseRevo
 }
 
 // handlePushTask runs a task pushed by its owner and replies when it ends,
-// or with NotRun when a pipelined task cannot start soon (acquire). A task
-// under a revoked lease is refused with cluster.CodeLeaseRevoked when its
-// turn comes (pipelined tasks queued behind a running one too).
+// or with NotRun when a pipelined task cannot start soon (acquire) or its
+// owner cancelled it before it started (Task.Cancel). A task under a
+// revoked lease is refused with cluster.CodeLeaseRevoked when its turn
+// comes (pipelined tasks queued behind a running one too).
 func (cw *coreWorker) handlePushTask(ctx context.Context, req *wire.PushTaskRequest) (*wire.PushTaskReply, error) {
+	ctx, done, ok := runs.start(ctx, req.Spec.TaskID)
+	defer done()
+	if !ok {
+		return &wire.PushTaskReply{NotRun: true}, nil
+	}
 	s, ok := slots.acquire(ctx, req.LeaseID, req.Pipelined)
 	if !ok {
 		return &wire.PushTaskReply{NotRun: true}, nil
 	}
 	defer slots.release(req.LeaseID, s)
+	if !runs.begin(ctx, req.Spec.TaskID) {
+		return &wire.PushTaskReply{NotRun: true}, nil
+	}
 	if why := slots.whyRevoked(req.LeaseID); why != "" {
 		return nil, &rpc.Error{Code: cluster.CodeLeaseRevoked, Message: fmt.Sprintf("lease %d was revoked: %s", req.LeaseID, why)}
 	}

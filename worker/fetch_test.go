@@ -87,7 +87,7 @@ func TestWaitInTaskForBorrowedRefs(t *testing.T) {
 	// for the first in order) would wait for it, which only the borrower
 	// itself releases, after seeing the others ready. The others are Puts,
 	// ready from the start.
-	refs := []Ref[time.Duration]{awaitSignal.Options(CPUs(0)).Remote(ctx, release)}
+	refs := []Ref[time.Duration]{Must(awaitSignal.Options(CPUs(0))).Remote(ctx, release)}
 	for _, d := range []time.Duration{1, 2} {
 		r, err := Put(ctx, d)
 		if err != nil {
@@ -97,7 +97,7 @@ func TestWaitInTaskForBorrowedRefs(t *testing.T) {
 	}
 	short, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
-	order, err := waitInTask.Options(CPUs(0)).Remote(ctx, refs, release).Get(short)
+	order, err := Must(waitInTask.Options(CPUs(0))).Remote(ctx, refs, release).Get(short)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -46,7 +46,7 @@ func TestFrozenNodesActorRestartsElsewhere(t *testing.T) {
 	if leader == nil || victim == nil {
 		t.Fatalf("no leader (%v) or no follower with the shared resource (%v)", leader, victim)
 	}
-	h, err := logActorClass.Options(Resources(map[string]float64{"shared": 1}), NodeAffinity(victim.ID(), true), MaxRestarts(-1)).Remote(ctx, "f")
+	h, err := Must(logActorClass.Options(Resources(map[string]float64{"shared": 1}), NodeAffinity(victim.ID(), true), MaxRestarts(-1))).Remote(ctx, "f")
 	if err != nil {
 		t.Fatal(err)
 	}

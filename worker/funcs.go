@@ -95,20 +95,26 @@ func argOf[T any](a Arg[T]) any {
 type remote struct {
 	name string
 	opts taskOptions // read-only once built: calls share its resource set
-	err  error       // a bad option, reported by every call's Get
+	err  error       // a bad option (also returned by Options), reported by every call's Get
 }
 
 func newRemote(name string) remote { return remote{name: name, opts: defaultOptions()} }
 
-func (f remote) with(opts []Option) remote {
+// with is f with opts applied, or with the error of the first bad one,
+// which the handle keeps, so that its calls fail too if the caller of
+// Options dropped the error.
+func (f remote) with(opts []Option) (remote, error) {
 	if f.err != nil {
-		return f
+		return f, f.err
 	}
 	o, err := applyOptions(f.opts, opts)
 	if err == nil && o.actorOnly != "" {
 		err = fmt.Errorf("option %s applies to actors only, not to task %s", o.actorOnly, shortName(f.name))
 	}
-	return remote{name: f.name, opts: o, err: err}
+	if err != nil {
+		err = fmt.Errorf("options of %s: %w", shortName(f.name), err)
+	}
+	return remote{name: f.name, opts: o, err: err}, err
 }
 
 // Func0 is a registered remote function of no arguments and one result.
@@ -224,28 +230,46 @@ func Register2x2[A, B, R1, R2 any](fn func(context.Context, A, B) (R1, R2, error
 	}))}
 }
 
-// Options returns a copy of f whose calls use opts (as Ray's .options()).
-func (f Func0[R]) Options(opts ...Option) Func0[R] { return Func0[R]{f.with(opts)} }
-
-// Options returns a copy of f whose calls use opts.
-func (f Func1[A, R]) Options(opts ...Option) Func1[A, R] { return Func1[A, R]{f.with(opts)} }
-
-// Options returns a copy of f whose calls use opts.
-func (f Func2[A, B, R]) Options(opts ...Option) Func2[A, B, R] { return Func2[A, B, R]{f.with(opts)} }
-
-// Options returns a copy of f whose calls use opts.
-func (f Func3[A, B, C, R]) Options(opts ...Option) Func3[A, B, C, R] {
-	return Func3[A, B, C, R]{f.with(opts)}
+// Options returns a copy of f whose calls use opts, added after the
+// options f already has (later ones win), as Ray's .options(); f itself
+// is unchanged. A bad option is an error here, naming the option, the
+// value and what is accepted (e.g. "options of square: option GPUs 1.5:
+// above 1, GPUs must be a whole number"); the handle returned with it
+// fails every call with that error. Must turns the error into a panic,
+// for options written in the code.
+func (f Func0[R]) Options(opts ...Option) (Func0[R], error) {
+	r, err := f.with(opts)
+	return Func0[R]{r}, err
 }
 
-// Options returns a copy of f whose calls use opts.
-func (f Func1x2[A, R1, R2]) Options(opts ...Option) Func1x2[A, R1, R2] {
-	return Func1x2[A, R1, R2]{f.with(opts)}
+// Options returns a copy of f whose calls use opts; see Func0.Options.
+func (f Func1[A, R]) Options(opts ...Option) (Func1[A, R], error) {
+	r, err := f.with(opts)
+	return Func1[A, R]{r}, err
 }
 
-// Options returns a copy of f whose calls use opts.
-func (f Func2x2[A, B, R1, R2]) Options(opts ...Option) Func2x2[A, B, R1, R2] {
-	return Func2x2[A, B, R1, R2]{f.with(opts)}
+// Options returns a copy of f whose calls use opts; see Func0.Options.
+func (f Func2[A, B, R]) Options(opts ...Option) (Func2[A, B, R], error) {
+	r, err := f.with(opts)
+	return Func2[A, B, R]{r}, err
+}
+
+// Options returns a copy of f whose calls use opts; see Func0.Options.
+func (f Func3[A, B, C, R]) Options(opts ...Option) (Func3[A, B, C, R], error) {
+	r, err := f.with(opts)
+	return Func3[A, B, C, R]{r}, err
+}
+
+// Options returns a copy of f whose calls use opts; see Func0.Options.
+func (f Func1x2[A, R1, R2]) Options(opts ...Option) (Func1x2[A, R1, R2], error) {
+	r, err := f.with(opts)
+	return Func1x2[A, R1, R2]{r}, err
+}
+
+// Options returns a copy of f whose calls use opts; see Func0.Options.
+func (f Func2x2[A, B, R1, R2]) Options(opts ...Option) (Func2x2[A, B, R1, R2], error) {
+	r, err := f.with(opts)
+	return Func2x2[A, B, R1, R2]{r}, err
 }
 
 // Remote submits a call and returns a ref to its result.

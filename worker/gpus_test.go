@@ -125,7 +125,7 @@ func TestGPUTasksSeeExactlyTheirDevices(t *testing.T) {
 
 	// One GPU: one device, held while the task runs and given back after.
 	hold := t.TempDir()
-	ref := gpuProbe.Options(GPUs(1)).Remote(ctx, hold, 2)
+	ref := Must(gpuProbe.Options(GPUs(1))).Remote(ctx, hold, 2)
 	waitGPUs(t, nodes[0], "a running 1-GPU task holds one device", func(d []gpu.DeviceStatus) bool {
 		return len(d) == 2 && d[0].GPU+d[1].GPU == sched.Unit && d[0].Leases+d[1].Leases == 1
 	})
@@ -143,7 +143,7 @@ func TestGPUTasksSeeExactlyTheirDevices(t *testing.T) {
 
 	// Two whole-GPU tasks at once: distinct devices.
 	both := t.TempDir()
-	r1, r2 := gpuProbe.Options(GPUs(1)).Remote(ctx, both, 2), gpuProbe.Options(GPUs(1)).Remote(ctx, both, 2)
+	r1, r2 := Must(gpuProbe.Options(GPUs(1))).Remote(ctx, both, 2), Must(gpuProbe.Options(GPUs(1))).Remote(ctx, both, 2)
 	a, errA := r1.Get(ctx)
 	b, errB := r2.Get(ctx)
 	if errA != nil || errB != nil {
@@ -159,7 +159,7 @@ func TestGPUTasksSeeExactlyTheirDevices(t *testing.T) {
 	quarter := t.TempDir()
 	var refs []Ref[gpuReport]
 	for i := 0; i < 4; i++ {
-		refs = append(refs, gpuProbe.Options(GPUs(0.25), CPUs(0)).Remote(ctx, quarter, 4))
+		refs = append(refs, Must(gpuProbe.Options(GPUs(0.25), CPUs(0))).Remote(ctx, quarter, 4))
 	}
 	qs, err := GetAll(ctx, refs)
 	if err != nil {
@@ -172,7 +172,7 @@ func TestGPUTasksSeeExactlyTheirDevices(t *testing.T) {
 	}
 
 	// Two GPUs in one task.
-	two, err := gpuProbe.Options(GPUs(2)).Remote(ctx, "", 0).Get(ctx)
+	two, err := Must(gpuProbe.Options(GPUs(2))).Remote(ctx, "", 0).Get(ctx)
 	if err != nil || two.CUDA != "0,1" || !slices.Equal(two.IDs, []int{0, 1}) {
 		t.Fatalf("2-GPU task saw %+v, %v", two, err)
 	}
@@ -187,7 +187,7 @@ func atoi(s string) int {
 func TestGPUActorHoldsItsDeviceUntilItDies(t *testing.T) {
 	nodes := startGPUCluster(t, 2)
 	ctx := ctxT(t)
-	h, err := gpuActor.Options(GPUs(1)).Remote(ctx)
+	h, err := Must(gpuActor.Options(GPUs(1))).Remote(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -198,7 +198,7 @@ func TestGPUActorHoldsItsDeviceUntilItDies(t *testing.T) {
 	mine := got.IDs[0]
 	// While it lives, tasks get the other device only.
 	for i := 0; i < 3; i++ {
-		r, err := gpuProbe.Options(GPUs(1)).Remote(ctx, "", 0).Get(ctx)
+		r, err := Must(gpuProbe.Options(GPUs(1))).Remote(ctx, "", 0).Get(ctx)
 		if err != nil || r.CUDA != strconv.Itoa(1-mine) {
 			t.Fatalf("task next to the GPU actor saw %+v, %v; want device %d", r, err, 1-mine)
 		}
@@ -215,32 +215,32 @@ func TestGPUActorHoldsItsDeviceUntilItDies(t *testing.T) {
 func TestGPURequestErrors(t *testing.T) {
 	startGPUCluster(t, 2)
 	ctx := ctxT(t)
-	_, err := gpuProbe.Options(GPUs(1.5)).Remote(ctx, "", 0).Get(ctx)
+	_, err := gpuProbe.Options(GPUs(1.5))
 	if err == nil || !strings.Contains(err.Error(), "option GPUs 1.5: above 1, GPUs must be a whole number") {
 		t.Errorf("GPUs(1.5): %v", err)
 	}
-	_, err = gpuProbe.Options(GPUMemory(-1)).Remote(ctx, "", 0).Get(ctx)
+	_, err = gpuProbe.Options(GPUMemory(-1))
 	if err == nil || !strings.Contains(err.Error(), "option GPUMemory -1") {
 		t.Errorf("GPUMemory(-1): %v", err)
 	}
 	var ie *InfeasibleError
-	_, err = gpuProbe.Options(GPUs(3), FailIfInfeasible()).Remote(ctx, "", 0).Get(ctx)
+	_, err = Must(gpuProbe.Options(GPUs(3), FailIfInfeasible())).Remote(ctx, "", 0).Get(ctx)
 	if !errors.As(err, &ie) || !strings.Contains(ie.Reason, "GPU") {
 		t.Errorf("GPUs(3) on a 2-GPU node: %v, want *InfeasibleError naming GPU", err)
 	}
 	// 100 GiB fits the node's gpu_memory total but no single 80 GiB device.
-	_, err = gpuProbe.Options(GPUMemory(100<<30), FailIfInfeasible()).Remote(ctx, "", 0).Get(ctx)
+	_, err = Must(gpuProbe.Options(GPUMemory(100<<30), FailIfInfeasible())).Remote(ctx, "", 0).Get(ctx)
 	if !errors.As(err, &ie) || !strings.Contains(ie.Reason, "no healthy device can hold") {
 		t.Errorf("GPUMemory(100GiB) on 80 GiB devices: %v, want *InfeasibleError from the device layout", err)
 	}
 	// 40 GiB lands on one device and reserves half of it.
-	r, err := gpuProbe.Options(GPUMemory(40<<30)).Remote(ctx, "", 0).Get(ctx)
+	r, err := Must(gpuProbe.Options(GPUMemory(40<<30))).Remote(ctx, "", 0).Get(ctx)
 	if err != nil || len(r.IDs) != 1 {
 		t.Errorf("GPUMemory(40GiB): %+v, %v", r, err)
 	}
 	// An actor with that demand stays PENDING, reported infeasible with the
 	// device layout's reason (it used to wait as if the node were busy).
-	h, err := gpuActor.Options(GPUMemory(100 << 30)).Remote(ctx)
+	h, err := Must(gpuActor.Options(GPUMemory(100 << 30))).Remote(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -328,15 +328,15 @@ func TestGPUsInAPlacementGroupBundle(t *testing.T) {
 
 	// The indexed and the any-bundle (seed 003's) forms: the bundle's device.
 	for _, idx := range []int{0, -1} {
-		r, err := gpuProbe.Options(GPUs(1), CPUs(0), InPlacementGroup(pg, idx)).Remote(ctx, "", 0).Get(ctx)
+		r, err := Must(gpuProbe.Options(GPUs(1), CPUs(0), InPlacementGroup(pg, idx))).Remote(ctx, "", 0).Get(ctx)
 		if err != nil || r.CUDA != want || r.NVIDIA != want || !slices.Equal(r.IDs, []int{held}) {
 			t.Fatalf("GPUs(1) task in bundle %d saw %+v, %v; want device %d, the bundle's", idx, r, err, held)
 		}
 	}
 	// Two halves at once share the bundle's device.
 	both := t.TempDir()
-	h1 := gpuProbe.Options(GPUs(0.5), CPUs(0), InPlacementGroup(pg, 0)).Remote(ctx, both, 2)
-	h2 := gpuProbe.Options(GPUs(0.5), CPUs(0), InPlacementGroup(pg, -1)).Remote(ctx, both, 2)
+	h1 := Must(gpuProbe.Options(GPUs(0.5), CPUs(0), InPlacementGroup(pg, 0))).Remote(ctx, both, 2)
+	h2 := Must(gpuProbe.Options(GPUs(0.5), CPUs(0), InPlacementGroup(pg, -1))).Remote(ctx, both, 2)
 	halves, err := GetAll(ctx, []Ref[gpuReport]{h1, h2})
 	if err != nil {
 		t.Fatal(err)
@@ -349,14 +349,14 @@ func TestGPUsInAPlacementGroupBundle(t *testing.T) {
 	// Plain GPU work never gets the bundle's device, even while nothing runs
 	// in the bundle.
 	for i := 0; i < 3; i++ {
-		r, err := gpuProbe.Options(GPUs(1)).Remote(ctx, "", 0).Get(ctx)
+		r, err := Must(gpuProbe.Options(GPUs(1))).Remote(ctx, "", 0).Get(ctx)
 		if err != nil || r.CUDA != strconv.Itoa(1-held) {
 			t.Fatalf("plain GPUs(1) task next to the bundle saw %+v, %v; want device %d", r, err, 1-held)
 		}
 	}
 	// An actor in the bundle holds the bundle's device; plain work still
 	// gets the other one.
-	a, err := gpuActor.Options(GPUs(1), InPlacementGroup(pg, 0)).Remote(ctx)
+	a, err := Must(gpuActor.Options(GPUs(1), InPlacementGroup(pg, 0))).Remote(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -364,7 +364,7 @@ func TestGPUsInAPlacementGroupBundle(t *testing.T) {
 	if err != nil || got.CUDA != want || !slices.Equal(got.IDs, []int{held}) {
 		t.Fatalf("GPU actor in the bundle saw %+v, %v; want device %d", got, err, held)
 	}
-	if r, err := gpuProbe.Options(GPUs(1)).Remote(ctx, "", 0).Get(ctx); err != nil || r.CUDA != strconv.Itoa(1-held) {
+	if r, err := Must(gpuProbe.Options(GPUs(1))).Remote(ctx, "", 0).Get(ctx); err != nil || r.CUDA != strconv.Itoa(1-held) {
 		t.Fatalf("plain GPUs(1) task next to the bundle's actor saw %+v, %v; want device %d", r, err, 1-held)
 	}
 	// Removing the group kills the actor and frees the device.
@@ -373,7 +373,7 @@ func TestGPUsInAPlacementGroupBundle(t *testing.T) {
 	}
 	waitActorState(t, ctx, a.ID(), "DEAD")
 	waitGPUs(t, nodes[0], "devices free after the group was removed", allFree)
-	two, err := gpuProbe.Options(GPUs(2)).Remote(ctx, "", 0).Get(ctx)
+	two, err := Must(gpuProbe.Options(GPUs(2))).Remote(ctx, "", 0).Get(ctx)
 	if err != nil || two.CUDA != "0,1" {
 		t.Fatalf("2-GPU task after the group was removed saw %+v, %v", two, err)
 	}
@@ -396,8 +396,8 @@ func TestGPUBundlesGetDistinctDevices(t *testing.T) {
 		t.Fatalf("two 1-GPU bundles hold devices %v, want 0 and 1", held)
 	}
 	dir := t.TempDir()
-	r0 := gpuProbe.Options(GPUs(1), InPlacementGroup(pg, 0)).Remote(ctx, dir, 2)
-	r1 := gpuProbe.Options(GPUs(1), InPlacementGroup(pg, 1)).Remote(ctx, dir, 2)
+	r0 := Must(gpuProbe.Options(GPUs(1), InPlacementGroup(pg, 0))).Remote(ctx, dir, 2)
+	r1 := Must(gpuProbe.Options(GPUs(1), InPlacementGroup(pg, 1))).Remote(ctx, dir, 2)
 	seen, err := GetAll(ctx, []Ref[gpuReport]{r0, r1})
 	if err != nil {
 		t.Fatal(err)
@@ -406,7 +406,7 @@ func TestGPUBundlesGetDistinctDevices(t *testing.T) {
 		t.Fatalf("tasks in bundles 0 and 1 saw %+v; want one distinct device each", seen)
 	}
 	// Each bundle keeps its device: bundle 0's next task sees the same one.
-	again, err := gpuProbe.Options(GPUs(1), InPlacementGroup(pg, 0)).Remote(ctx, "", 0).Get(ctx)
+	again, err := Must(gpuProbe.Options(GPUs(1), InPlacementGroup(pg, 0))).Remote(ctx, "", 0).Get(ctx)
 	if err != nil || again.CUDA != seen[0].CUDA {
 		t.Fatalf("second task in bundle 0 saw %+v, %v; want device %s", again, err, seen[0].CUDA)
 	}
@@ -423,8 +423,8 @@ func TestGPUBundlesGetDistinctDevices(t *testing.T) {
 		t.Fatal(err)
 	}
 	pair := t.TempDir()
-	p0 := gpuProbe.Options(GPUs(1), CPUs(0), InPlacementGroup(big, 0)).Remote(ctx, pair, 2)
-	p1 := gpuProbe.Options(GPUs(1), CPUs(0), InPlacementGroup(big, -1)).Remote(ctx, pair, 2)
+	p0 := Must(gpuProbe.Options(GPUs(1), CPUs(0), InPlacementGroup(big, 0))).Remote(ctx, pair, 2)
+	p1 := Must(gpuProbe.Options(GPUs(1), CPUs(0), InPlacementGroup(big, -1))).Remote(ctx, pair, 2)
 	seen, err = GetAll(ctx, []Ref[gpuReport]{p0, p1})
 	if err != nil {
 		t.Fatal(err)

@@ -63,20 +63,20 @@ func TestLargeResultsCrossNodes(t *testing.T) {
 	ctx := ctxT(t)
 	const n = 3<<20 + 123 // a few chunks, not a multiple of the chunk size
 	on := func(i string) Option { return Resources(map[string]float64{i: 1}) }
-	ref := makeBlob.Options(on("node1")).Remote(ctx, n, 3)
+	ref := Must(makeBlob.Options(on("node1"))).Remote(ctx, n, 3)
 	// The driver (on n0) pulls it from n1.
 	b, err := ref.Get(ctx)
 	if err != nil || !bytes.Equal(b, blob(n, 3)) {
 		t.Fatalf("driver read %d bytes (%v)", len(b), err)
 	}
 	// A task on n2 gets it as an argument: n2 pulls it from n1.
-	got, err := blobSum.Options(on("node2")).RemoteArgs(ctx, ref).Get(ctx)
+	got, err := Must(blobSum.Options(on("node2"))).RemoteArgs(ctx, ref).Get(ctx)
 	if err != nil || got != "n2:"+sum(blob(n, 3)) {
 		t.Fatalf("task on n2 over n1's blob: %q, %v", got, err)
 	}
 	// A large plain argument is stored and passed by ref, too.
 	big := blob(1<<20, 9)
-	got, err = blobSum.Options(on("node1")).Remote(ctx, big).Get(ctx)
+	got, err = Must(blobSum.Options(on("node1"))).Remote(ctx, big).Get(ctx)
 	if err != nil || got != "n1:"+sum(big) {
 		t.Fatalf("large plain argument: %q, %v", got, err)
 	}

@@ -28,11 +28,11 @@ func (p *nsProbe) Find(ctx context.Context, name string) (string, error) {
 func TestActorsLookUpNamesInTheirJobsNamespace(t *testing.T) {
 	startClusterInit(t, 1, nil, JobNamespace("lab"))
 	ctx := ctxT(t)
-	target, err := logActorClass.Options(Name("registry")).Remote(ctx, "x")
+	target, err := Must(logActorClass.Options(Name("registry"))).Remote(ctx, "x")
 	if err != nil {
 		t.Fatal(err)
 	}
-	probe, err := nsProbeClass.Options(Name("probe"), Namespace("elsewhere")).Remote(ctx)
+	probe, err := Must(nsProbeClass.Options(Name("probe"), Namespace("elsewhere"))).Remote(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

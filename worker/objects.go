@@ -16,6 +16,10 @@ type object struct {
 	loc      *wire.ObjectLoc // where a large object's primary copy lives
 	err      error
 	watchers []watcher // guarded by objectTable.mu; told once, when done closes
+	// work is the task or actor call of this process that produces the
+	// object, until the object is ready (for Cancel); guarded by
+	// objectTable.mu.
+	work work
 }
 
 // watcher is one position in a Wait (or a borrower's batch get) that is told
@@ -49,6 +53,26 @@ func (t *objectTable) pendingLocked(id string) *object {
 		t.objs[id] = o
 	}
 	return o
+}
+
+// pendingFor adds the objects that w will produce (its return objects).
+func (t *objectTable) pendingFor(ids []string, w work) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, id := range ids {
+		t.pendingLocked(id).work = w
+	}
+}
+
+// workOf returns what produces object id, or nil once it is ready (or
+// for a Put or an object this process does not know).
+func (t *objectTable) workOf(id string) work {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if o := t.objs[id]; o != nil {
+		return o.work
+	}
+	return nil
 }
 
 // get returns the object, or nil when this process does not know it.
@@ -89,9 +113,9 @@ func (t *objectTable) finish(name string, ids []string, returns [][]byte, stored
 
 func (t *objectTable) set(id string, value []byte, loc *wire.ObjectLoc, err error) {
 	t.mu.Lock()
-	defer t.mu.Unlock()
 	o := t.pendingLocked(id)
 	if o.ready() {
+		t.mu.Unlock()
 		return
 	}
 	o.value, o.loc, o.err = value, loc, err
@@ -100,13 +124,26 @@ func (t *objectTable) set(id string, value []byte, loc *wire.ObjectLoc, err erro
 		w.ch <- w.i // never blocks: ch has room for every position watched
 	}
 	o.watchers = nil
+	w := o.work
+	o.work = nil
+	t.mu.Unlock()
+	if w != nil {
+		w.finished()
+	}
 }
 
-// clear drops every object (job end).
+// clear drops every object (job end), and stops watching the contexts of
+// the work still producing them.
 func (t *objectTable) clear() {
 	t.mu.Lock()
+	objs := t.objs
 	t.objs = map[string]*object{}
 	t.mu.Unlock()
+	for _, o := range objs {
+		if o.work != nil {
+			o.work.finished()
+		}
+	}
 }
 
 // scan marks isReady[i] for the ready objects among id(0..n-1) (ready refs

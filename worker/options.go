@@ -11,8 +11,21 @@ import (
 	"github.com/nodeup/nodeup/wire"
 )
 
-// Option sets one task option, as the keyword arguments of Ray's .options().
+// Option sets one task or actor option, as the keyword arguments of Ray's
+// .options(). Give options to Options (of a FuncN or an ActorClassN), which
+// returns the first bad one's error, or to NewQueue and NewSignal.
 type Option func(*taskOptions) error
+
+// Must returns h, or panics with err: for options written in the program,
+// whose error is a bug, as regexp.MustCompile and template.Must, e.g.
+// worker.Must(square.Options(worker.CPUs(2))).Remote(ctx, 5). Check the
+// error of Options instead where option values come from input.
+func Must[H any](h H, err error) H {
+	if err != nil {
+		panic(err)
+	}
+	return h
+}
 
 type taskOptions struct {
 	res              sched.ResourceSet
@@ -62,10 +75,17 @@ func schedKey(res sched.ResourceSet, st wire.Strategy) string {
 	return res.String() + "|" + st.Kind + "|" + st.NodeID + fmt.Sprint(st.Soft) + "|" + st.Labels.String()
 }
 
-func setQuantity(o *taskOptions, name string, v float64) error {
+// setQuantity sets resource name to v units (0: no demand); errors name
+// the resource as the option.
+func setQuantity(o *taskOptions, name string, v float64) error { return setAmount(o, name, name, v) }
+
+// setAmount is setQuantity for the option named option ("CPUs", or
+// `Resources "TPU"`), which its errors name, with the value and what is
+// accepted.
+func setAmount(o *taskOptions, option, name string, v float64) error {
 	q, err := sched.QuantityFromFloat(v)
 	if err != nil {
-		return fmt.Errorf("option %s: %w", name, err)
+		return fmt.Errorf("option %s: %w", option, err)
 	}
 	if q == 0 {
 		delete(o.res, name)
@@ -77,7 +97,7 @@ func setQuantity(o *taskOptions, name string, v float64) error {
 
 // CPUs sets the CPU units a task holds while it runs (default 1; 0 is allowed).
 func CPUs(n float64) Option {
-	return func(o *taskOptions) error { return setQuantity(o, sched.CPU, n) }
+	return func(o *taskOptions) error { return setAmount(o, "CPUs", sched.CPU, n) }
 }
 
 // GPUs sets the GPU units a task holds (fractions share a device; above 1,
@@ -87,7 +107,7 @@ func GPUs(n float64) Option {
 		if n > 1 && n != float64(int64(n)) {
 			return fmt.Errorf("option GPUs %v: above 1, GPUs must be a whole number", n)
 		}
-		return setQuantity(o, sched.GPU, n)
+		return setAmount(o, "GPUs", sched.GPU, n)
 	}
 }
 
@@ -97,20 +117,23 @@ func Memory(bytes int64) Option {
 		if bytes < 0 {
 			return fmt.Errorf("option Memory %d: must not be negative", bytes)
 		}
-		return setQuantity(o, sched.Memory, float64(bytes))
+		return setAmount(o, "Memory", sched.Memory, float64(bytes))
 	}
 }
 
 // Resources adds custom resource demands ({"TPU-v3": 1, "node0": 0.5}),
-// as Ray's resources={...}. Amounts have at most 4 decimals.
+// as Ray's resources={...}. Amounts have at most 4 decimals. Errors (for
+// the first bad entry in name order): a bad resource name; a negative,
+// NaN, infinite or over-precise amount.
 func Resources(r map[string]float64) Option {
 	return func(o *taskOptions) error {
-		for name, v := range r {
+		for _, name := range slices.Sorted(maps.Keys(r)) {
+			v := r[name]
 			if err := sched.ValidateResourceName(name); err != nil {
 				return fmt.Errorf("option Resources: %w", err)
 			}
-			if err := setQuantity(o, name, v); err != nil {
-				return fmt.Errorf("option Resources: %w", err)
+			if err := setAmount(o, fmt.Sprintf("Resources %q", name), name, v); err != nil {
+				return err
 			}
 		}
 		return nil
@@ -207,51 +230,24 @@ func Spread() Option {
 	}
 }
 
-// NodeAffinity runs the task on the node with this ID; soft falls back to
-// other nodes when that node is gone or cannot run it (Ray's
-// NodeAffinitySchedulingStrategy).
+// NodeAffinity runs the task on the node with this ID (hex, as NodeID and
+// Nodes report it); soft falls back to other nodes when that node is gone
+// or cannot run it (Ray's NodeAffinitySchedulingStrategy). Error: an ID
+// that is not 8 to 64 hex digits (a node's name is not its ID).
 func NodeAffinity(nodeID string, soft bool) Option {
 	return func(o *taskOptions) error {
+		if !isNodeID(nodeID) {
+			return fmt.Errorf("option NodeAffinity %q: not a node ID; give 8 to 64 hex digits as NodeID() and Nodes() report (a node's name is not its ID)", nodeID)
+		}
 		o.strategy.Kind, o.strategy.NodeID, o.strategy.Soft = wire.StrategyNodeAffinity, nodeID, soft
 		return nil
 	}
 }
 
-// LabelSelector maps a node label key to the condition its value must meet
-// (sched.LabelSelector): every condition must hold (AND).
-type LabelSelector = sched.LabelSelector
-
-// In matches nodes whose label is one of values (Ray's In).
-func In(values ...string) sched.LabelMatch { return sched.In(values...) }
-
-// NotIn matches nodes whose label is absent or none of values (Ray's NotIn).
-func NotIn(values ...string) sched.LabelMatch { return sched.NotIn(values...) }
-
-// Exists matches nodes that have the label, with any value (Ray's Exists).
-func Exists() sched.LabelMatch { return sched.Exists() }
-
-// DoesNotExist matches nodes without the label (Ray's DoesNotExist).
-func DoesNotExist() sched.LabelMatch { return sched.DoesNotExist() }
-
-// NodeLabels restricts a task or actor to nodes whose labels (set with
-// `nodeup start --labels zone=rack1`) satisfy sel, e.g.
-// NodeLabels(LabelSelector{"zone": In("rack1", "rack2")}); it combines with
-// any strategy (Spread, NodeAffinity, the default), as Ray's
-// label_selector. When no alive node matches, the work is infeasible and
-// the reason names the first failing label. Errors: an operator without
-// values, an unknown operator, an empty key.
-func NodeLabels(sel LabelSelector) Option {
-	return func(o *taskOptions) error {
-		if err := sel.Validate(); err != nil {
-			return fmt.Errorf("option NodeLabels: %w", err)
-		}
-		if len(sel) == 0 {
-			o.strategy.Labels = nil
-			return nil
-		}
-		o.strategy.Labels = maps.Clone(sel)
-		return nil
-	}
+// isNodeID reports whether id has the form of a node ID: 8 to 64
+// lower-case hex digits.
+func isNodeID(id string) bool {
+	return len(id) >= 8 && len(id) <= 64 && strings.Trim(id, "0123456789abcdef") == ""
 }
 
 // AcceleratorType runs the task or actor only on nodes whose GPUs are of
@@ -333,12 +329,18 @@ func applyOptions(base taskOptions, opts []Option) (taskOptions, error) {
 	}
 	o.demand = nil
 	if o.pg != nil {
+		if o.strategy.Kind != wire.StrategyDefault {
+			return o, fmt.Errorf("option InPlacementGroup cannot be combined with %s: work in a placement group runs on its bundle's node", strategyOption[o.strategy.Kind])
+		}
 		o.demand = sched.PlacementGroupDemand(o.pg.id, o.bundle, o.res)
 	}
 	o.key = schedKey(o.demandSet(), o.strategy)
 	o.envKey = envKeyOf(o.envVars)
 	return o, nil
 }
+
+// strategyOption names the option that sets each strategy kind, for errors.
+var strategyOption = map[string]string{wire.StrategySpread: "Spread", wire.StrategyNodeAffinity: "NodeAffinity"}
 
 // demandSet is what the scheduler is asked for: the resources, renamed into
 // the placement group's bundle when the task or actor runs in one.

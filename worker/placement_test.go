@@ -29,20 +29,20 @@ func TestPlacementGroupTasksAndActorsUseTheirBundle(t *testing.T) {
 	}
 	// Tasks land on their bundle's node.
 	for i := 0; i < 2; i++ {
-		got, err := where.Options(InPlacementGroup(pg, i)).Remote(ctx).Get(ctx)
+		got, err := Must(where.Options(InPlacementGroup(pg, i))).Remote(ctx).Get(ctx)
 		if err != nil || got != info.Bundles[i].NodeName {
 			t.Fatalf("task in bundle %d ran on %q (%v), want %s", i, got, err, info.Bundles[i].NodeName)
 		}
 	}
 	// A task larger than its bundle cannot run in it, although the node
 	// has the CPUs free: it uses the bundle's resources, not the node's.
-	_, err = where.Options(InPlacementGroup(pg, 0), CPUs(2), FailIfInfeasible()).Remote(ctx).Get(ctx)
+	_, err = Must(where.Options(InPlacementGroup(pg, 0), CPUs(2), FailIfInfeasible())).Remote(ctx).Get(ctx)
 	var inf *InfeasibleError
 	if !errors.As(err, &inf) || !strings.Contains(err.Error(), "does not fit in the bundle") {
 		t.Fatalf("2 CPUs in a 1-CPU bundle: %v, want InfeasibleError", err)
 	}
 	// Actors too (an actor asks for no CPU; the bundle marker pins it).
-	h, err := logActorClass.Options(InPlacementGroup(pg, 1)).Remote(ctx, "in-bundle")
+	h, err := Must(logActorClass.Options(InPlacementGroup(pg, 1))).Remote(ctx, "in-bundle")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +57,7 @@ func TestPlacementGroupTasksAndActorsUseTheirBundle(t *testing.T) {
 	if err != nil || same.ID() != pg.ID() || same.BundleCount() != 2 {
 		t.Fatalf("GetPlacementGroup = %v, %v", same, err)
 	}
-	if _, err := where.Options(InPlacementGroup(pg, 2)).Remote(ctx).Get(ctx); err == nil || !strings.Contains(err.Error(), "bundle index 2 out of range") {
+	if _, err := where.Options(InPlacementGroup(pg, 2)); err == nil || !strings.Contains(err.Error(), "bundle index 2 out of range") {
 		t.Fatalf("bundle index 2: %v", err)
 	}
 	for _, tc := range []struct {
@@ -105,7 +105,7 @@ func poolsWhole(ctx context.Context) error {
 	}
 	for _, nd := range nodes {
 		if nd.Available[sched.CPU] != nd.Total[sched.CPU] {
-			return fmt.Errorf("node %s: %s of %s CPU free", nd.NodeName, nd.Available[sched.CPU], nd.Total[sched.CPU])
+			return fmt.Errorf("node %s: %v of %v CPU free", nd.NodeName, nd.Available[sched.CPU], nd.Total[sched.CPU])
 		}
 		for k := range nd.Available {
 			if strings.Contains(k, "_group_") {
@@ -209,7 +209,7 @@ func TestPlacementGroupRemoveEndsItsActorsBeforeReturning(t *testing.T) {
 		if err := pg.Ready(ctx); err != nil {
 			t.Fatal(err)
 		}
-		h, err := logActorClass.Options(InPlacementGroup(pg, 0)).Remote(ctx, "in-group")
+		h, err := Must(logActorClass.Options(InPlacementGroup(pg, 0))).Remote(ctx, "in-group")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -264,7 +264,7 @@ func TestPlacementGroupRemoveDuringActorConstructor(t *testing.T) {
 	if err := pg.Ready(ctx); err != nil {
 		t.Fatal(err)
 	}
-	h, err := gatedActorClass.Options(InPlacementGroup(pg, 0)).Remote(ctx, dir)
+	h, err := Must(gatedActorClass.Options(InPlacementGroup(pg, 0))).Remote(ctx, dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -323,13 +323,13 @@ func TestPlacementGroupRemoveStartsNoTaskInIt(t *testing.T) {
 		pg := newGroup()
 		// The lease this leaves held (lingering for the next task) is the
 		// one a task after Remove must not get.
-		if _, err := where.Options(InPlacementGroup(pg, 0)).Remote(ctx).Get(ctx); err != nil {
+		if _, err := Must(where.Options(InPlacementGroup(pg, 0))).Remote(ctx).Get(ctx); err != nil {
 			t.Fatal(err)
 		}
 		if err := pg.Remove(ctx); err != nil {
 			t.Fatal(err)
 		}
-		_, err := where.Options(InPlacementGroup(pg, 0), FailIfInfeasible()).Remote(ctx).Get(ctx)
+		_, err := Must(where.Options(InPlacementGroup(pg, 0), FailIfInfeasible())).Remote(ctx).Get(ctx)
 		wantRemoved(fmt.Sprintf("round %d: task right after Remove", round), err)
 	}
 
@@ -337,7 +337,7 @@ func TestPlacementGroupRemoveStartsNoTaskInIt(t *testing.T) {
 	// order: remove the group while the first runs.
 	pg := newGroup()
 	dir := t.TempDir()
-	in := slowWhere.Options(InPlacementGroup(pg, 0), FailIfInfeasible())
+	in := Must(slowWhere.Options(InPlacementGroup(pg, 0), FailIfInfeasible()))
 	var refs []Ref[string]
 	markers := make([]string, 3)
 	for i := range markers {

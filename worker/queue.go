@@ -116,7 +116,11 @@ type Queue[T any] struct {
 // Detached, Resources).
 func NewQueue[T any](ctx context.Context, maxsize int, opts ...Option) (Queue[T], error) {
 	opts = append([]Option{MaxConcurrency(1 << 16)}, opts...)
-	h, err := queueClass.Options(opts...).Remote(ctx, maxsize)
+	c, err := queueClass.Options(opts...)
+	if err != nil {
+		return Queue[T]{}, fmt.Errorf("new queue: %w", err)
+	}
+	h, err := c.Remote(ctx, maxsize)
 	return Queue[T]{h: h}, err
 }
 
@@ -152,7 +156,7 @@ func (q Queue[T]) put(ctx context.Context, item T, timeout time.Duration) error 
 		if timeout >= 0 {
 			chunk = min(chunk, max(time.Until(deadline), 0))
 		}
-		ok, err := queuePut.Remote(ctx, q.h, b, chunk.Milliseconds()).Get(context.WithoutCancel(ctx))
+		ok, err := queuePut.Remote(context.WithoutCancel(ctx), q.h, b, chunk.Milliseconds()).Get(context.WithoutCancel(ctx))
 		switch {
 		case err != nil:
 			return fmt.Errorf("queue put: %w", err)
@@ -188,7 +192,7 @@ func (q Queue[T]) get(ctx context.Context, timeout time.Duration) (T, error) {
 		}
 		// The call itself is not cancelled with ctx: an item it takes is
 		// returned rather than dropped.
-		it, err := queueGet.Remote(ctx, q.h, chunk.Milliseconds()).Get(context.WithoutCancel(ctx))
+		it, err := queueGet.Remote(context.WithoutCancel(ctx), q.h, chunk.Milliseconds()).Get(context.WithoutCancel(ctx))
 		switch {
 		case err != nil:
 			return zero, fmt.Errorf("queue get: %w", err)

@@ -33,7 +33,7 @@ var useSlot = Register1(func(ctx context.Context, hold time.Duration) (string, e
 func TestCustomResourceNeverOvercommitted(t *testing.T) {
 	startCluster(t, 3, func(i int) sched.ResourceSet { return sched.ResourceSet{"slot": sched.QuantityOf(2)} })
 	ctx := ctxT(t)
-	f := useSlot.Options(Resources(map[string]float64{"slot": 1}), CPUs(0))
+	f := Must(useSlot.Options(Resources(map[string]float64{"slot": 1}), CPUs(0)))
 	// Each task holds its slot 20 ms: 3 s of work for one node's two
 	// slots, long enough for the spilled leases' worker processes to start
 	// on the others even on a loaded machine.

@@ -62,7 +62,7 @@ func TestDetachedActorRestartsAfterFullClusterKill(t *testing.T) {
 	cfgs := make([]cluster.Config, 3)
 	nodes := startClusterInit(t, 3, func(i int, cfg *cluster.Config) { cfgs[i] = *cfg })
 	ctx := ctxT(t)
-	h, err := logActorClass.Options(Resources(map[string]float64{"node1": 1}), Detached(), MaxRestarts(-1)).Remote(ctx, "v1")
+	h, err := Must(logActorClass.Options(Resources(map[string]float64{"node1": 1}), Detached(), MaxRestarts(-1))).Remote(ctx, "v1")
 	if err != nil {
 		t.Fatal(err)
 	}

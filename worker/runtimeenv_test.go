@@ -36,7 +36,7 @@ var (
 		if err != nil {
 			return s, err
 		}
-		g, err := envTask.Options(WithRuntimeEnv(RuntimeEnv{EnvVars: map[string]string{renvB: "grandchild"}})).Remote(ctx).Get(ctx)
+		g, err := Must(envTask.Options(WithRuntimeEnv(RuntimeEnv{EnvVars: map[string]string{renvB: "grandchild"}}))).Remote(ctx).Get(ctx)
 		if err != nil {
 			return s, err
 		}
@@ -80,7 +80,7 @@ func TestRuntimeEnvJobTaskAndNested(t *testing.T) {
 	ctx := ctxT(t)
 	get := func(f Func0[envSeen], opts ...Option) envSeen {
 		t.Helper()
-		s, err := f.Options(opts...).Remote(ctx).Get(ctx)
+		s, err := Must(f.Options(opts...)).Remote(ctx).Get(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -124,7 +124,7 @@ func TestRuntimeEnvJobTaskAndNested(t *testing.T) {
 func TestRuntimeEnvActor(t *testing.T) {
 	startEnvCluster(t)
 	ctx := ctxT(t)
-	h, err := envActorClass.Options(withEnv(renvA, "actor-a")).Remote(ctx)
+	h, err := Must(envActorClass.Options(withEnv(renvA, "actor-a"))).Remote(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -197,15 +197,13 @@ func TestRuntimeEnvInitRefusesBadKey(t *testing.T) {
 	}
 }
 
-func TestRuntimeEnvBadKeysSurfaceAtGetAndCreate(t *testing.T) {
-	startCluster(t, 1, nil)
-	ctx := ctxT(t)
+func TestRuntimeEnvBadKeysAreOptionErrors(t *testing.T) {
 	for _, tc := range badEnvKeys {
-		if _, err := square.Options(withEnv(tc.key, "v")).Remote(ctx, 2).Get(ctx); err == nil || !strings.Contains(err.Error(), quoteKey(tc.key)) {
-			t.Errorf("task with env key %q: Get should fail naming the key, got %v", tc.key, err)
+		if _, err := square.Options(withEnv(tc.key, "v")); err == nil || !strings.Contains(err.Error(), quoteKey(tc.key)) {
+			t.Errorf("task with env key %q: Options should fail naming the key, got %v", tc.key, err)
 		}
-		if _, err := envActorClass.Options(withEnv(tc.key, "v")).Remote(ctx); err == nil || !strings.Contains(err.Error(), quoteKey(tc.key)) {
-			t.Errorf("actor with env key %q: Remote should fail naming the key, got %v", tc.key, err)
+		if _, err := envActorClass.Options(withEnv(tc.key, "v")); err == nil || !strings.Contains(err.Error(), quoteKey(tc.key)) {
+			t.Errorf("actor with env key %q: Options should fail naming the key, got %v", tc.key, err)
 		}
 	}
 }

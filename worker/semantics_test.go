@@ -120,7 +120,7 @@ func TestBlockedTasksNeverOvercommitCustomResources(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		f := holdUntil.Options(Resources(map[string]float64{c.res: c.amount}))
+		f := Must(holdUntil.Options(Resources(map[string]float64{c.res: c.amount})))
 		var refs []Ref[int]
 		for range c.tasks {
 			refs = append(refs, f.Remote(ctx, c.res, sig))
@@ -197,10 +197,10 @@ func TestRetryRunsInAFreshWorker(t *testing.T) {
 	opts := []Option{CPUs(0), MaxRetries(1)}
 	var sleepers []Ref[int]
 	for range 4 {
-		sleepers = append(sleepers, sleepPID.Options(opts...).Remote(ctx, 300*time.Millisecond))
+		sleepers = append(sleepers, Must(sleepPID.Options(opts...)).Remote(ctx, 300*time.Millisecond))
 	}
 	marker := filepath.Join(t.TempDir(), "crashed")
-	pid, err := crashWithPID.Options(opts...).Remote(ctx, marker).Get(ctx)
+	pid, err := Must(crashWithPID.Options(opts...)).Remote(ctx, marker).Get(ctx)
 	if err != nil {
 		t.Fatalf("crashing task with MaxRetries(1): %v", err)
 	}
@@ -230,7 +230,7 @@ func TestDriverFailsWhenItsNodeDies(t *testing.T) {
 	nodes := startCluster(t, 3, nil)
 	ctx := ctxT(t)
 	marker := filepath.Join(t.TempDir(), "started")
-	running := slowWhere.Options(NodeAffinity(nodes[1].ID(), false)).Remote(ctx, marker)
+	running := Must(slowWhere.Options(NodeAffinity(nodes[1].ID(), false))).Remote(ctx, marker)
 	waitStarted(t, marker, "n1")
 	nodes[0].Kill()
 	start := time.Now()

@@ -62,7 +62,11 @@ type Signal struct {
 // NewSignal creates an unset signal. opts are actor options for its actor.
 func NewSignal(ctx context.Context, opts ...Option) (Signal, error) {
 	opts = append([]Option{MaxConcurrency(1 << 16)}, opts...)
-	h, err := signalClass.Options(opts...).Remote(ctx)
+	c, err := signalClass.Options(opts...)
+	if err != nil {
+		return Signal{}, fmt.Errorf("new signal: %w", err)
+	}
+	h, err := c.Remote(ctx)
 	return Signal{h: h}, err
 }
 

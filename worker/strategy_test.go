@@ -25,7 +25,7 @@ func startLabelled(t *testing.T) {
 func whereAll(t *testing.T, k int, opts ...Option) map[string]int {
 	t.Helper()
 	ctx := ctxT(t)
-	f := where.Options(opts...)
+	f := Must(where.Options(opts...))
 	var refs []Ref[string]
 	for i := 0; i < k; i++ {
 		refs = append(refs, f.Remote(ctx))
@@ -62,7 +62,7 @@ func TestNodeLabelsAndAcceleratorType(t *testing.T) {
 	}
 
 	// An actor follows its labels too.
-	h, err := logActorClass.Options(NodeLabels(LabelSelector{"gpu": DoesNotExist(), "zone": In("rack2")})).Remote(ctx, "x")
+	h, err := Must(logActorClass.Options(NodeLabels(LabelSelector{"gpu": DoesNotExist(), "zone": In("rack2")}))).Remote(ctx, "x")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,20 +84,20 @@ func TestNodeLabelsAndAcceleratorType(t *testing.T) {
 	}
 
 	// No node matches: infeasible, naming the selector.
-	_, err = where.Options(NodeLabels(LabelSelector{"zone": In("rack9")}), FailIfInfeasible()).Remote(ctx).Get(ctx)
+	_, err = Must(where.Options(NodeLabels(LabelSelector{"zone": In("rack9")}), FailIfInfeasible())).Remote(ctx).Get(ctx)
 	var inf *InfeasibleError
 	if !errors.As(err, &inf) || !strings.Contains(err.Error(), "rack9") {
 		t.Fatalf("zone in (rack9): %v (want *InfeasibleError naming rack9)", err)
 	}
-	_, err = where.Options(AcceleratorType("A100"), FailIfInfeasible()).Remote(ctx).Get(ctx)
+	_, err = Must(where.Options(AcceleratorType("A100"), FailIfInfeasible())).Remote(ctx).Get(ctx)
 	if !errors.As(err, &inf) || !strings.Contains(err.Error(), "accelerator_type:A100") {
 		t.Fatalf("AcceleratorType(A100): %v (want *InfeasibleError naming the resource)", err)
 	}
 	// Bad selectors are refused with the key named.
-	if _, err := where.Options(NodeLabels(LabelSelector{"zone": In()})).Remote(ctx).Get(ctx); err == nil || !strings.Contains(err.Error(), `"zone"`) {
+	if _, err := where.Options(NodeLabels(LabelSelector{"zone": In()})); err == nil || !strings.Contains(err.Error(), `"zone"`) {
 		t.Fatalf("In() without values: %v", err)
 	}
-	if _, err := where.Options(AcceleratorType(" ")).Remote(ctx).Get(ctx); err == nil || !strings.Contains(err.Error(), "AcceleratorType") {
+	if _, err := where.Options(AcceleratorType(" ")); err == nil || !strings.Contains(err.Error(), "AcceleratorType") {
 		t.Fatalf("empty accelerator type: %v", err)
 	}
 }

@@ -74,6 +74,8 @@ var localNodeTimeout = 30 * time.Second
 type queueKey struct{ sched, env string }
 
 type pendingTask struct {
+	ctxWatch   // its Remote's ctx: cancels it when that ends first
+	sub        *submitter
 	spec       wire.TaskSpec
 	ids        []string // its return objects' IDs (returnID), as submit gave them out
 	opts       taskOptions
@@ -82,6 +84,12 @@ type pendingTask struct {
 	// crashedIn holds the worker IDs whose crash killed an attempt of the
 	// task: a retry never goes to them.
 	crashedIn []string
+	// Where it is, for Cancel (guarded by submitter.mu): its queue once
+	// enqueued, the lease it is pushed on while in flight, and whether it
+	// was cancelled (then it is never queued or retried again).
+	q         *keyQueue
+	lease     *heldLease
+	cancelled bool
 }
 
 type keyQueue struct {
@@ -125,8 +133,11 @@ func newSubmitter(cw *coreWorker) *submitter {
 // submit builds a task from f's registration and options and queues it; it
 // returns the IDs of its return objects and the owner address.
 func submit(ctx context.Context, f remote, numReturns int, args ...any) ([]string, string, error) {
-	cw, err := current()
 	ids := make([]string, numReturns)
+	if f.err != nil {
+		return ids, "", f.err // a bad option, returned by Options already
+	}
+	cw, err := current()
 	if err != nil {
 		return ids, "", err
 	}
@@ -138,20 +149,21 @@ func submit(ctx context.Context, f remote, numReturns int, args ...any) ([]strin
 		cw.objects.failAll(ids, err)
 		return ids, cw.addr, err
 	}
-	if f.err != nil {
-		return fail(fmt.Errorf("submit %s: %w", shortName(f.name), f.err))
-	}
 	opts := f.opts
 	name := opts.name
 	if name == "" {
 		name = shortName(f.name)
 	}
+	spec := wire.TaskSpec{TaskID: taskID, JobID: cw.jobID, Name: name, Function: f.name, NumReturns: numReturns, Owner: cw.addr}
+	if ctx.Err() != nil {
+		return fail(cancelledErr(&spec, context.Cause(ctx)))
+	}
 	wargs, err := cw.encodeArgs(ctx, "submit", name, args)
 	if err != nil {
 		return fail(err)
 	}
-	t := &pendingTask{ids: ids, opts: opts, spec: wire.TaskSpec{TaskID: taskID, JobID: cw.jobID, Name: name, Function: f.name,
-		NumReturns: numReturns, Owner: cw.addr, Args: wargs}}
+	spec.Args = wargs
+	t := &pendingTask{sub: cw.sub, ids: ids, opts: opts, spec: spec}
 	// Refs this process owns that were not ready to inline: wait for them.
 	var deps []int
 	for i, a := range args {
@@ -159,9 +171,8 @@ func submit(ctx context.Context, f remote, numReturns int, args ...any) ([]strin
 			deps = append(deps, i)
 		}
 	}
-	for _, id := range ids {
-		cw.objects.pending(id)
-	}
+	cw.objects.pendingFor(ids, t)
+	cw.sub.watchCtx(ctx, t)
 	if len(deps) == 0 {
 		cw.sub.enqueue(t)
 	} else {
@@ -230,6 +241,10 @@ func (s *submitter) resolveThenEnqueue(t *pendingTask, deps []int) {
 func (s *submitter) enqueue(t *pendingTask) {
 	key := queueKey{t.opts.key, t.opts.envKey}
 	s.mu.Lock()
+	if t.cancelled {
+		s.mu.Unlock()
+		return
+	}
 	if lost := s.localLost; lost != nil {
 		s.mu.Unlock()
 		s.cw.objects.failAll(t.ids, lost)
@@ -241,6 +256,7 @@ func (s *submitter) enqueue(t *pendingTask) {
 			spread: t.opts.strategy.Kind == wire.StrategySpread, envVars: s.cw.envFor(t.opts.envVars)}
 		s.queues[key] = q
 	}
+	t.q = q
 	q.tasks = append(q.tasks, t)
 	s.pumpLocked(q)
 	s.mu.Unlock()
@@ -269,6 +285,7 @@ func (s *submitter) pumpLocked(q *keyQueue) {
 		q.tasks[0] = nil
 		q.tasks = q.tasks[1:]
 		pipelined := best.inflight > 0
+		t.lease = best
 		best.inflight++
 		best.gen++
 		go s.push(q, best, t, pipelined)
@@ -419,6 +436,7 @@ func (s *submitter) push(q *keyQueue, l *heldLease, t *pendingTask, pipelined bo
 	err := s.cw.pool.Call(l.ctx, l.rep.WorkerAddr, wire.MethodPushTask,
 		&wire.PushTaskRequest{LeaseID: l.rep.LeaseID, Spec: t.spec, Pipelined: pipelined}, &rep)
 	s.mu.Lock()
+	t.lease = nil
 	l.inflight--
 	if l.dead && l.inflight == 0 {
 		l.cancel() // nothing more will run on it
@@ -445,7 +463,7 @@ func (s *submitter) push(q *keyQueue, l *heldLease, t *pendingTask, pipelined bo
 			s.dropLeaseLocked(q, l)
 		}
 		l.revoked = true
-		q.tasks = append([]*pendingTask{t}, q.tasks...)
+		s.requeueLocked(q, t, true)
 	case err != nil && l.lost:
 		failed = s.crashedLocked(q, t, l, fmt.Sprintf("node %s was declared dead", l.rep.NodeName))
 	case err != nil && !rpc.IsTransport(err):
@@ -459,14 +477,14 @@ func (s *submitter) push(q *keyQueue, l *heldLease, t *pendingTask, pipelined bo
 		// Sent back unstarted from behind a slow or blocked task: the
 		// key is not short, and the task goes first to another lease.
 		q.short = false
-		q.tasks = append([]*pendingTask{t}, q.tasks...)
+		s.requeueLocked(q, t, true)
 	default:
 		// It ran: its run time says whether the key may be pipelined.
 		q.short = rep.RunNanos < int64(shortTask)
 		switch {
 		case rep.Error != nil && t.opts.retryExceptions && (t.opts.maxRetries < 0 || t.appRetries < t.opts.maxRetries):
 			t.appRetries++
-			q.tasks = append(q.tasks, t)
+			s.requeueLocked(q, t, false)
 		case rep.Error != nil:
 			failed = taskErrorFrom(t.spec.Name, rep.Error)
 		default:
@@ -508,12 +526,15 @@ func (s *submitter) push(q *keyQueue, l *heldLease, t *pendingTask, pipelined bo
 func (s *submitter) crashedLocked(q *keyQueue, t *pendingTask, l *heldLease, cause string) error {
 	t.crashes++
 	t.crashedIn = append(t.crashedIn, l.rep.WorkerID)
+	if t.cancelled {
+		return nil // its objects hold the cancellation already
+	}
 	if t.opts.maxRetries >= 0 && t.crashes > t.opts.maxRetries {
 		return &WorkerCrashedError{TaskName: t.spec.Name, Attempts: t.crashes, Cause: cause}
 	}
 	s.cw.logger.Warn("task's worker process or node was lost; retrying in another worker process", "task", t.spec.Name,
 		"node", l.rep.NodeName, "worker", l.rep.WorkerID, "attempt", t.crashes, "cause", cause)
-	q.tasks = append([]*pendingTask{t}, q.tasks...)
+	s.requeueLocked(q, t, true)
 	return nil
 }
 

@@ -44,14 +44,6 @@ func TestOptionsValidateAndConvert(t *testing.T) {
 	}
 }
 
-func TestBadOptionSurfacesAtGet(t *testing.T) {
-	startCluster(t, 1, nil)
-	ctx := ctxT(t)
-	if _, err := square.Options(CPUs(-1)).Remote(ctx, 2).Get(ctx); err == nil || !strings.Contains(err.Error(), "negative") {
-		t.Fatalf("a bad option should fail the call at Get, got %v", err)
-	}
-}
-
 func TestBinViewReadsEveryBinForm(t *testing.T) {
 	for _, n := range []int{0, 1, 255, 256, 65535, 65536, 200 << 10} {
 		want := blob(n, 5)
@@ -98,7 +90,7 @@ func TestWaitReturnsReadyInSubmissionOrder(t *testing.T) {
 	refs := []Ref[time.Duration]{
 		sleepy.Remote(ctx, 5*time.Second),
 		sleepy.Remote(ctx, 0),
-		sleepy.Options(CPUs(0)).Remote(ctx, 0),
+		Must(sleepy.Options(CPUs(0))).Remote(ctx, 0),
 	}
 	ready, notReady, err := Wait(ctx, refs, 2, 3*time.Second)
 	if err != nil {

@@ -185,7 +185,7 @@ func TestTasksOnOneNode(t *testing.T) {
 func TestTaskErrorsAndPanics(t *testing.T) {
 	startCluster(t, 1, nil)
 	ctx := ctxT(t)
-	_, err := fails.Options(Name("bad-task")).Remote(ctx, "no good").Get(ctx)
+	_, err := Must(fails.Options(Name("bad-task"))).Remote(ctx, "no good").Get(ctx)
 	var te *TaskError
 	if !errors.As(err, &te) || te.TaskName != "bad-task" || te.Message != "no good" || te.NodeName != "n0" || te.Panic {
 		t.Fatalf("want TaskError from bad-task on n0, got %#v", err)
@@ -218,7 +218,7 @@ func TestRetryAfterWorkerDies(t *testing.T) {
 		t.Fatalf("crashOnce = %q, %v", v, err)
 	}
 	marker2 := filepath.Join(t.TempDir(), "crashed")
-	_, err = crashOnce.Options(MaxRetries(0)).Remote(ctx, marker2).Get(ctx)
+	_, err = Must(crashOnce.Options(MaxRetries(0))).Remote(ctx, marker2).Get(ctx)
 	var wc *WorkerCrashedError
 	if !errors.As(err, &wc) {
 		t.Fatalf("with MaxRetries(0): want WorkerCrashedError, got %v", err)
@@ -230,7 +230,7 @@ func TestCustomResourcesRouteAcrossNodes(t *testing.T) {
 	ctx := ctxT(t)
 	for i := 0; i < 3; i++ {
 		name := fmt.Sprintf("node%d", i)
-		got, err := where.Options(Resources(map[string]float64{name: 1})).Remote(ctx).Get(ctx)
+		got, err := Must(where.Options(Resources(map[string]float64{name: 1}))).Remote(ctx).Get(ctx)
 		if err != nil || got != fmt.Sprintf("n%d", i) {
 			t.Fatalf("task needing %s ran on %q (%v)", name, got, err)
 		}
@@ -240,7 +240,7 @@ func TestCustomResourcesRouteAcrossNodes(t *testing.T) {
 func TestInfeasibleFailsWhenAsked(t *testing.T) {
 	startCluster(t, 1, nil)
 	ctx := ctxT(t)
-	_, err := square.Options(Resources(map[string]float64{"TPU-v3": 3}), FailIfInfeasible()).Remote(ctx, 1).Get(ctx)
+	_, err := Must(square.Options(Resources(map[string]float64{"TPU-v3": 3}), FailIfInfeasible())).Remote(ctx, 1).Get(ctx)
 	var ie *InfeasibleError
 	if !errors.As(err, &ie) || !strings.Contains(ie.Reason, "TPU-v3") {
 		t.Fatalf("want InfeasibleError naming TPU-v3, got %v", err)
@@ -248,7 +248,7 @@ func TestInfeasibleFailsWhenAsked(t *testing.T) {
 	// Without FailIfInfeasible the task waits: Get honours its deadline.
 	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 	defer cancel()
-	if _, err := square.Options(Resources(map[string]float64{"TPU-v3": 3})).Remote(ctx, 1).Get(short); !errors.Is(err, context.DeadlineExceeded) {
+	if _, err := Must(square.Options(Resources(map[string]float64{"TPU-v3": 3}))).Remote(ctx, 1).Get(short); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("infeasible task without FailIfInfeasible: want deadline exceeded, got %v", err)
 	}
 }
@@ -256,7 +256,7 @@ func TestInfeasibleFailsWhenAsked(t *testing.T) {
 func TestInfeasibleListedAsPendingDemand(t *testing.T) {
 	nodes := startCluster(t, 1, nil)
 	ctx := ctxT(t)
-	_ = square.Options(Name("needs-tpus"), Resources(map[string]float64{"TPU-v3": 3})).Remote(ctx, 1)
+	_ = Must(square.Options(Name("needs-tpus"), Resources(map[string]float64{"TPU-v3": 3}))).Remote(ctx, 1)
 	pool := rpc.NewPool([]byte{0x01}, time.Second)
 	defer pool.Close()
 	deadline := time.Now().Add(15 * time.Second)
@@ -288,14 +288,14 @@ var getNested = Register1(func(ctx context.Context, refs []Ref[int]) (string, er
 func TestRefOwnedByWorkerReadOnAnotherNode(t *testing.T) {
 	startCluster(t, 3, nil)
 	ctx := ctxT(t)
-	refs, err := putOnNode.Options(Resources(map[string]float64{"node1": 1})).Remote(ctx, 42).Get(ctx)
+	refs, err := Must(putOnNode.Options(Resources(map[string]float64{"node1": 1}))).Remote(ctx, 42).Get(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if refs[0].Owner() == "" {
 		t.Fatal("nested ref lost its owner")
 	}
-	got, err := getNested.Options(Resources(map[string]float64{"node2": 1})).Remote(ctx, refs).Get(ctx)
+	got, err := Must(getNested.Options(Resources(map[string]float64{"node2": 1}))).Remote(ctx, refs).Get(ctx)
 	if err != nil || got != "42@n2" {
 		t.Fatalf("borrower on n2 read %q, %v; want 42@n2", got, err)
 	}
@@ -331,7 +331,7 @@ func TestTaskRetriedWhenItsNodeDies(t *testing.T) {
 	nodes := startCluster(t, 2, nil)
 	ctx := ctxT(t)
 	marker := filepath.Join(t.TempDir(), "started")
-	ref := slowWhere.Options(NodeAffinity(nodes[1].ID(), true)).Remote(ctx, marker)
+	ref := Must(slowWhere.Options(NodeAffinity(nodes[1].ID(), true))).Remote(ctx, marker)
 	waitStarted(t, marker, "n1")
 	nodes[1].Kill() // the node and its worker processes die mid-task
 	got, err := ref.Get(ctx)

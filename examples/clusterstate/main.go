@@ -35,9 +35,9 @@ func main() {
 	}
 	sum := map[string]float64{}
 	for _, n := range nodes {
-		fmt.Printf("node %s (%s) alive=%v state=%s resources=%v\n", n.NodeName, n.NodeID[:8], n.Alive, n.State, n.Total.String())
+		fmt.Printf("node %s (%s) alive=%v state=%s resources=%v\n", n.NodeName, n.NodeID[:8], n.Alive, n.State, n.Total)
 		if n.Alive {
-			for k, v := range n.Total.Floats() {
+			for k, v := range n.Total {
 				sum[k] += v
 			}
 		}

@@ -65,11 +65,11 @@ func main() {
 			break
 		}
 		path := filepath.Join(dir, fmt.Sprintf("myfile-%d.tmp", i))
-		node, err := writer.Options(res).Remote(ctx, path).Get(ctx)
+		node, err := worker.Must(writer.Options(res)).Remote(ctx, path).Get(ctx)
 		if err != nil {
 			fail("writer: %v", err)
 		}
-		content, where := reader.Options(res).Remote(ctx, path)
+		content, where := worker.Must(reader.Options(res)).Remote(ctx, path)
 		got, err := content.Get(ctx)
 		if err != nil || got != "written on "+node {
 			fail("reader on node%d read %q (%v), want %q", i, got, err, "written on "+node)
@@ -80,7 +80,7 @@ func main() {
 		fmt.Printf("node%d: writer and reader both on %s: %q\n", i, node, got)
 
 		// The same with an actor holding node<i>: 1 for its life.
-		w, err := fileWriter.Options(res).Remote(ctx)
+		w, err := worker.Must(fileWriter.Options(res)).Remote(ctx)
 		if err != nil {
 			fail("create writer actor: %v", err)
 		}
@@ -89,7 +89,7 @@ func main() {
 		if err != nil {
 			fail("writer actor: %v", err)
 		}
-		content, where = reader.Options(res).Remote(ctx, apath)
+		content, where = worker.Must(reader.Options(res)).Remote(ctx, apath)
 		want := fmt.Sprintf("written on %s by an actor (write 1)", anode)
 		if got, err := content.Get(ctx); err != nil || got != want {
 			fail("reader of node%d's actor file read %q (%v), want %q", i, got, err, want)

@@ -41,7 +41,7 @@ func main() {
 		log.Fatal(err)
 	}
 	defer worker.Shutdown()
-	msg, err := trainOnTPU.Options(worker.Resources(map[string]float64{"TPU-v3": 1})).Remote(ctx).Get(ctx)
+	msg, err := worker.Must(trainOnTPU.Options(worker.Resources(map[string]float64{"TPU-v3": 1}))).Remote(ctx).Get(ctx)
 	if err != nil || msg != "Training complete" {
 		fail("train_on_tpu: %q, %v", msg, err)
 	}
@@ -54,13 +54,13 @@ func main() {
 	capacity := map[string]int{}
 	for _, n := range nodes {
 		if q := n.Total["TPU-v3"]; n.Alive && q > 0 {
-			capacity[n.NodeName] = int(q.Float())
+			capacity[n.NodeName] = int(q)
 		}
 	}
 	var refs []worker.Ref[Span]
 	for i := 0; i < 12; i++ {
 		units := 1 + i%2
-		refs = append(refs, holdTPU.Options(worker.CPUs(0), worker.Resources(map[string]float64{"TPU-v3": float64(units)})).Remote(ctx, units))
+		refs = append(refs, worker.Must(holdTPU.Options(worker.CPUs(0), worker.Resources(map[string]float64{"TPU-v3": float64(units)}))).Remote(ctx, units))
 	}
 	spans, err := worker.GetAll(ctx, refs)
 	if err != nil {

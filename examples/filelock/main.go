@@ -54,7 +54,7 @@ func main() {
 	here := worker.NodeAffinity(worker.NodeID(), false)
 	var refs []worker.Ref[bool]
 	for i := 0; i < 3; i++ {
-		refs = append(refs, writeToFile.Options(here).Remote(ctx, path, "hi there!\n"))
+		refs = append(refs, worker.Must(writeToFile.Options(here)).Remote(ctx, path, "hi there!\n"))
 	}
 	if _, err := worker.GetAll(ctx, refs); err != nil {
 		fail("%v", err)

@@ -60,8 +60,8 @@ func main() {
 	capacity := map[string]int{}
 	for _, n := range nodes {
 		if g := n.Total["GPU"]; n.Alive && g > 0 {
-			capacity[n.NodeName] = int(g.Float())
-			fmt.Printf("node %s: %d GPUs, accelerator_type:H100=%v\n", n.NodeName, capacity[n.NodeName], n.Total["accelerator_type:H100"].Float())
+			capacity[n.NodeName] = int(g)
+			fmt.Printf("node %s: %d GPUs, accelerator_type:H100=%v\n", n.NodeName, capacity[n.NodeName], n.Total["accelerator_type:H100"])
 		}
 	}
 	if len(capacity) == 0 {
@@ -92,7 +92,11 @@ func main() {
 	var refs []worker.Ref[Use]
 	for _, j := range jobs {
 		opts := append([]worker.Option{worker.GPUs(j.gpus), worker.CPUs(0)}, j.opts...)
-		refs = append(refs, useGPU.Options(opts...).Remote(ctx, j.label, j.gpus))
+		f, err := useGPU.Options(opts...)
+		if err != nil {
+			log.Fatalf("%s: %v", j.label, err)
+		}
+		refs = append(refs, f.Remote(ctx, j.label, j.gpus))
 	}
 	uses, err := worker.GetAll(ctx, refs)
 	if err != nil {

@@ -76,7 +76,7 @@ func main() {
 
 	var spread []worker.Ref[string]
 	for range 12 {
-		spread = append(spread, where.Options(worker.Spread()).Remote(ctx))
+		spread = append(spread, worker.Must(where.Options(worker.Spread())).Remote(ctx))
 	}
 	nodes, err := worker.GetAll(ctx, spread)
 	if err != nil {

@@ -44,7 +44,11 @@ func main() {
 			fmt.Printf("%s: skipped (no node offers %s)\n", o.tag, o.needs)
 			continue
 		}
-		got, err := where.Options(o.opts...).Remote(ctx, o.tag).Get(ctx)
+		f, err := where.Options(o.opts...)
+		if err != nil {
+			fail("%s: %v", o.tag, err)
+		}
+		got, err := f.Remote(ctx, o.tag).Get(ctx)
 		if err != nil {
 			fail("%s: %v", o.tag, err)
 		}
@@ -57,7 +61,7 @@ func main() {
 		fail("two returns: %d, %d (%v, %v), want 2, 20", a, b, err1, err2)
 	}
 	fmt.Printf("num_returns=2: %d %d\n", a, b)
-	_, err = fails.Options(worker.Name("special_f")).Remote(ctx, 3).Get(ctx)
+	_, err = worker.Must(fails.Options(worker.Name("special_f"))).Remote(ctx, 3).Get(ctx)
 	var te *worker.TaskError
 	if !errors.As(err, &te) || te.TaskName != "special_f" {
 		fail("named task error: %v", err)

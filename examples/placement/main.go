@@ -46,7 +46,7 @@ func run(ctx context.Context) error {
 		return err
 	}
 	for i := 0; i < 2; i++ {
-		node, err := whereAmI.Options(worker.CPUs(1), worker.InPlacementGroup(pg, i)).Remote(ctx).Get(ctx)
+		node, err := worker.Must(whereAmI.Options(worker.CPUs(1), worker.InPlacementGroup(pg, i))).Remote(ctx).Get(ctx)
 		if err != nil {
 			return err
 		}

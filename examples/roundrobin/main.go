@@ -63,7 +63,7 @@ func main() {
 	}
 	refs := make([]worker.Ref[Result], 1000)
 	for i := range refs {
-		refs[i] = f.Options(worker.Resources(map[string]float64{fmt.Sprintf("node%d", i%numNodes): 1})).Remote(ctx, i)
+		refs[i] = worker.Must(f.Options(worker.Resources(map[string]float64{fmt.Sprintf("node%d", i%numNodes): 1}))).Remote(ctx, i)
 	}
 	out, err := worker.GetAll(ctx, refs)
 	if err != nil {
@@ -84,7 +84,7 @@ func main() {
 	// which lags by a heartbeat: wait until that view shows every CPU free
 	// again after the work above (or work of earlier jobs).
 	waitIdle(ctx)
-	spread := g.Options(worker.Spread())
+	spread := worker.Must(g.Options(worker.Spread()))
 	for i := range refs {
 		refs[i] = spread.Remote(ctx, i)
 	}

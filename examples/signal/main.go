@@ -34,7 +34,7 @@ func main() {
 	}
 	var tasks []worker.Ref[int64]
 	for i := 0; i < 4; i++ {
-		tasks = append(tasks, waitAndGo.Options(worker.Spread()).Remote(ctx, signal))
+		tasks = append(tasks, worker.Must(waitAndGo.Options(worker.Spread())).Remote(ctx, signal))
 	}
 	// Tasks will all be waiting for the signal.
 	fmt.Println("ready...")

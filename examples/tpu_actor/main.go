@@ -60,11 +60,11 @@ func main() {
 	if len(tpuNodes) == 0 {
 		fail("no node offers TPU-v3=2: start one with --resources TPU-v3=2")
 	}
-	taskNode, err := trainOnTPU.Options(worker.Resources(map[string]float64{"TPU-v3": 1})).Remote(ctx).Get(ctx)
+	taskNode, err := worker.Must(trainOnTPU.Options(worker.Resources(map[string]float64{"TPU-v3": 1}))).Remote(ctx).Get(ctx)
 	if err != nil || !tpuNodes[taskNode] {
 		fail("train_on_tpu ran on %q (%v), want a TPU-v3 node", taskNode, err)
 	}
-	model, err := tpuModel.Options(worker.Resources(map[string]float64{"TPU-v3": 2})).Remote(ctx)
+	model, err := worker.Must(tpuModel.Options(worker.Resources(map[string]float64{"TPU-v3": 2}))).Remote(ctx)
 	if err != nil {
 		fail("%v", err)
 	}

@@ -163,9 +163,9 @@ func run(ctx context.Context, dir, pattern string, batch, top int) int {
 	for i := 0; i*batch < len(files); i++ {
 		f := countFiles
 		if numNodes > 0 {
-			f = f.Options(worker.Resources(map[string]float64{fmt.Sprintf("node%d", i%numNodes): 1}))
+			f = worker.Must(f.Options(worker.Resources(map[string]float64{fmt.Sprintf("node%d", i%numNodes): 1})))
 		}
-		parts = append(parts, f.Options(worker.Name(fmt.Sprintf("count-%d", i))).Remote(ctx, files[i*batch:min((i+1)*batch, len(files))]))
+		parts = append(parts, worker.Must(f.Options(worker.Name(fmt.Sprintf("count-%d", i)))).Remote(ctx, files[i*batch:min((i+1)*batch, len(files))]))
 	}
 	reducers := max(numNodes, 1)
 	var merged []worker.Ref[Counts]
@@ -174,13 +174,13 @@ func run(ctx context.Context, dir, pattern string, batch, top int) int {
 		for i := r; i < len(parts); i += reducers {
 			group = append(group, parts[i])
 		}
-		m := merge.Options(worker.Name(fmt.Sprintf("merge-%d", r)))
+		m := worker.Must(merge.Options(worker.Name(fmt.Sprintf("merge-%d", r))))
 		if numNodes > 0 {
-			m = m.Options(worker.Resources(map[string]float64{fmt.Sprintf("node%d", r): 1}))
+			m = worker.Must(m.Options(worker.Resources(map[string]float64{fmt.Sprintf("node%d", r): 1})))
 		}
 		merged = append(merged, m.Remote(ctx, group))
 	}
-	total, err := merge.Options(worker.Name("merge-final")).Remote(ctx, merged).Get(ctx)
+	total, err := worker.Must(merge.Options(worker.Name("merge-final"))).Remote(ctx, merged).Get(ctx)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "wordcount:", err)
 		return 1

@@ -137,8 +137,8 @@ func main() {
 	st := &stats{s: summary{Failed: map[string]int{}, TasksByNode: map[string]int{}}, last: time.Now()}
 	handles, where := startActors(ctx)
 	st.s.ActorNodesStart = where
-	keeper, err := echoActor.Options(worker.Name(keeperName), worker.GetIfExists(), worker.Detached(),
-		worker.MaxRestarts(-1), worker.MaxTaskRetries(-1), worker.CPUs(0)).Remote(ctx)
+	keeper, err := worker.Must(echoActor.Options(worker.Name(keeperName), worker.GetIfExists(), worker.Detached(),
+		worker.MaxRestarts(-1), worker.MaxTaskRetries(-1), worker.CPUs(0))).Remote(ctx)
 	if err != nil {
 		log.Fatalf("create or get the detached actor %q: %v", keeperName, err)
 	}
@@ -165,7 +165,7 @@ func main() {
 				next.Unlock()
 				start := time.Now()
 				tctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
-				r, err := work.Options(worker.MaxRetries(-1)).Remote(tctx, i, rand.IntN(300)).Get(tctx)
+				r, err := worker.Must(work.Options(worker.MaxRetries(-1))).Remote(tctx, i, rand.IntN(300)).Get(tctx)
 				cancel()
 				st.task(i, r, err, time.Since(start))
 			}
@@ -220,8 +220,8 @@ func startActors(ctx context.Context) ([]worker.ActorHandle[Echo], []string) {
 		if !n.Alive {
 			continue
 		}
-		h, err := echoActor.Options(worker.MaxRestarts(-1), worker.MaxTaskRetries(-1), worker.CPUs(0.1),
-			worker.NodeAffinity(n.NodeID, true)).Remote(ctx)
+		h, err := worker.Must(echoActor.Options(worker.MaxRestarts(-1), worker.MaxTaskRetries(-1), worker.CPUs(0.1),
+			worker.NodeAffinity(n.NodeID, true))).Remote(ctx)
 		if err != nil {
 			log.Fatalf("create actor on %s: %v", n.NodeName, err)
 		}

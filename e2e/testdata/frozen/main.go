@@ -77,12 +77,12 @@ func main() {
 	var got string
 	switch mode {
 	case "task":
-		got, err = frozenOnce.Options(worker.NodeAffinity(target, true)).Remote(ctx, marker).Get(ctx)
+		got, err = worker.Must(frozenOnce.Options(worker.NodeAffinity(target, true))).Remote(ctx, marker).Get(ctx)
 	case "actor":
 		got, err = callActor(ctx, target, marker)
 	default:
 		awaitFreeze(marker)
-		got, err = where.Options(worker.NodeAffinity(target, true)).Remote(ctx).Get(ctx)
+		got, err = worker.Must(where.Options(worker.NodeAffinity(target, true))).Remote(ctx).Get(ctx)
 	}
 	if err != nil {
 		fmt.Println("error:", err)
@@ -95,7 +95,7 @@ func main() {
 // callActor creates a Hanger on node (one restart, one call retry, as a
 // program that rides out a node's loss sets them) and calls it once.
 func callActor(ctx context.Context, node, marker string) (string, error) {
-	h, err := hanger.Options(worker.NodeAffinity(node, true), worker.MaxRestarts(1), worker.MaxTaskRetries(1)).Remote(ctx)
+	h, err := worker.Must(hanger.Options(worker.NodeAffinity(node, true), worker.MaxRestarts(1), worker.MaxTaskRetries(1))).Remote(ctx)
 	if err != nil {
 		return "", err
 	}
