@@ -17,7 +17,7 @@ import (
 // hostileMethods are methods a node serves (and one it does not), with
 // request types that hold strings, bins, slices and maps.
 var hostileMethods = []string{
-	MethodHello, MethodStatus, MethodNodeRegister, MethodKVSet, wire.MethodJobRegister,
+	wire.MethodHello, wire.MethodStatus, wire.MethodNodeRegister, wire.MethodKVSet, wire.MethodJobRegister,
 	wire.MethodLease, wire.MethodActorCreate, wire.MethodActorStart, wire.MethodPGCreate,
 	wire.MethodObjectCreate, "No.Such",
 }

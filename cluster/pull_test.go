@@ -71,7 +71,7 @@ func TestPullCopiesChunksIntoTheArena(t *testing.T) {
 	req.Loc.Key = "j1/gone"
 	_, err := nodes[0].objectLocate(ctx, req)
 	var re *rpc.Error
-	if !errors.As(err, &re) || re.Code != CodeNotFound || !strings.Contains(err.Error(), "j1/gone") || !strings.Contains(err.Error(), "chunk at byte ") {
+	if !errors.As(err, &re) || re.Code != wire.CodeNotFound || !strings.Contains(err.Error(), "j1/gone") || !strings.Contains(err.Error(), "chunk at byte ") {
 		t.Fatalf("pull of a missing object: %v", err)
 	}
 	if nodes[0].objects.Contains("j1/gone") || nodes[0].objects.Used() != used {
@@ -104,10 +104,10 @@ func TestObjectReadAnswers(t *testing.T) {
 		req  wire.ObjectReadRequest
 		code string
 	}{
-		{wire.ObjectReadRequest{Key: "j1/absent", Length: 10}, CodeNotFound},
-		{wire.ObjectReadRequest{Key: "j1/unsealed", Length: 10}, CodeNotFound},
-		{wire.ObjectReadRequest{Key: "j1/o", Offset: -1, Length: 10}, CodeBadInput},
-		{wire.ObjectReadRequest{Key: "j1/o", Offset: int64(len(want)) + 1, Length: 10}, CodeBadInput},
+		{wire.ObjectReadRequest{Key: "j1/absent", Length: 10}, wire.CodeNotFound},
+		{wire.ObjectReadRequest{Key: "j1/unsealed", Length: 10}, wire.CodeNotFound},
+		{wire.ObjectReadRequest{Key: "j1/o", Offset: -1, Length: 10}, wire.CodeBadInput},
+		{wire.ObjectReadRequest{Key: "j1/o", Offset: int64(len(want)) + 1, Length: 10}, wire.CodeBadInput},
 	} {
 		_, err := nodes[0].pool.CallInto(ctx, addr, wire.MethodObjectRead, &c.req, buf)
 		var re *rpc.Error
@@ -175,7 +175,7 @@ func TestPullFromAMisbehavingPeerFailsCleanly(t *testing.T) {
 			return &rpc.Bulk{Data: make([]byte, pullChunk+1)}, nil
 		}, "exceeds the"},
 		{"an error", func(ctx context.Context, body []byte) (any, error) {
-			return nil, &rpc.Error{Code: CodeNotFound, Message: "no such object"}
+			return nil, &rpc.Error{Code: wire.CodeNotFound, Message: "no such object"}
 		}, "no such object"},
 	}
 	for i, tc := range cases {

@@ -15,7 +15,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/nodeup/nodeup/cluster"
 	"github.com/nodeup/nodeup/rpc"
 	"github.com/nodeup/nodeup/wire"
 )
@@ -44,16 +43,18 @@ type coreWorker struct {
 	nodeName string
 	addr     string // this process's RPC address (owner address)
 
-	pool     *rpc.Pool
-	server   *rpc.Server
-	ln       net.Listener
-	objects  *objectTable
-	sub      *submitter
-	actors   *actorCaller                  // method calls this process makes
-	actor    atomic.Pointer[actorInstance] // in an actor's worker: the actor it runs
-	counter  atomic.Uint64
-	embedded *cluster.Node
-	arena    arena
+	pool    *rpc.Pool
+	server  *rpc.Server
+	ln      net.Listener
+	objects *objectTable
+	sub     *submitter
+	actors  *actorCaller                  // method calls this process makes
+	actor   atomic.Pointer[actorInstance] // in an actor's worker: the actor it runs
+	counter atomic.Uint64
+	arena   arena
+	// stopEmbedded stops the node Init started in this process (nil when
+	// it connected to a running one).
+	stopEmbedded func()
 
 	ctx    context.Context
 	cancel context.CancelFunc
