@@ -57,7 +57,7 @@ func call(c *ucli.Context, method string, req, resp any) error {
 	}
 	ctx, cancel := context.WithTimeout(c.Context, c.Duration("timeout"))
 	defer cancel()
-	cl, err := rpc.Dial(ctx, "tcp", addr, []byte{0x01})
+	cl, err := rpc.Dial(ctx, "tcp", addr, []byte{wire.PreambleRPC}, wire.ProtocolVersion)
 	if err != nil {
 		return fmt.Errorf("cannot reach node at %s: %w", addr, err)
 	}

@@ -61,7 +61,7 @@ func sendRPC(t *testing.T, addr, method string, body []byte) {
 	}
 	defer conn.Close()
 	w := bufio.NewWriter(conn)
-	_ = w.WriteByte(connRPC)
+	_, _ = w.Write(rpc.AppendHello([]byte{connRPC}, wire.ProtocolVersion))
 	if err := rpc.WriteFrame(w, &rpc.Frame{Seq: 1, Kind: rpc.KindRequest, Method: method, Body: body}); err != nil {
 		t.Fatal(err)
 	}
@@ -125,7 +125,7 @@ func TestNodeSurvivesHostileTraffic(t *testing.T) {
 			t.Fatal(err)
 		}
 		open = append(open, c)
-		if _, err := c.Write([]byte{connRPC}); err != nil {
+		if _, err := c.Write(rpc.AppendHello([]byte{connRPC}, wire.ProtocolVersion)); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -126,7 +126,7 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 		return nil, fmt.Errorf("RPC port %d on %s: %w", cfg.Port, cfg.BindAddr, err)
 	}
 	n.rpcAddr = hostPort(advertise, n.ln.Addr().(*net.TCPAddr).Port)
-	n.pool = rpc.NewPool([]byte{connRPC}, 5*time.Second)
+	n.pool = rpc.NewPool([]byte{connRPC}, wire.ProtocolVersion, 5*time.Second)
 	n.pool.SetDialer(n.dialTCP)
 
 	// Learn the cluster from a peer before writing anything to the data dir:
@@ -184,7 +184,7 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	n.workers = newWorkerPool(n)
 	n.actors = newActorManager(n)
 	n.pgs = newPGManager(n)
-	n.rpcServer = rpc.NewServer(n.logger.With("component", "rpc"))
+	n.rpcServer = rpc.NewServer(n.logger.With("component", "rpc"), wire.ProtocolVersion)
 	n.registerEndpoints()
 	if cfg.Server {
 		if err := n.setupRaft(); err != nil {

@@ -98,7 +98,7 @@ func (cw *coreWorker) serve(ip string) error {
 	}
 	cw.ln = ln
 	cw.addr = ln.Addr().String()
-	cw.server = rpc.NewServer(cw.logger.With("component", "rpc"))
+	cw.server = rpc.NewServer(cw.logger.With("component", "rpc"), wire.ProtocolVersion)
 	rpc.Handle(cw.server, wire.MethodObjectGet, cw.handleObjectGet)
 	rpc.Handle(cw.server, wire.MethodObjectGetMany, cw.handleObjectGetMany)
 	if cw.isWorker {
@@ -139,8 +139,8 @@ func (c *preambleConn) Read(p []byte) (int, error) {
 		if _, err := io.ReadFull(c.Conn, b[:]); err != nil {
 			return 0, err
 		}
-		if b[0] != 0x01 {
-			return 0, fmt.Errorf("protocol preamble byte 0x%02x, want 0x01", b[0])
+		if b[0] != wire.PreambleRPC {
+			return 0, fmt.Errorf("protocol preamble byte 0x%02x, want 0x%02x", b[0], wire.PreambleRPC)
 		}
 		c.checked = true
 	}

@@ -99,7 +99,7 @@ func Init(ctx context.Context, opts ...InitOption) error {
 	if err := cfg.env.validate(); err != nil && os.Getenv(wire.EnvWorkerMode) != "1" {
 		return fmt.Errorf("nodeup: JobRuntimeEnv: %w", err)
 	}
-	cw := &coreWorker{logger: cfg.logger, ownerID: randomHex(6), objects: newObjectTable(), pool: rpc.NewPool([]byte{0x01}, 5*time.Second)}
+	cw := &coreWorker{logger: cfg.logger, ownerID: randomHex(6), objects: newObjectTable(), pool: rpc.NewPool([]byte{wire.PreambleRPC}, wire.ProtocolVersion, 5*time.Second)}
 	cw.ctx, cw.cancel = context.WithCancel(context.Background())
 	cw.sub = newSubmitter(cw)
 	cw.actors = newActorCaller(cw)

@@ -258,7 +258,7 @@ func TestInfeasibleListedAsPendingDemand(t *testing.T) {
 	nodes := startCluster(t, 1, nil)
 	ctx := ctxT(t)
 	_ = square.Options(Name("needs-tpus"), Resources(map[string]float64{"TPU-v3": 3})).Remote(ctx, 1)
-	pool := rpc.NewPool([]byte{0x01}, time.Second)
+	pool := rpc.NewPool([]byte{wire.PreambleRPC}, wire.ProtocolVersion, time.Second)
 	defer pool.Close()
 	deadline := time.Now().Add(15 * time.Second)
 	for {
