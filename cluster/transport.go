@@ -18,7 +18,7 @@ import (
 // The node's one TCP port carries several protocols; the first byte a client
 // sends picks one (as Consul and Nomad multiplex their server port).
 const (
-	connRPC  = wire.PreambleRPC
+	connRPC       = wire.PreambleRPC
 	connRaft byte = 0x02
 )
 

@@ -65,7 +65,9 @@ func TestServerRefusesOtherProtocolVersion(t *testing.T) {
 		t.Fatal("the server ran a request of a client speaking another protocol version")
 	default:
 	}
-	waitFor(t, func() bool { return strings.Contains(logs.String(), "protocol version 10, this process speaks version 9") },
+	waitFor(t, func() bool {
+		return strings.Contains(logs.String(), "protocol version 10, this process speaks version 9")
+	},
 		"a warning naming both versions")
 }
 
