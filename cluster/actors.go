@@ -204,7 +204,8 @@ func (n *Node) actorCreate(ctx context.Context, req *wire.ActorCreateRequest) (*
 	res, err := n.apply(store.ActorRegisterType, &store.ActorRegisterRequest{Actor: a, GetIfExists: req.GetIfExists})
 	if err != nil {
 		if errors.Is(err, store.ErrActorNameTaken) {
-			return nil, &rpc.Error{Code: wire.CodeBadInput, Message: fmt.Sprintf("actor name %q is taken in namespace %q (use GetIfExists to get that actor)", req.Name, req.Namespace)}
+			return nil, &rpc.Error{Code: wire.CodeAlreadyExists, Err: err,
+				Message: fmt.Sprintf("actor name %q is taken in namespace %q (use GetIfExists to get that actor)", req.Name, req.Namespace)}
 		}
 		return nil, err
 	}

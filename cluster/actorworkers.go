@@ -74,7 +74,7 @@ func (n *Node) actorStart(ctx context.Context, req *wire.ActorStartRequest) (*wi
 	job := actorJobID(req.ActorID, req.Incarnation)
 	if err := p.ensureBinary(ctx, req.JobID, req.BinaryHash, req.BinaryNode); err != nil {
 		n.local.release(l.id)
-		return nil, &rpc.Error{Code: "worker_failed", Message: err.Error()}
+		return nil, &rpc.Error{Code: wire.CodeWorkerFailed, Message: err.Error()}
 	}
 	p.mu.Lock()
 	var env []string
@@ -85,7 +85,7 @@ func (n *Node) actorStart(ctx context.Context, req *wire.ActorStartRequest) (*wi
 	if err != nil {
 		p.mu.Unlock()
 		n.local.release(l.id)
-		return nil, &rpc.Error{Code: "worker_failed", Message: err.Error()}
+		return nil, &rpc.Error{Code: wire.CodeWorkerFailed, Message: err.Error()}
 	}
 	ap := &actorProc{id: req.ActorID, incarnation: req.Incarnation, lease: l.id, w: w}
 	p.actors[req.ActorID] = ap
@@ -95,7 +95,7 @@ func (n *Node) actorStart(ctx context.Context, req *wire.ActorStartRequest) (*wi
 	n.local.setWorker(l.id, w.id)
 	fail := func(err error) (*wire.ActorStartReply, error) {
 		p.stopActor(req.ActorID)
-		return nil, &rpc.Error{Code: "worker_failed", Message: fmt.Sprintf("actor %s: %v", req.ActorID, err)}
+		return nil, &rpc.Error{Code: wire.CodeWorkerFailed, Message: fmt.Sprintf("actor %s: %v", req.ActorID, err)}
 	}
 	if err := w.awaitReady(ctx); err != nil {
 		return fail(fmt.Errorf("worker %w", err))

@@ -53,9 +53,27 @@ func (n *Node) apply(t store.MessageType, req any) (any, error) {
 		return nil, err
 	}
 	if err, ok := f.Response().(error); ok {
-		return nil, &rpc.Error{Code: wire.CodeBadInput, Message: err.Error()}
+		return nil, &rpc.Error{Code: fsmCode(err), Message: err.Error(), Err: err}
 	}
 	return f.Response(), nil
+}
+
+// fsmCode is the wire code of an FSM failure. The store's distinct errors
+// stay distinct: the code for a caller elsewhere, and the error itself
+// (rpc.Error.Err) for errors.Is on this node.
+func fsmCode(err error) string {
+	switch {
+	case errors.Is(err, store.ErrActorNameTaken), errors.Is(err, store.ErrPlacementGroupNameTaken):
+		return wire.CodeAlreadyExists
+	case errors.Is(err, store.ErrActorDead):
+		return wire.CodeActorDied
+	case errors.Is(err, store.ErrActorStaleIncarnation), errors.Is(err, store.ErrStaleIncarnation):
+		return wire.CodeStaleIncarnation
+	case errors.Is(err, store.ErrNodeNotFound), errors.Is(err, store.ErrActorNotFound),
+		errors.Is(err, store.ErrPlacementGroupNotFound), errors.Is(err, store.ErrPlacementGroupRemoved):
+		return wire.CodeNotFound
+	}
+	return wire.CodeBadInput // malformed or invalid request, another cluster's ID, a reservation committed state refuses
 }
 
 func (n *Node) hello(ctx context.Context, _ *wire.Empty) (*wire.HelloResponse, error) {

@@ -147,7 +147,7 @@ func (n *Node) pgCreate(ctx context.Context, req *wire.PGCreateRequest) (*wire.P
 		if g, err := st.PlacementGroupByName(req.Namespace, req.Name); err != nil {
 			return nil, err
 		} else if g != nil {
-			return nil, badInput("placement group name %q is taken in namespace %q (by group %s)", req.Name, req.Namespace, g.ID)
+			return nil, &rpc.Error{Code: wire.CodeAlreadyExists, Message: fmt.Sprintf("placement group name %q is taken in namespace %q (by group %s)", req.Name, req.Namespace, g.ID)}
 		}
 	}
 	now := time.Now().UnixNano()
@@ -156,7 +156,8 @@ func (n *Node) pgCreate(ctx context.Context, req *wire.PGCreateRequest) (*wire.P
 		CreatedAt: now, StateChangedAt: now}
 	if err := m.submit(m.creates, g); err != nil {
 		if errors.Is(err, store.ErrPlacementGroupNameTaken) {
-			return nil, badInput("placement group name %q is taken in namespace %q", req.Name, req.Namespace)
+			return nil, &rpc.Error{Code: wire.CodeAlreadyExists, Err: err,
+				Message: fmt.Sprintf("placement group name %q is taken in namespace %q", req.Name, req.Namespace)}
 		}
 		return nil, fmt.Errorf("register placement group %s: %w", g.ID, err)
 	}

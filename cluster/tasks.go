@@ -113,7 +113,7 @@ func (n *Node) leaseWorker(ctx context.Context, req *wire.LeaseRequest) (*wire.L
 	w, err := n.workers.worker(ctx, req, l.gpus)
 	if err != nil {
 		n.local.release(l.id)
-		return nil, &rpc.Error{Code: "worker_failed", Message: err.Error()}
+		return nil, &rpc.Error{Code: wire.CodeWorkerFailed, Message: err.Error()}
 	}
 	if !n.local.setWorker(l.id, w.id) {
 		// Its placement-group bundle was returned while the worker started.
@@ -125,7 +125,7 @@ func (n *Node) leaseWorker(ctx context.Context, req *wire.LeaseRequest) (*wire.L
 	select {
 	case <-w.dead:
 		n.local.release(l.id)
-		return nil, &rpc.Error{Code: "worker_failed", Message: fmt.Sprintf("worker for job %s exited", req.JobID)}
+		return nil, &rpc.Error{Code: wire.CodeWorkerFailed, Message: fmt.Sprintf("worker for job %s exited", req.JobID)}
 	default:
 	}
 	return &wire.LeaseReply{LeaseID: l.id, WorkerAddr: w.addr, WorkerID: w.id, NodeID: n.id.NodeID, NodeName: n.cfg.NodeName, NodeAddr: n.rpcAddr}, nil
