@@ -7,7 +7,7 @@ import (
 	"net"
 	"os"
 
-	"github.com/nodeup/nodeup/cluster"
+	"github.com/nodeup/nodeup/wire"
 	"github.com/nodeup/nodeup/worker"
 )
 
@@ -26,7 +26,7 @@ const envEcho = "NODEUP_BENCH_ECHO"
 // Otherwise it returns at once. A main that links this package calls it
 // first, before parsing its command line (workers start with no arguments).
 func RunIfChild() {
-	if os.Getenv(cluster.EnvWorkerMode) == "1" {
+	if os.Getenv(wire.EnvWorkerMode) == "1" {
 		err := worker.Init(context.Background()) // serves tasks until the node stops it
 		fmt.Fprintf(os.Stderr, "nodeup worker: %v\n", err)
 		os.Exit(1)

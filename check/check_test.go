@@ -11,14 +11,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nodeup/nodeup/cluster"
+	"github.com/nodeup/nodeup/wire"
 	"github.com/nodeup/nodeup/worker"
 )
 
 // TestMain doubles as the workload's worker process: nodes re-execute this
 // test binary with NODEUP_WORKER=1 to run its tasks and actors.
 func TestMain(m *testing.M) {
-	if os.Getenv(cluster.EnvWorkerMode) == "1" {
+	if os.Getenv(wire.EnvWorkerMode) == "1" {
 		_ = worker.Init(context.Background())
 		os.Exit(0)
 	}

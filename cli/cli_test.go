@@ -6,7 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nodeup/nodeup/cluster"
 	"github.com/nodeup/nodeup/sched"
 	"github.com/nodeup/nodeup/store"
 	"github.com/nodeup/nodeup/wire"
@@ -73,9 +72,9 @@ func TestRunRejectsBadFlags(t *testing.T) {
 }
 
 func TestStatusTableEndsWithClusterUsage(t *testing.T) {
-	st := &cluster.StatusResponse{ClusterName: "lab", ClusterID: "0123456789abcdef", LeaderID: "aaaaaaaaaaaa", LeaderName: "n0",
-		Servers: []cluster.RaftServer{{ID: "aaaaaaaaaaaa", Name: "n0", Suffrage: "voter"}},
-		Nodes: []cluster.NodeView{{Node: store.Node{ID: "aaaaaaaaaaaa", Name: "n0", Status: store.NodeAlive,
+	st := &wire.StatusResponse{ClusterName: "lab", ClusterID: "0123456789abcdef", LeaderID: "aaaaaaaaaaaa", LeaderName: "n0",
+		Servers: []wire.RaftServer{{ID: "aaaaaaaaaaaa", Name: "n0", Suffrage: "voter"}},
+		Nodes: []wire.NodeView{{Node: store.Node{ID: "aaaaaaaaaaaa", Name: "n0", Status: store.NodeAlive,
 			Resources: sched.ResourceSet{sched.CPU: sched.QuantityOf(4), "TPU-v3": sched.QuantityOf(2)}},
 			Available: sched.ResourceSet{sched.CPU: sched.QuantityOf(1), "TPU-v3": sched.QuantityOf(2)}}},
 		Total:     sched.ResourceSet{sched.CPU: sched.QuantityOf(4), "TPU-v3": sched.QuantityOf(2), sched.Memory: sched.QuantityOf(2 << 30)},

@@ -14,6 +14,7 @@ import (
 
 	"github.com/nodeup/nodeup/cluster"
 	"github.com/nodeup/nodeup/rpc"
+	"github.com/nodeup/nodeup/wire"
 )
 
 // clientFlags are shared by every verb that talks to a running node.
@@ -30,7 +31,7 @@ func clientFlags() []ucli.Flag {
 func resolveAddress(c *ucli.Context) (string, error) {
 	addr := c.String("address")
 	if addr == "" {
-		addr = cluster.CurrentAddress()
+		addr = wire.CurrentAddress()
 	}
 	if addr == "" {
 		if dir := os.Getenv("NODEUP_DATA_DIR"); dir != "" {
@@ -56,7 +57,7 @@ func call(c *ucli.Context, method string, req, resp any) error {
 	}
 	ctx, cancel := context.WithTimeout(c.Context, c.Duration("timeout"))
 	defer cancel()
-	cl, err := rpc.Dial(ctx, "tcp", addr, []byte{0x01})
+	cl, err := rpc.Dial(ctx, "tcp", addr, []byte{wire.PreambleRPC}, wire.ProtocolVersion)
 	if err != nil {
 		return fmt.Errorf("cannot reach node at %s: %w", addr, err)
 	}
@@ -84,8 +85,8 @@ func kvCommand() *ucli.Command {
 					if c.NArg() != 1 {
 						return fmt.Errorf("nodeup kv get takes one key, got %d arguments", c.NArg())
 					}
-					var resp cluster.KVResponse
-					if err := call(c, cluster.MethodKVGet, &cluster.KVRequest{Key: c.Args().First()}, &resp); err != nil {
+					var resp wire.KVResponse
+					if err := call(c, wire.MethodKVGet, &wire.KVRequest{Key: c.Args().First()}, &resp); err != nil {
 						return err
 					}
 					_, err := c.App.Writer.Write(append(resp.Entries[0].Value, '\n'))
@@ -98,7 +99,7 @@ func kvCommand() *ucli.Command {
 					if c.NArg() != 2 {
 						return fmt.Errorf("nodeup kv put takes a key and a value, got %d arguments", c.NArg())
 					}
-					return call(c, cluster.MethodKVSet, &cluster.KVRequest{Key: c.Args().Get(0), Value: []byte(c.Args().Get(1))}, &cluster.KVResponse{})
+					return call(c, wire.MethodKVSet, &wire.KVRequest{Key: c.Args().Get(0), Value: []byte(c.Args().Get(1))}, &wire.KVResponse{})
 				},
 			},
 			{
@@ -107,15 +108,15 @@ func kvCommand() *ucli.Command {
 					if c.NArg() != 1 {
 						return fmt.Errorf("nodeup kv delete takes one key, got %d arguments", c.NArg())
 					}
-					return call(c, cluster.MethodKVDelete, &cluster.KVRequest{Key: c.Args().First()}, &cluster.KVResponse{})
+					return call(c, wire.MethodKVDelete, &wire.KVRequest{Key: c.Args().First()}, &wire.KVResponse{})
 				},
 			},
 			{
 				Name: "list", Usage: "list keys under a prefix", ArgsUsage: "[<prefix>]",
 				Flags: append(clientFlags(), &ucli.BoolFlag{Name: "json", Usage: "print JSON"}),
 				Action: func(c *ucli.Context) error {
-					var resp cluster.KVResponse
-					if err := call(c, cluster.MethodKVList, &cluster.KVRequest{Prefix: c.Args().First()}, &resp); err != nil {
+					var resp wire.KVResponse
+					if err := call(c, wire.MethodKVList, &wire.KVRequest{Prefix: c.Args().First()}, &resp); err != nil {
 						return err
 					}
 					if c.Bool("json") {

@@ -11,6 +11,7 @@ import (
 	ucli "github.com/urfave/cli/v2"
 
 	"github.com/nodeup/nodeup/cluster"
+	"github.com/nodeup/nodeup/wire"
 )
 
 // gpuFlags are start's and join's GPU flags (docs/gpus.md, docs/cli.md).
@@ -57,7 +58,7 @@ func gpuConfig(c *ucli.Context) (cluster.GPUConfig, error) {
 
 // printGPUs is `nodeup status --gpus`: one row per device of every node
 // that reported GPUs, with health, reservations and the latest telemetry.
-func printGPUs(w io.Writer, st *cluster.StatusResponse) {
+func printGPUs(w io.Writer, st *wire.StatusResponse) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NODE\tGPU\tMODEL\tSOURCE\tHEALTH\tRESERVED\tLEASES\tUTIL\tMEMORY USED/TOTAL\tTEMP\tPOWER\tFOREIGN PROCS\tAGE")
 	rows := 0

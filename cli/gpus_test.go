@@ -13,6 +13,7 @@ import (
 	"github.com/nodeup/nodeup/gpu"
 	"github.com/nodeup/nodeup/sched"
 	"github.com/nodeup/nodeup/store"
+	"github.com/nodeup/nodeup/wire"
 )
 
 func gpuContext(t *testing.T, args ...string) *ucli.Context {
@@ -96,7 +97,7 @@ func TestGPUModelValidatedByNodeConfig(t *testing.T) {
 
 func TestStatusGPUsTable(t *testing.T) {
 	at := time.Now()
-	st := &cluster.StatusResponse{Nodes: []cluster.NodeView{
+	st := &wire.StatusResponse{Nodes: []wire.NodeView{
 		{Node: store.Node{ID: "a", Name: "n0"}},
 		{Node: store.Node{ID: "b", Name: "n1"}, GPUs: &gpu.Status{Source: gpu.SourceNVML, Devices: []gpu.DeviceStatus{
 			{Device: gpu.Device{Index: 0, Model: "H100", MemoryBytes: 80 << 30}, Healthy: true, GPU: sched.Unit / 4, Leases: 1,
@@ -117,7 +118,7 @@ func TestStatusGPUsTable(t *testing.T) {
 		t.Errorf("a node without GPUs is listed:\n%s", out)
 	}
 	b.Reset()
-	printGPUs(&b, &cluster.StatusResponse{})
+	printGPUs(&b, &wire.StatusResponse{})
 	if !strings.Contains(b.String(), "(no node reported GPUs)") {
 		t.Errorf("empty: %q", b.String())
 	}

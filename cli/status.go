@@ -10,10 +10,10 @@ import (
 
 	ucli "github.com/urfave/cli/v2"
 
-	"github.com/nodeup/nodeup/cluster"
 	"github.com/nodeup/nodeup/gpu"
 	"github.com/nodeup/nodeup/sched"
 	"github.com/nodeup/nodeup/store"
+	"github.com/nodeup/nodeup/wire"
 )
 
 func statusCommand() *ucli.Command {
@@ -23,8 +23,8 @@ func statusCommand() *ucli.Command {
 		Flags: append(clientFlags(), &ucli.BoolFlag{Name: "json", Usage: "print JSON"},
 			&ucli.BoolFlag{Name: "gpus", Usage: "show each node's GPUs: health, reservations and telemetry"}),
 		Action: func(c *ucli.Context) error {
-			var st cluster.StatusResponse
-			if err := call(c, cluster.MethodStatus, &cluster.Empty{}, &st); err != nil {
+			var st wire.StatusResponse
+			if err := call(c, wire.MethodStatus, &wire.Empty{}, &st); err != nil {
 				return err
 			}
 			if c.Bool("json") {
@@ -46,8 +46,8 @@ func nodesCommand() *ucli.Command {
 		Usage: "list the node table (the fields of Ray's ray.nodes())",
 		Flags: append(clientFlags(), &ucli.BoolFlag{Name: "json", Usage: "print JSON"}),
 		Action: func(c *ucli.Context) error {
-			var st cluster.StatusResponse
-			if err := call(c, cluster.MethodStatus, &cluster.Empty{}, &st); err != nil {
+			var st wire.StatusResponse
+			if err := call(c, wire.MethodStatus, &wire.Empty{}, &st); err != nil {
 				return err
 			}
 			rows := make([]nodeJSON, 0, len(st.Nodes))
@@ -89,7 +89,7 @@ type nodeJSON struct {
 	GPUs *gpu.Status `json:"GPUs,omitempty"`
 }
 
-func toNodeJSON(nv cluster.NodeView) nodeJSON {
+func toNodeJSON(nv wire.NodeView) nodeJSON {
 	host, port := splitPort(nv.Address)
 	_, gport := splitPort(nv.GossipAddress)
 	_, hport := splitPort(nv.HTTPAddress)
@@ -110,14 +110,14 @@ func splitPort(addr string) (string, int) {
 
 // statusOut is `nodeup status --json`.
 type statusOut struct {
-	ClusterName string               `json:"cluster_name"`
-	ClusterID   string               `json:"cluster_id"`
-	Leader      leaderOut            `json:"leader"`
-	Voters      []cluster.RaftServer `json:"raft_servers"`
-	Nodes       []nodeJSON           `json:"nodes"`
-	Total       map[string]float64   `json:"total_resources"`
-	Available   map[string]float64   `json:"available_resources"`
-	Pending     []pendingOut         `json:"pending_demands"`
+	ClusterName string             `json:"cluster_name"`
+	ClusterID   string             `json:"cluster_id"`
+	Leader      leaderOut          `json:"leader"`
+	Voters      []wire.RaftServer  `json:"raft_servers"`
+	Nodes       []nodeJSON         `json:"nodes"`
+	Total       map[string]float64 `json:"total_resources"`
+	Available   map[string]float64 `json:"available_resources"`
+	Pending     []pendingOut       `json:"pending_demands"`
 }
 
 // pendingOut is work waiting for resources; Reason names what is missing.
@@ -134,7 +134,7 @@ type leaderOut struct {
 	Address string `json:"address"`
 }
 
-func statusJSON(st *cluster.StatusResponse) statusOut {
+func statusJSON(st *wire.StatusResponse) statusOut {
 	out := statusOut{ClusterName: st.ClusterName, ClusterID: st.ClusterID,
 		Leader: leaderOut{ID: st.LeaderID, Name: st.LeaderName, Address: st.LeaderAddr},
 		Voters: st.Servers, Total: st.Total.Floats(), Available: st.Available.Floats(), Nodes: []nodeJSON{}}
@@ -148,7 +148,7 @@ func statusJSON(st *cluster.StatusResponse) statusOut {
 	return out
 }
 
-func printStatus(w io.Writer, st *cluster.StatusResponse) {
+func printStatus(w io.Writer, st *wire.StatusResponse) {
 	fmt.Fprintf(w, "Cluster %s (%s)\n", st.ClusterName, shortID(st.ClusterID))
 	fmt.Fprintf(w, "Leader  %s (%s, %s)\n", st.LeaderName, shortID(st.LeaderID), st.LeaderAddr)
 	var voters []string

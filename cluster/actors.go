@@ -163,7 +163,7 @@ func (n *Node) actorEndpoints() {
 // handle before the actor is alive).
 func (n *Node) actorCreate(ctx context.Context, req *wire.ActorCreateRequest) (*wire.ActorCreateReply, error) {
 	bad := func(format string, a ...any) (*wire.ActorCreateReply, error) {
-		return nil, &rpc.Error{Code: CodeBadInput, Message: fmt.Sprintf(format, a...)}
+		return nil, &rpc.Error{Code: wire.CodeBadInput, Message: fmt.Sprintf(format, a...)}
 	}
 	switch {
 	case req.Constructor == "" || len(req.BinaryHash) != 64:
@@ -178,7 +178,7 @@ func (n *Node) actorCreate(ctx context.Context, req *wire.ActorCreateRequest) (*
 	if err := checkNonNegative(req.Resources); err != nil {
 		return bad("actor %s: %v", req.Class, err)
 	}
-	if err := ValidateEnvVars(req.EnvVars); err != nil {
+	if err := wire.ValidateEnvVars(req.EnvVars); err != nil {
 		return bad("actor %s: runtime env: %v", req.Class, err)
 	}
 	if err := req.Strategy.Labels.Validate(); err != nil {
@@ -204,7 +204,8 @@ func (n *Node) actorCreate(ctx context.Context, req *wire.ActorCreateRequest) (*
 	res, err := n.apply(store.ActorRegisterType, &store.ActorRegisterRequest{Actor: a, GetIfExists: req.GetIfExists})
 	if err != nil {
 		if errors.Is(err, store.ErrActorNameTaken) {
-			return nil, &rpc.Error{Code: CodeBadInput, Message: fmt.Sprintf("actor name %q is taken in namespace %q (use GetIfExists to get that actor)", req.Name, req.Namespace)}
+			return nil, &rpc.Error{Code: wire.CodeAlreadyExists, Err: err,
+				Message: fmt.Sprintf("actor name %q is taken in namespace %q (use GetIfExists to get that actor)", req.Name, req.Namespace)}
 		}
 		return nil, err
 	}
@@ -234,9 +235,9 @@ func (n *Node) actorGet(ctx context.Context, req *wire.ActorGetRequest) (*wire.A
 		case err != nil:
 			return false, nil, err
 		case a == nil && req.ActorID != "":
-			return false, nil, errNotYet{&rpc.Error{Code: CodeNotFound, Message: fmt.Sprintf("no actor with ID %s", req.ActorID)}}
+			return false, nil, errNotYet{&rpc.Error{Code: wire.CodeNotFound, Message: fmt.Sprintf("no actor with ID %s", req.ActorID)}}
 		case a == nil:
-			return false, nil, &rpc.Error{Code: CodeNotFound, Message: fmt.Sprintf("no live actor named %q in namespace %q", req.Name, req.Namespace)}
+			return false, nil, &rpc.Error{Code: wire.CodeNotFound, Message: fmt.Sprintf("no live actor named %q in namespace %q", req.Name, req.Namespace)}
 		}
 		info = actorInfo(a)
 		return a.State == store.ActorDead || (a.State == store.ActorAlive && a.Restarts != req.NotIncarnation), nil, nil
@@ -257,7 +258,7 @@ func (n *Node) actorKill(ctx context.Context, req *wire.ActorKillRequest) (*wire
 	}
 	if a == nil {
 		unlock()
-		return nil, &rpc.Error{Code: CodeNotFound, Message: fmt.Sprintf("no actor with ID %s", req.ActorID)}
+		return nil, &rpc.Error{Code: wire.CodeNotFound, Message: fmt.Sprintf("no actor with ID %s", req.ActorID)}
 	}
 	if a.State == store.ActorDead {
 		unlock()
@@ -471,15 +472,15 @@ func lostWith(a *store.Actor, status store.NodeStatus, inc uint64) string {
 // enough for its actors to be restarted elsewhere learns, once it is back,
 // to stop the old processes. An incarnation the table has not recorded yet
 // (placement in flight) or does not know is left alone.
-func (m *actorManager) stale(nodeID string, held []ActorHeld) []StaleActor {
-	var out []StaleActor
+func (m *actorManager) stale(nodeID string, held []wire.ActorHeld) []wire.StaleActor {
+	var out []wire.StaleActor
 	st := m.n.fsm.State()
 	for _, h := range held {
 		a, err := st.ActorByID(h.ID)
 		if err != nil || a == nil {
 			continue
 		}
-		s := StaleActor{ActorHeld: h}
+		s := wire.StaleActor{ActorHeld: h}
 		switch {
 		case a.Restarts > h.Incarnation:
 			s.Reason = fmt.Sprintf("incarnation %d replaced it (%s)", a.Restarts, a.DeathCause)

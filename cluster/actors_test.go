@@ -51,7 +51,7 @@ func TestActorLookupWaitsForRegistration(t *testing.T) {
 	start := time.Now()
 	_, err = n.actorGet(ctx, &wire.ActorGetRequest{ActorID: "fedcba9876543210fedcba98", WaitMillis: 300, NotIncarnation: -1})
 	var re *rpc.Error
-	if !errors.As(err, &re) || re.Code != CodeNotFound || time.Since(start) < 300*time.Millisecond {
+	if !errors.As(err, &re) || re.Code != wire.CodeNotFound || time.Since(start) < 300*time.Millisecond {
 		t.Fatalf("unknown ID after %s: %v (want not_found after the 300 ms wait)", time.Since(start), err)
 	}
 }

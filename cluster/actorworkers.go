@@ -59,10 +59,10 @@ func (n *Node) actorStart(ctx context.Context, req *wire.ActorStartRequest) (*wi
 	}
 	p.mu.Unlock()
 	if err := checkNonNegative(req.Resources); err != nil {
-		return nil, &rpc.Error{Code: CodeBadInput, Message: fmt.Sprintf("actor %s: %v", req.ActorID, err)}
+		return nil, &rpc.Error{Code: wire.CodeBadInput, Message: fmt.Sprintf("actor %s: %v", req.ActorID, err)}
 	}
-	if err := ValidateEnvVars(req.EnvVars); err != nil {
-		return nil, &rpc.Error{Code: CodeBadInput, Message: fmt.Sprintf("actor %s: runtime env: %v", req.ActorID, err)}
+	if err := wire.ValidateEnvVars(req.EnvVars); err != nil {
+		return nil, &rpc.Error{Code: wire.CodeBadInput, Message: fmt.Sprintf("actor %s: runtime env: %v", req.ActorID, err)}
 	}
 	if reason := n.gpuInfeasible(req.Resources); reason != "" {
 		return &wire.ActorStartReply{Infeasible: "GPU devices: " + strings.TrimSpace(reason)}, nil
@@ -74,18 +74,18 @@ func (n *Node) actorStart(ctx context.Context, req *wire.ActorStartRequest) (*wi
 	job := actorJobID(req.ActorID, req.Incarnation)
 	if err := p.ensureBinary(ctx, req.JobID, req.BinaryHash, req.BinaryNode); err != nil {
 		n.local.release(l.id)
-		return nil, &rpc.Error{Code: "worker_failed", Message: err.Error()}
+		return nil, &rpc.Error{Code: wire.CodeWorkerFailed, Message: err.Error()}
 	}
 	p.mu.Lock()
 	var env []string
 	if req.JobNamespace != "" {
-		env = []string{EnvNamespace + "=" + req.JobNamespace}
+		env = []string{wire.EnvNamespace + "=" + req.JobNamespace}
 	}
 	w, err := p.start(procSpec{job: job, actor: req.ActorID, binHash: req.BinaryHash, env: env, envVars: req.EnvVars, gpus: l.gpus})
 	if err != nil {
 		p.mu.Unlock()
 		n.local.release(l.id)
-		return nil, &rpc.Error{Code: "worker_failed", Message: err.Error()}
+		return nil, &rpc.Error{Code: wire.CodeWorkerFailed, Message: err.Error()}
 	}
 	ap := &actorProc{id: req.ActorID, incarnation: req.Incarnation, lease: l.id, w: w}
 	p.actors[req.ActorID] = ap
@@ -95,7 +95,7 @@ func (n *Node) actorStart(ctx context.Context, req *wire.ActorStartRequest) (*wi
 	n.local.setWorker(l.id, w.id)
 	fail := func(err error) (*wire.ActorStartReply, error) {
 		p.stopActor(req.ActorID)
-		return nil, &rpc.Error{Code: "worker_failed", Message: fmt.Sprintf("actor %s: %v", req.ActorID, err)}
+		return nil, &rpc.Error{Code: wire.CodeWorkerFailed, Message: fmt.Sprintf("actor %s: %v", req.ActorID, err)}
 	}
 	if err := w.awaitReady(ctx); err != nil {
 		return fail(fmt.Errorf("worker %w", err))
@@ -134,12 +134,12 @@ func (p *workerPool) stopActor(actorID string) {
 }
 
 // heldActors lists the actor incarnations running here, for the heartbeat.
-func (p *workerPool) heldActors() []ActorHeld {
+func (p *workerPool) heldActors() []wire.ActorHeld {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	out := make([]ActorHeld, 0, len(p.actors))
+	out := make([]wire.ActorHeld, 0, len(p.actors))
 	for _, ap := range p.actors {
-		out = append(out, ActorHeld{ID: ap.id, Incarnation: ap.incarnation})
+		out = append(out, wire.ActorHeld{ID: ap.id, Incarnation: ap.incarnation})
 	}
 	return out
 }
@@ -148,7 +148,7 @@ func (p *workerPool) heldActors() []ActorHeld {
 // past, if it still runs that incarnation. Its exit is not reported as a
 // death (the leader has decided already; a report about an incarnation alive
 // elsewhere would restart that one).
-func (p *workerPool) stopStale(s StaleActor) {
+func (p *workerPool) stopStale(s wire.StaleActor) {
 	p.mu.Lock()
 	ap := p.actors[s.ID]
 	if ap == nil || ap.incarnation != s.Incarnation {

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/nodeup/nodeup/store"
+	"github.com/nodeup/nodeup/wire"
 )
 
 // agentLoop registers this node in the Raft node table and then reports its
@@ -17,7 +18,7 @@ func (n *Node) agentLoop() {
 	for {
 		ctx, cancel := context.WithTimeout(n.ctx, forwardTimeout)
 		if !registered {
-			err := n.forward(ctx, MethodNodeRegister, &NodeRegisterRequest{Node: n.record()}, nil)
+			err := n.forward(ctx, wire.MethodNodeRegister, &wire.NodeRegisterRequest{Node: n.record()}, nil)
 			if err == nil {
 				registered = true
 				n.logger.Info("registered with the cluster leader")
@@ -29,8 +30,8 @@ func (n *Node) agentLoop() {
 			for _, b := range n.local.expirePrepared(prepareTimeout) {
 				n.logger.Warn("released a prepared bundle never committed", "bundle", b, "after", prepareTimeout)
 			}
-			var resp HeartbeatResponse
-			err := n.forward(ctx, MethodNodeHeartbeat, &HeartbeatRequest{NodeID: n.id.NodeID, Incarnation: n.id.Incarnation,
+			var resp wire.HeartbeatResponse
+			err := n.forward(ctx, wire.MethodNodeHeartbeat, &wire.HeartbeatRequest{NodeID: n.id.NodeID, Incarnation: n.id.Incarnation,
 				Available: n.local.available(), Pending: n.local.queued(), GPUs: n.heartbeatGPUs(), Bundles: n.local.heldBundles(),
 				Actors: n.workers.heldActors()}, &resp)
 			if err == nil && resp.View != nil {

@@ -203,14 +203,14 @@ func (n *Node) bundleEndpoints() {
 // directly for its own node and through RPC for the others.
 func (n *Node) bundleCall(method string, r *wire.BundlesRequest) (*wire.BundlesReply, error) {
 	if !validHexID(r.Group) {
-		return nil, &rpc.Error{Code: CodeBadInput, Message: fmt.Sprintf("placement group ID %q: use 8 to 64 hex digits", r.Group)}
+		return nil, &rpc.Error{Code: wire.CodeBadInput, Message: fmt.Sprintf("placement group ID %q: use 8 to 64 hex digits", r.Group)}
 	}
 	for _, b := range r.Bundles {
 		if b.Index < 0 || len(b.Resources) == 0 {
-			return nil, &rpc.Error{Code: CodeBadInput, Message: fmt.Sprintf("placement group %s: bundle %d: needs an index ≥ 0 and resources", r.Group, b.Index)}
+			return nil, &rpc.Error{Code: wire.CodeBadInput, Message: fmt.Sprintf("placement group %s: bundle %d: needs an index ≥ 0 and resources", r.Group, b.Index)}
 		}
 		if err := checkNonNegative(b.Resources); err != nil {
-			return nil, &rpc.Error{Code: CodeBadInput, Message: fmt.Sprintf("placement group %s: bundle %d: %v", r.Group, b.Index, err)}
+			return nil, &rpc.Error{Code: wire.CodeBadInput, Message: fmt.Sprintf("placement group %s: bundle %d: %v", r.Group, b.Index, err)}
 		}
 	}
 	why := ""

@@ -13,6 +13,7 @@ import (
 
 	"github.com/nodeup/nodeup/sched"
 	"github.com/nodeup/nodeup/store"
+	"github.com/nodeup/nodeup/wire"
 )
 
 // testLogger keeps test output quiet unless NODEUP_TEST_LOG is set.
@@ -75,15 +76,15 @@ func eventually(t *testing.T, timeout time.Duration, what string, cond func() er
 }
 
 // statusVia asks node nd for the cluster status (forwarded to the leader).
-func statusVia(nd *Node) (*StatusResponse, error) {
+func statusVia(nd *Node) (*wire.StatusResponse, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
-	var st StatusResponse
-	err := nd.forward(ctx, MethodStatus, &Empty{}, &st)
+	var st wire.StatusResponse
+	err := nd.forward(ctx, wire.MethodStatus, &wire.Empty{}, &st)
 	return &st, err
 }
 
-func aliveCount(st *StatusResponse) int {
+func aliveCount(st *wire.StatusResponse) int {
 	c := 0
 	for _, nv := range st.Nodes {
 		if nv.Status == store.NodeAlive {
@@ -93,7 +94,7 @@ func aliveCount(st *StatusResponse) int {
 	return c
 }
 
-func voterCount(st *StatusResponse) int {
+func voterCount(st *wire.StatusResponse) int {
 	c := 0
 	for _, s := range st.Servers {
 		if s.Suffrage == "voter" {
@@ -315,17 +316,17 @@ func TestNonServerWorksThroughLeader(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	var set KVResponse
-	if err := client.forward(ctx, MethodKVSet, &KVRequest{Key: "a/b", Value: []byte("v1")}, &set); err != nil || !set.OK {
+	var set wire.KVResponse
+	if err := client.forward(ctx, wire.MethodKVSet, &wire.KVRequest{Key: "a/b", Value: []byte("v1")}, &set); err != nil || !set.OK {
 		t.Fatalf("kv set through non-server: %v %+v", err, set)
 	}
 	// CAS with a stale index fails and keeps the value.
-	var cas KVResponse
-	if err := client.forward(ctx, MethodKVSet, &KVRequest{Key: "a/b", Value: []byte("v2"), CAS: true, Index: set.Index + 100}, &cas); err != nil || cas.OK {
+	var cas wire.KVResponse
+	if err := client.forward(ctx, wire.MethodKVSet, &wire.KVRequest{Key: "a/b", Value: []byte("v2"), CAS: true, Index: set.Index + 100}, &cas); err != nil || cas.OK {
 		t.Fatalf("stale CAS: %v %+v", err, cas)
 	}
-	var got KVResponse
-	if err := client.forward(ctx, MethodKVGet, &KVRequest{Key: "a/b"}, &got); err != nil || string(got.Entries[0].Value) != "v1" {
+	var got wire.KVResponse
+	if err := client.forward(ctx, wire.MethodKVGet, &wire.KVRequest{Key: "a/b"}, &got); err != nil || string(got.Entries[0].Value) != "v1" {
 		t.Fatalf("kv get: %v %+v", err, got)
 	}
 }

@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/nodeup/nodeup/wire"
 )
 
 // TestFullDiskTmpfs puts one voter's data dir on a small tmpfs and fills it:
@@ -112,8 +114,8 @@ func health(t *testing.T, nd *Node) (int, map[string]any) {
 func kvSet(via *Node, key string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	var r KVResponse
-	return via.forward(ctx, MethodKVSet, &KVRequest{Key: key, Value: []byte("v")}, &r)
+	var r wire.KVResponse
+	return via.forward(ctx, wire.MethodKVSet, &wire.KVRequest{Key: key, Value: []byte("v")}, &r)
 }
 
 // wantSuffrage checks nd's Raft suffrage as the leader reports it via via.

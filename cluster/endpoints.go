@@ -20,16 +20,16 @@ import (
 const applyTimeout = 10 * time.Second
 
 func (n *Node) registerEndpoints() {
-	rpc.Handle(n.rpcServer, MethodHello, n.hello)
-	rpc.Handle(n.rpcServer, methodRaftStats, n.raftStats)
-	handleLeader(n, methodRaftLeave, n.raftLeave)
-	handleLeader(n, MethodNodeRegister, n.nodeRegister)
-	handleLeader(n, MethodNodeHeartbeat, n.nodeHeartbeat)
-	handleLeader(n, MethodStatus, n.status)
-	handleLeader(n, MethodKVGet, n.kvGet)
-	handleLeader(n, MethodKVList, n.kvList)
-	handleLeader(n, MethodKVSet, n.kvSet)
-	handleLeader(n, MethodKVDelete, n.kvDelete)
+	rpc.Handle(n.rpcServer, wire.MethodHello, n.hello)
+	rpc.Handle(n.rpcServer, wire.MethodRaftStats, n.raftStats)
+	handleLeader(n, wire.MethodRaftLeave, n.raftLeave)
+	handleLeader(n, wire.MethodNodeRegister, n.nodeRegister)
+	handleLeader(n, wire.MethodNodeHeartbeat, n.nodeHeartbeat)
+	handleLeader(n, wire.MethodStatus, n.status)
+	handleLeader(n, wire.MethodKVGet, n.kvGet)
+	handleLeader(n, wire.MethodKVList, n.kvList)
+	handleLeader(n, wire.MethodKVSet, n.kvSet)
+	handleLeader(n, wire.MethodKVDelete, n.kvDelete)
 	n.taskEndpoints()
 	n.objectEndpoints()
 	n.actorEndpoints()
@@ -39,7 +39,7 @@ func (n *Node) registerEndpoints() {
 // apply commits one command to the Raft log and returns the FSM's result.
 func (n *Node) apply(t store.MessageType, req any) (any, error) {
 	if n.raft == nil {
-		return nil, &rpc.Error{Code: CodeNotLeader, Message: "this node is not a Raft server"}
+		return nil, &rpc.Error{Code: wire.CodeNotLeader, Message: "this node is not a Raft server"}
 	}
 	b, err := store.Encode(t, req)
 	if err != nil {
@@ -48,28 +48,46 @@ func (n *Node) apply(t store.MessageType, req any) (any, error) {
 	f := n.raft.Apply(b, applyTimeout)
 	if err := f.Error(); err != nil {
 		if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) {
-			return nil, &rpc.Error{Code: CodeNotLeader, Message: err.Error()}
+			return nil, &rpc.Error{Code: wire.CodeNotLeader, Message: err.Error()}
 		}
 		return nil, err
 	}
 	if err, ok := f.Response().(error); ok {
-		return nil, &rpc.Error{Code: CodeBadInput, Message: err.Error()}
+		return nil, &rpc.Error{Code: fsmCode(err), Message: err.Error(), Err: err}
 	}
 	return f.Response(), nil
 }
 
-func (n *Node) hello(ctx context.Context, _ *Empty) (*HelloResponse, error) {
-	return &HelloResponse{
+// fsmCode is the wire code of an FSM failure. The store's distinct errors
+// stay distinct: the code for a caller elsewhere, and the error itself
+// (rpc.Error.Err) for errors.Is on this node.
+func fsmCode(err error) string {
+	switch {
+	case errors.Is(err, store.ErrActorNameTaken), errors.Is(err, store.ErrPlacementGroupNameTaken):
+		return wire.CodeAlreadyExists
+	case errors.Is(err, store.ErrActorDead):
+		return wire.CodeActorDied
+	case errors.Is(err, store.ErrActorStaleIncarnation), errors.Is(err, store.ErrStaleIncarnation):
+		return wire.CodeStaleIncarnation
+	case errors.Is(err, store.ErrNodeNotFound), errors.Is(err, store.ErrActorNotFound),
+		errors.Is(err, store.ErrPlacementGroupNotFound), errors.Is(err, store.ErrPlacementGroupRemoved):
+		return wire.CodeNotFound
+	}
+	return wire.CodeBadInput // malformed or invalid request, another cluster's ID, a reservation committed state refuses
+}
+
+func (n *Node) hello(ctx context.Context, _ *wire.Empty) (*wire.HelloResponse, error) {
+	return &wire.HelloResponse{
 		ClusterID: n.id.ClusterID, ClusterName: n.id.ClusterName, NodeID: n.id.NodeID,
 		Version: n.cfg.Version, LeaderAddr: n.leaderAddr(), GossipAddrs: n.members.gossipAddrs(),
 	}, nil
 }
 
-func (n *Node) raftStats(ctx context.Context, _ *Empty) (*raftStats, error) {
+func (n *Node) raftStats(ctx context.Context, _ *wire.Empty) (*wire.RaftStats, error) {
 	if n.raft == nil {
-		return nil, &rpc.Error{Code: CodeNotFound, Message: "not a Raft server"}
+		return nil, &rpc.Error{Code: wire.CodeNotFound, Message: "not a Raft server"}
 	}
-	s := &raftStats{LastIndex: n.raft.LastIndex()}
+	s := &wire.RaftStats{LastIndex: n.raft.LastIndex()}
 	if n.IsLeader() {
 		s.LastContactNanos = 0
 	} else if lc := n.raft.LastContact(); !lc.IsZero() {
@@ -84,14 +102,14 @@ func (n *Node) raftStats(ctx context.Context, _ *Empty) (*raftStats, error) {
 	return s, nil
 }
 
-func (n *Node) nodeRegister(ctx context.Context, req *NodeRegisterRequest) (*Empty, error) {
+func (n *Node) nodeRegister(ctx context.Context, req *wire.NodeRegisterRequest) (*wire.Empty, error) {
 	nd := req.Node
 	if nd.ID == "" || nd.Address == "" {
-		return nil, &rpc.Error{Code: CodeBadInput, Message: "node registration needs an ID and an address"}
+		return nil, &rpc.Error{Code: wire.CodeBadInput, Message: "node registration needs an ID and an address"}
 	}
 	for name := range nd.Resources {
 		if err := sched.ValidateResourceName(name); err != nil {
-			return nil, &rpc.Error{Code: CodeBadInput, Message: err.Error()}
+			return nil, &rpc.Error{Code: wire.CodeBadInput, Message: err.Error()}
 		}
 	}
 	// A new incarnation means the node's processes of the last one are
@@ -106,10 +124,10 @@ func (n *Node) nodeRegister(ctx context.Context, req *NodeRegisterRequest) (*Emp
 		return nil, err
 	}
 	n.leader.setSoft(nd.ID, softState{incarnation: nd.Incarnation})
-	return &Empty{}, nil
+	return &wire.Empty{}, nil
 }
 
-func (n *Node) nodeHeartbeat(ctx context.Context, req *HeartbeatRequest) (*HeartbeatResponse, error) {
+func (n *Node) nodeHeartbeat(ctx context.Context, req *wire.HeartbeatRequest) (*wire.HeartbeatResponse, error) {
 	nd, err := n.fsm.State().NodeByID(req.NodeID)
 	if err != nil {
 		return nil, err
@@ -119,7 +137,7 @@ func (n *Node) nodeHeartbeat(ctx context.Context, req *HeartbeatRequest) (*Heart
 		n.leader.setSoft(req.NodeID, softState{incarnation: req.Incarnation, available: req.Available, pending: req.Pending, gpus: req.GPUs})
 		n.pgs.nodeReport(nd, req.Available, req.Bundles)
 	}
-	resp := &HeartbeatResponse{Known: known, LeaderAddr: n.rpcAddr}
+	resp := &wire.HeartbeatResponse{Known: known, LeaderAddr: n.rpcAddr}
 	if known {
 		resp.StaleActors = n.actors.stale(nd.ID, req.Actors)
 	}
@@ -146,13 +164,13 @@ func (n *Node) tableView() ([]wire.NodeInfo, error) {
 	return view, nil
 }
 
-func (n *Node) status(ctx context.Context, _ *Empty) (*StatusResponse, error) {
+func (n *Node) status(ctx context.Context, _ *wire.Empty) (*wire.StatusResponse, error) {
 	st := n.fsm.State()
 	nodes, err := st.Nodes()
 	if err != nil {
 		return nil, err
 	}
-	resp := &StatusResponse{ClusterID: n.id.ClusterID, ClusterName: n.id.ClusterName,
+	resp := &wire.StatusResponse{ClusterID: n.id.ClusterID, ClusterName: n.id.ClusterName,
 		LeaderID: n.id.NodeID, LeaderName: n.cfg.NodeName, LeaderAddr: n.rpcAddr,
 		Total: sched.ResourceSet{}, Available: sched.ResourceSet{}}
 	if meta, _ := st.ClusterMeta(); meta != nil {
@@ -165,14 +183,14 @@ func (n *Node) status(ctx context.Context, _ *Empty) (*StatusResponse, error) {
 	}
 	if f := n.raft.GetConfiguration(); f.Error() == nil {
 		for _, s := range f.Configuration().Servers {
-			rs := RaftServer{ID: string(s.ID), Name: names[string(s.ID)], Address: string(s.Address),
+			rs := wire.RaftServer{ID: string(s.ID), Name: names[string(s.ID)], Address: string(s.Address),
 				Suffrage: strings.ToLower(s.Suffrage.String()), Leader: string(s.ID) == n.id.NodeID}
 			resp.Servers = append(resp.Servers, rs)
 			suffrage[rs.ID] = rs.Suffrage
 		}
 	}
 	for _, nd := range nodes {
-		v := NodeView{Node: *nd, RaftSuffrage: suffrage[nd.ID]}
+		v := wire.NodeView{Node: *nd, RaftSuffrage: suffrage[nd.ID]}
 		v.Available, v.LastHeartbeat = n.leader.available(nd)
 		v.GPUs = n.leader.gpusOf(nd.ID)
 		if nd.Status.Live() {
@@ -186,47 +204,47 @@ func (n *Node) status(ctx context.Context, _ *Empty) (*StatusResponse, error) {
 	return resp, nil
 }
 
-func (n *Node) kvGet(ctx context.Context, req *KVRequest) (*KVResponse, error) {
+func (n *Node) kvGet(ctx context.Context, req *wire.KVRequest) (*wire.KVResponse, error) {
 	e, err := n.fsm.State().KVGet(req.Key)
 	if err != nil {
 		return nil, err
 	}
 	if e == nil {
-		return nil, &rpc.Error{Code: CodeNotFound, Message: fmt.Sprintf("key %q not found", req.Key)}
+		return nil, &rpc.Error{Code: wire.CodeNotFound, Message: fmt.Sprintf("key %q not found", req.Key)}
 	}
-	return &KVResponse{Entries: []store.KVEntry{*e}, OK: true, Index: e.ModifyIndex}, nil
+	return &wire.KVResponse{Entries: []store.KVEntry{*e}, OK: true, Index: e.ModifyIndex}, nil
 }
 
-func (n *Node) kvList(ctx context.Context, req *KVRequest) (*KVResponse, error) {
+func (n *Node) kvList(ctx context.Context, req *wire.KVRequest) (*wire.KVResponse, error) {
 	es, err := n.fsm.State().KVList(req.Prefix)
 	if err != nil {
 		return nil, err
 	}
-	resp := &KVResponse{OK: true}
+	resp := &wire.KVResponse{OK: true}
 	for _, e := range es {
 		resp.Entries = append(resp.Entries, *e)
 	}
 	return resp, nil
 }
 
-func (n *Node) kvSet(ctx context.Context, req *KVRequest) (*KVResponse, error) {
+func (n *Node) kvSet(ctx context.Context, req *wire.KVRequest) (*wire.KVResponse, error) {
 	if req.Key == "" {
-		return nil, &rpc.Error{Code: CodeBadInput, Message: "empty KV key"}
+		return nil, &rpc.Error{Code: wire.CodeBadInput, Message: "empty KV key"}
 	}
 	out, err := n.apply(store.KVSetType, &store.KVSetRequest{Key: req.Key, Value: req.Value, CAS: req.CAS, Index: req.Index})
 	if err != nil {
 		return nil, err
 	}
-	resp := &KVResponse{OK: true}
+	resp := &wire.KVResponse{OK: true}
 	if r, ok := out.(*store.KVSetResult); ok {
 		resp.OK, resp.Index = r.OK, r.Index
 	}
 	return resp, nil
 }
 
-func (n *Node) kvDelete(ctx context.Context, req *KVRequest) (*KVResponse, error) {
+func (n *Node) kvDelete(ctx context.Context, req *wire.KVRequest) (*wire.KVResponse, error) {
 	if _, err := n.apply(store.KVDeleteType, &store.KVDeleteRequest{Key: req.Key}); err != nil {
 		return nil, err
 	}
-	return &KVResponse{OK: true}, nil
+	return &wire.KVResponse{OK: true}, nil
 }

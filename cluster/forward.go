@@ -10,6 +10,7 @@ import (
 
 	"github.com/nodeup/nodeup/internal/mpsafe"
 	"github.com/nodeup/nodeup/rpc"
+	"github.com/nodeup/nodeup/wire"
 )
 
 // forwardTimeout bounds how long a request waits for a leader to exist.
@@ -29,9 +30,9 @@ func (n *Node) leaderAddr() string {
 // by running fn when it leads and forwarding otherwise, and method+"@leader",
 // which only the leader serves.
 func handleLeader[Req, Resp any](n *Node, method string, fn func(ctx context.Context, req *Req) (*Resp, error)) {
-	rpc.Handle(n.rpcServer, method+leaderSuffix, func(ctx context.Context, req *Req) (*Resp, error) {
+	rpc.Handle(n.rpcServer, method+wire.LeaderSuffix, func(ctx context.Context, req *Req) (*Resp, error) {
 		if !n.IsLeader() {
-			return nil, &rpc.Error{Code: CodeNotLeader, Message: "this node is not the leader"}
+			return nil, &rpc.Error{Code: wire.CodeNotLeader, Message: "this node is not the leader"}
 		}
 		return fn(ctx, req)
 	})
@@ -39,7 +40,7 @@ func handleLeader[Req, Resp any](n *Node, method string, fn func(ctx context.Con
 		if n.IsLeader() {
 			var req Req
 			if err := mpsafe.Unmarshal(body, &req); err != nil {
-				return nil, &rpc.Error{Code: CodeBadInput, Message: fmt.Sprintf("decode %s request: %v", method, err)}
+				return nil, &rpc.Error{Code: wire.CodeBadInput, Message: fmt.Sprintf("decode %s request: %v", method, err)}
 			}
 			return fn(ctx, &req)
 		}
@@ -68,12 +69,12 @@ func (n *Node) forward(ctx context.Context, method string, req, resp any) error 
 			addr = n.askForLeader(ctx)
 		}
 		if addr != "" {
-			err := n.pool.Call(ctx, addr, method+leaderSuffix, req, resp)
+			err := n.pool.Call(ctx, addr, method+wire.LeaderSuffix, req, resp)
 			var re *rpc.Error
 			switch {
 			case err == nil:
 				return nil
-			case errors.As(err, &re) && re.Code != CodeNotLeader:
+			case errors.As(err, &re) && re.Code != wire.CodeNotLeader:
 				return err // the leader answered: an application error
 			}
 			lastErr = err
@@ -83,7 +84,7 @@ func (n *Node) forward(ctx context.Context, method string, req, resp any) error 
 		}
 		select {
 		case <-ctx.Done():
-			return &rpc.Error{Code: CodeNoLeader, Message: fmt.Sprintf("%s: no cluster leader reachable (%v); is a quorum of Raft voters up?", method, lastErr)}
+			return &rpc.Error{Code: wire.CodeNoLeader, Message: fmt.Sprintf("%s: no cluster leader reachable (%v); is a quorum of Raft voters up?", method, lastErr)}
 		case <-n.ctx.Done():
 			return rpc.ErrClosed
 		case <-time.After(backoff):
@@ -104,8 +105,8 @@ func (n *Node) askForLeader(ctx context.Context) string {
 			continue
 		}
 		cctx, cancel := context.WithTimeout(ctx, time.Second)
-		var h HelloResponse
-		err := n.pool.Call(cctx, addr, MethodHello, &Empty{}, &h)
+		var h wire.HelloResponse
+		err := n.pool.Call(cctx, addr, wire.MethodHello, &wire.Empty{}, &h)
 		cancel()
 		if err == nil && h.LeaderAddr != "" {
 			n.leaderHint.Store(h.LeaderAddr)

@@ -177,7 +177,7 @@ func (n *Node) onGPUHealth(ev gpu.HealthEvent) {
 func (n *Node) registerAgain() {
 	ctx, cancel := context.WithTimeout(n.ctx, time.Minute)
 	defer cancel()
-	if err := n.forward(ctx, MethodNodeRegister, &NodeRegisterRequest{Node: n.record()}, nil); err != nil && n.ctx.Err() == nil {
+	if err := n.forward(ctx, wire.MethodNodeRegister, &wire.NodeRegisterRequest{Node: n.record()}, nil); err != nil && n.ctx.Err() == nil {
 		n.logger.Warn("report reduced GPU resources to the leader", "err", err)
 	}
 }

@@ -49,7 +49,7 @@ func TestGPUStatusAndHealthReachTheLeader(t *testing.T) {
 		}
 	})
 	gpuNode := nodes[1]
-	nodeView := func() (*NodeView, error) {
+	nodeView := func() (*wire.NodeView, error) {
 		st, err := statusVia(nodes[0])
 		if err != nil {
 			return nil, err

@@ -17,7 +17,7 @@ import (
 // hostileMethods are methods a node serves (and one it does not), with
 // request types that hold strings, bins, slices and maps.
 var hostileMethods = []string{
-	MethodHello, MethodStatus, MethodNodeRegister, MethodKVSet, wire.MethodJobRegister,
+	wire.MethodHello, wire.MethodStatus, wire.MethodNodeRegister, wire.MethodKVSet, wire.MethodJobRegister,
 	wire.MethodLease, wire.MethodActorCreate, wire.MethodActorStart, wire.MethodPGCreate,
 	wire.MethodObjectCreate, "No.Such",
 }
@@ -61,7 +61,7 @@ func sendRPC(t *testing.T, addr, method string, body []byte) {
 	}
 	defer conn.Close()
 	w := bufio.NewWriter(conn)
-	_ = w.WriteByte(connRPC)
+	_, _ = w.Write(rpc.AppendHello([]byte{connRPC}, wire.ProtocolVersion))
 	if err := rpc.WriteFrame(w, &rpc.Frame{Seq: 1, Kind: rpc.KindRequest, Method: method, Body: body}); err != nil {
 		t.Fatal(err)
 	}
@@ -125,7 +125,7 @@ func TestNodeSurvivesHostileTraffic(t *testing.T) {
 			t.Fatal(err)
 		}
 		open = append(open, c)
-		if _, err := c.Write([]byte{connRPC}); err != nil {
+		if _, err := c.Write(rpc.AppendHello([]byte{connRPC}, wire.ProtocolVersion)); err != nil {
 			t.Fatal(err)
 		}
 	}

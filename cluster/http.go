@@ -12,6 +12,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"golang.org/x/net/netutil"
+
+	"github.com/nodeup/nodeup/wire"
 )
 
 // startHTTP serves the JSON API and Prometheus metrics. HTTPPort -1 disables it.
@@ -73,8 +75,8 @@ func newHTTPServer(h http.Handler) *http.Server {
 func (n *Node) httpStatus(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), forwardTimeout)
 	defer cancel()
-	var st StatusResponse
-	if err := n.forward(ctx, MethodStatus, &Empty{}, &st); err != nil {
+	var st wire.StatusResponse
+	if err := n.forward(ctx, wire.MethodStatus, &wire.Empty{}, &st); err != nil {
 		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": err.Error()})
 		return
 	}

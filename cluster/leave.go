@@ -8,19 +8,12 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/nodeup/nodeup/rpc"
+	"github.com/nodeup/nodeup/wire"
 )
 
 // leaveRaftTimeout bounds how long a stopping server tries to take itself
 // out of the Raft configuration before it stops anyway.
 const leaveRaftTimeout = 10 * time.Second
-
-// raftLeaveRequest asks the leader to remove a stopping server from the Raft
-// configuration. Incarnation keeps the leader from adding it straight back
-// while gossip still shows it alive (a restart brings a new incarnation).
-type raftLeaveRequest struct {
-	NodeID      string
-	Incarnation uint64
-}
 
 // leaveRaft takes this server out of the Raft configuration before it stops,
 // so the voters left keep a quorum (a 2-voter cluster keeps a leader). A
@@ -44,8 +37,8 @@ func (n *Node) leaveRaft(timeout time.Duration) {
 			n.logger.Warn("leadership transfer failed; the leader removes itself", "err", err)
 		}
 	}
-	req := &raftLeaveRequest{NodeID: n.id.NodeID, Incarnation: n.id.Incarnation}
-	if err := n.forward(ctx, methodRaftLeave, req, &Empty{}); err != nil {
+	req := &wire.RaftLeaveRequest{NodeID: n.id.NodeID, Incarnation: n.id.Incarnation}
+	if err := n.forward(ctx, wire.MethodRaftLeave, req, &wire.Empty{}); err != nil {
 		n.logger.Warn("could not leave the Raft configuration; the cluster removes this node once gossip reports it left",
 			"timeout", timeout, "err", err)
 		return
@@ -71,7 +64,7 @@ func (n *Node) ownSuffrage() (raft.ServerSuffrage, bool) {
 // raftLeave is the leader's side of leaveRaft: it removes the server from
 // the configuration (itself too, when a leadership transfer failed: Raft
 // then steps down). It refuses to remove the last voter.
-func (n *Node) raftLeave(ctx context.Context, req *raftLeaveRequest) (*Empty, error) {
+func (n *Node) raftLeave(ctx context.Context, req *wire.RaftLeaveRequest) (*wire.Empty, error) {
 	f := n.raft.GetConfiguration()
 	if err := f.Error(); err != nil {
 		return nil, err
@@ -85,14 +78,14 @@ func (n *Node) raftLeave(ctx context.Context, req *raftLeaveRequest) (*Empty, er
 	}
 	switch {
 	case !found:
-		return &Empty{}, nil
+		return &wire.Empty{}, nil
 	case voters == 0:
-		return nil, &rpc.Error{Code: CodeBadInput, Message: fmt.Sprintf("node %s is the last Raft voter; it stays in the configuration", req.NodeID)}
+		return nil, &rpc.Error{Code: wire.CodeBadInput, Message: fmt.Sprintf("node %s is the last Raft voter; it stays in the configuration", req.NodeID)}
 	}
 	n.leader.markLeaving(req.NodeID, req.Incarnation)
 	if err := n.raft.RemoveServer(raft.ServerID(req.NodeID), 0, applyTimeout).Error(); err != nil {
-		return nil, &rpc.Error{Code: CodeNotLeader, Message: fmt.Sprintf("remove Raft server %s: %v", req.NodeID, err)}
+		return nil, &rpc.Error{Code: wire.CodeNotLeader, Message: fmt.Sprintf("remove Raft server %s: %v", req.NodeID, err)}
 	}
 	n.logger.Info("removed a leaving server from Raft", "id", short(req.NodeID))
-	return &Empty{}, nil
+	return &wire.Empty{}, nil
 }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/nodeup/nodeup/wire"
 )
 
 // TestTwoVotersKeepLeaderOnGracefulStop stops either voter of a 2-voter
@@ -31,8 +33,8 @@ func TestTwoVotersKeepLeaderOnGracefulStop(t *testing.T) {
 				}
 				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 				defer cancel()
-				var r KVResponse
-				return staying.forward(ctx, MethodKVSet, &KVRequest{Key: "after-stop", Value: []byte("v")}, &r)
+				var r wire.KVResponse
+				return staying.forward(ctx, wire.MethodKVSet, &wire.KVRequest{Key: "after-stop", Value: []byte("v")}, &r)
 			})
 			st, err := statusVia(staying)
 			if err != nil {

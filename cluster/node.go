@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -25,6 +24,7 @@ import (
 	"github.com/nodeup/nodeup/rpc"
 	"github.com/nodeup/nodeup/sched"
 	"github.com/nodeup/nodeup/store"
+	"github.com/nodeup/nodeup/wire"
 )
 
 // Node is one running node daemon. Create it with Start; stop it with
@@ -126,7 +126,7 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 		return nil, fmt.Errorf("RPC port %d on %s: %w", cfg.Port, cfg.BindAddr, err)
 	}
 	n.rpcAddr = hostPort(advertise, n.ln.Addr().(*net.TCPAddr).Port)
-	n.pool = rpc.NewPool([]byte{connRPC}, 5*time.Second)
+	n.pool = rpc.NewPool([]byte{connRPC}, wire.ProtocolVersion, 5*time.Second)
 	n.pool.SetDialer(n.dialTCP)
 
 	// Learn the cluster from a peer before writing anything to the data dir:
@@ -138,7 +138,7 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	if !cfg.Head && len(cfg.Join) == 0 && len(peers) == 0 {
 		return nil, errNoPeers(cfg.DataDir)
 	}
-	var hello *HelloResponse
+	var hello *wire.HelloResponse
 	if len(cfg.Join) > 0 || len(peers) > 0 {
 		hello, err = n.findCluster(ctx, cfg.Join, peers)
 		switch {
@@ -184,7 +184,7 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	n.workers = newWorkerPool(n)
 	n.actors = newActorManager(n)
 	n.pgs = newPGManager(n)
-	n.rpcServer = rpc.NewServer(n.logger.With("component", "rpc"))
+	n.rpcServer = rpc.NewServer(n.logger.With("component", "rpc"), wire.ProtocolVersion)
 	n.registerEndpoints()
 	if cfg.Server {
 		if err := n.setupRaft(); err != nil {
@@ -355,7 +355,7 @@ func (n *Node) recordRaftState() {
 // setupGossip starts memberlist and joins the members the hello listed
 // (else, if none of them answers, the remembered peers); remembered peers
 // gossip does not show are retried in the background.
-func (n *Node) setupGossip(advertise string, hello *HelloResponse, peers []peerRecord) error {
+func (n *Node) setupGossip(advertise string, hello *wire.HelloResponse, peers []peerRecord) error {
 	var err error
 	meta := gossipMeta{ID: n.id.NodeID, Name: n.cfg.NodeName, RPCAddr: n.rpcAddr, Server: n.cfg.Server,
 		Version: n.cfg.Version, Incarnation: n.id.Incarnation}
@@ -398,7 +398,7 @@ func errNoPeers(dataDir string) error {
 
 // findCluster asks the --join peers in turn, then up to helloFanout
 // remembered ones at once, which cluster they are in.
-func (n *Node) findCluster(ctx context.Context, join []string, peers []peerRecord) (*HelloResponse, error) {
+func (n *Node) findCluster(ctx context.Context, join []string, peers []peerRecord) (*wire.HelloResponse, error) {
 	var errs []error
 	if len(join) > 0 {
 		h, err := n.helloPeers(ctx, join)
@@ -418,7 +418,7 @@ func (n *Node) findCluster(ctx context.Context, join []string, peers []peerRecor
 }
 
 // helloPeers asks each peer in turn which cluster it belongs to.
-func (n *Node) helloPeers(ctx context.Context, peers []string) (*HelloResponse, error) {
+func (n *Node) helloPeers(ctx context.Context, peers []string) (*wire.HelloResponse, error) {
 	var errs []error
 	for _, p := range peers {
 		addr := p
@@ -426,8 +426,8 @@ func (n *Node) helloPeers(ctx context.Context, peers []string) (*HelloResponse, 
 			addr = hostPort(p, DefaultPort)
 		}
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		var resp HelloResponse
-		err := n.pool.Call(cctx, addr, MethodHello, &Empty{}, &resp)
+		var resp wire.HelloResponse
+		err := n.pool.Call(cctx, addr, wire.MethodHello, &wire.Empty{}, &resp)
 		cancel()
 		if err == nil {
 			return &resp, nil
@@ -585,40 +585,17 @@ func short(id string) string {
 	return id
 }
 
-// currentAddressFile points client verbs at the most recently started node on
-// this machine, as Ray's /tmp/ray/ray_current_cluster does.
-func currentAddressFile() string {
-	return filepath.Join(os.TempDir(), "nodeup-"+strconv.Itoa(os.Getuid()), "current")
-}
-
 func writeCurrentAddress(addr string) {
-	p := currentAddressFile()
+	p := wire.CurrentAddressFile()
 	if os.MkdirAll(filepath.Dir(p), 0o700) == nil {
 		_ = writeFileAtomic(p, []byte(addr+"\n"))
 	}
 }
 
 func removeCurrentAddress(addr string) {
-	if CurrentAddress() == addr {
-		_ = os.Remove(currentAddressFile())
+	if wire.CurrentAddress() == addr {
+		_ = os.Remove(wire.CurrentAddressFile())
 	}
-}
-
-// CurrentAddress returns the RPC address of the node most recently started
-// on this machine by this user, or "" when none is recorded.
-func CurrentAddress() string {
-	b, err := os.ReadFile(currentAddressFile())
-	if err != nil {
-		return ""
-	}
-	return string(trimNL(b))
-}
-
-func trimNL(b []byte) []byte {
-	for len(b) > 0 && (b[len(b)-1] == '\n' || b[len(b)-1] == '\r' || b[len(b)-1] == ' ') {
-		b = b[:len(b)-1]
-	}
-	return b
 }
 
 // DataDir returns the node's data dir.

@@ -23,9 +23,6 @@ const (
 	maxReadChunk = 16 << 20
 )
 
-// CodeObjectStoreFull is the rpc error code of a create that does not fit.
-const CodeObjectStoreFull = "object_store_full"
-
 // openObjectStore creates the node's shared-memory arena: in /dev/shm when it
 // is a writable tmpfs, else in the data dir.
 func (n *Node) openObjectStore() error {
@@ -61,9 +58,9 @@ func (n *Node) objectEndpoints() {
 		}
 		if err != nil {
 			if errors.Is(err, objstore.ErrFull) || errors.Is(err, objstore.ErrTooLarge) {
-				return nil, &rpc.Error{Code: CodeObjectStoreFull, Message: fmt.Sprintf("node %s: %v", n.cfg.NodeName, err)}
+				return nil, &rpc.Error{Code: wire.CodeObjectStoreFull, Message: fmt.Sprintf("node %s: %v", n.cfg.NodeName, err)}
 			}
-			return nil, &rpc.Error{Code: CodeBadInput, Message: err.Error()}
+			return nil, &rpc.Error{Code: wire.CodeBadInput, Message: err.Error()}
 		}
 		loc, _ := n.objects.Locate(r.Key)
 		return &wire.ObjectLocation{Offset: loc.Offset, Size: loc.Size}, nil
@@ -85,9 +82,9 @@ func (n *Node) objectEndpoints() {
 func (n *Node) objectRead(ctx context.Context, r *wire.ObjectReadRequest) (*rpc.Bulk, error) {
 	view, release, err := n.objects.View(r.Key, r.Offset, min(max(r.Length, 0), maxReadChunk))
 	if err != nil {
-		code := CodeNotFound
+		code := wire.CodeNotFound
 		if errors.Is(err, objstore.ErrInvalid) {
-			code = CodeBadInput
+			code = wire.CodeBadInput
 		}
 		return nil, &rpc.Error{Code: code, Message: fmt.Sprintf("node %s: %v", n.cfg.NodeName, err)}
 	}
@@ -102,14 +99,14 @@ func (n *Node) objectLocate(ctx context.Context, r *wire.ObjectLocateRequest) (*
 		return &wire.ObjectLocation{Offset: loc.Offset, Size: loc.Size}, nil
 	}
 	if r.Loc.NodeAddr == n.rpcAddr {
-		return nil, &rpc.Error{Code: CodeNotFound, Message: fmt.Sprintf("object %s is not in the store of node %s (freed, or lost with a restart)", key, n.cfg.NodeName)}
+		return nil, &rpc.Error{Code: wire.CodeNotFound, Message: fmt.Sprintf("object %s is not in the store of node %s (freed, or lost with a restart)", key, n.cfg.NodeName)}
 	}
 	if _, err, _ := n.pulls.Do(key, func() (any, error) { return nil, n.pull(ctx, r.Loc) }); err != nil {
 		return nil, err
 	}
 	loc, _, ok := n.objects.Get(key)
 	if !ok {
-		return nil, &rpc.Error{Code: CodeNotFound, Message: fmt.Sprintf("object %s was pulled but is gone (evicted)", key)}
+		return nil, &rpc.Error{Code: wire.CodeNotFound, Message: fmt.Sprintf("object %s was pulled but is gone (evicted)", key)}
 	}
 	return &wire.ObjectLocation{Offset: loc.Offset, Size: loc.Size}, nil
 }
@@ -125,7 +122,7 @@ func (n *Node) pull(ctx context.Context, from wire.ObjectLoc) error {
 	dst, err := n.objects.CreateSecondary(from.Key, from.Size)
 	if err != nil {
 		if errors.Is(err, objstore.ErrFull) || errors.Is(err, objstore.ErrTooLarge) {
-			return &rpc.Error{Code: CodeObjectStoreFull, Message: fmt.Sprintf("node %s: %v", n.cfg.NodeName, err)}
+			return &rpc.Error{Code: wire.CodeObjectStoreFull, Message: fmt.Sprintf("node %s: %v", n.cfg.NodeName, err)}
 		}
 		return err
 	}

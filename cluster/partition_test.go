@@ -11,6 +11,7 @@ import (
 
 	"github.com/nodeup/nodeup/rpc"
 	"github.com/nodeup/nodeup/store"
+	"github.com/nodeup/nodeup/wire"
 )
 
 // kvSetVia writes key through nd (forwarded to the leader), waiting at most
@@ -18,8 +19,8 @@ import (
 func kvSetVia(nd *Node, key string, wait time.Duration) error {
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
-	var resp KVResponse
-	if err := nd.forward(ctx, MethodKVSet, &KVRequest{Key: key, Value: []byte(nd.Name())}, &resp); err != nil {
+	var resp wire.KVResponse
+	if err := nd.forward(ctx, wire.MethodKVSet, &wire.KVRequest{Key: key, Value: []byte(nd.Name())}, &resp); err != nil {
 		return err
 	}
 	if !resp.OK {
@@ -29,7 +30,7 @@ func kvSetVia(nd *Node, key string, wait time.Duration) error {
 }
 
 // nodeStatuses returns the leader's table as name → status, asked via nd.
-func nodeStatuses(nd *Node) (map[string]store.NodeStatus, *StatusResponse, error) {
+func nodeStatuses(nd *Node) (map[string]store.NodeStatus, *wire.StatusResponse, error) {
 	st, err := statusVia(nd)
 	if err != nil {
 		return nil, nil, err
@@ -101,8 +102,8 @@ func TestPartitionOutlastingFailureDetectionHeals(t *testing.T) {
 	for _, nd := range minority {
 		err := kvSetVia(nd, "minority", time.Second)
 		var re *rpc.Error
-		if !errors.As(err, &re) || re.Code != CodeNoLeader {
-			t.Fatalf("write via cut-off %s: %v (want %s)", nd.Name(), err, CodeNoLeader)
+		if !errors.As(err, &re) || re.Code != wire.CodeNoLeader {
+			t.Fatalf("write via cut-off %s: %v (want %s)", nd.Name(), err, wire.CodeNoLeader)
 		}
 	}
 	t.Logf("partition held %s (failure detection and Raft removal done)", time.Since(cut).Round(time.Millisecond))

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/nodeup/nodeup/store"
+	"github.com/nodeup/nodeup/wire"
 )
 
 // peersFile in the data dir remembers the cluster's other members across
@@ -191,7 +192,7 @@ func (n *Node) peersLoop() {
 // helloRemembered asks up to helloFanout remembered peers at once which
 // cluster they are in and returns the first answer from this data dir's
 // cluster (any cluster for a data dir that has none yet).
-func (n *Node) helloRemembered(ctx context.Context, peers []peerRecord) (*HelloResponse, error) {
+func (n *Node) helloRemembered(ctx context.Context, peers []peerRecord) (*wire.HelloResponse, error) {
 	var ask []peerRecord
 	for _, p := range peers {
 		if p.RPC != n.rpcAddr {
@@ -207,7 +208,7 @@ func (n *Node) helloRemembered(ctx context.Context, peers []peerRecord) (*HelloR
 	defer cancel()
 	type answer struct {
 		p   peerRecord
-		h   *HelloResponse
+		h   *wire.HelloResponse
 		err error
 	}
 	// The askers outlive a first answer, while Start goes on to change n.id.
@@ -215,8 +216,8 @@ func (n *Node) helloRemembered(ctx context.Context, peers []peerRecord) (*HelloR
 	want, wantName := n.id.ClusterID, n.id.ClusterName
 	for _, p := range ask {
 		go func() {
-			var h HelloResponse
-			err := n.pool.Call(ctx, p.RPC, MethodHello, &Empty{}, &h)
+			var h wire.HelloResponse
+			err := n.pool.Call(ctx, p.RPC, wire.MethodHello, &wire.Empty{}, &h)
 			if err == nil && want != "" && h.ClusterID != want {
 				err = fmt.Errorf("it is in cluster %q (%s) now, not %q (%s)", h.ClusterName, h.ClusterID, wantName, want)
 			}

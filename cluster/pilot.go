@@ -9,6 +9,7 @@ import (
 	autopilot "github.com/hashicorp/raft-autopilot"
 
 	"github.com/nodeup/nodeup/store"
+	"github.com/nodeup/nodeup/wire"
 )
 
 // pilotDelegate connects raft-autopilot (the library Consul and Nomad use for
@@ -57,12 +58,12 @@ func (d *pilotDelegate) FetchServerStats(ctx context.Context, servers map[raft.S
 		wg.Add(1)
 		go func(id raft.ServerID, addr string) {
 			defer wg.Done()
-			var s *raftStats
+			var s *wire.RaftStats
 			if string(id) == d.n.id.NodeID {
-				s, _ = d.n.raftStats(ctx, &Empty{})
+				s, _ = d.n.raftStats(ctx, &wire.Empty{})
 			} else {
-				var rs raftStats
-				if d.n.pool.Call(ctx, addr, methodRaftStats, &Empty{}, &rs) == nil {
+				var rs wire.RaftStats
+				if d.n.pool.Call(ctx, addr, wire.MethodRaftStats, &wire.Empty{}, &rs) == nil {
 					s = &rs
 				}
 			}

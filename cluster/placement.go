@@ -114,7 +114,7 @@ func pgInfo(g *store.PlacementGroup, names map[string]nodeRef) wire.PGInfo {
 }
 
 func badInput(format string, a ...any) error {
-	return &rpc.Error{Code: CodeBadInput, Message: fmt.Sprintf(format, a...)}
+	return &rpc.Error{Code: wire.CodeBadInput, Message: fmt.Sprintf(format, a...)}
 }
 
 // pgCreate validates and registers a group, placing it at once when it
@@ -147,7 +147,7 @@ func (n *Node) pgCreate(ctx context.Context, req *wire.PGCreateRequest) (*wire.P
 		if g, err := st.PlacementGroupByName(req.Namespace, req.Name); err != nil {
 			return nil, err
 		} else if g != nil {
-			return nil, badInput("placement group name %q is taken in namespace %q (by group %s)", req.Name, req.Namespace, g.ID)
+			return nil, &rpc.Error{Code: wire.CodeAlreadyExists, Message: fmt.Sprintf("placement group name %q is taken in namespace %q (by group %s)", req.Name, req.Namespace, g.ID)}
 		}
 	}
 	now := time.Now().UnixNano()
@@ -156,7 +156,8 @@ func (n *Node) pgCreate(ctx context.Context, req *wire.PGCreateRequest) (*wire.P
 		CreatedAt: now, StateChangedAt: now}
 	if err := m.submit(m.creates, g); err != nil {
 		if errors.Is(err, store.ErrPlacementGroupNameTaken) {
-			return nil, badInput("placement group name %q is taken in namespace %q", req.Name, req.Namespace)
+			return nil, &rpc.Error{Code: wire.CodeAlreadyExists, Err: err,
+				Message: fmt.Sprintf("placement group name %q is taken in namespace %q", req.Name, req.Namespace)}
 		}
 		return nil, fmt.Errorf("register placement group %s: %w", g.ID, err)
 	}
@@ -332,9 +333,9 @@ func (n *Node) pgGet(ctx context.Context, req *wire.PGGetRequest) (*wire.PGInfo,
 		case g == nil && req.ID != "":
 			// Groups are registered in the background under IDs their
 			// creators chose, as unnamed actors are.
-			return false, nil, errNotYet{&rpc.Error{Code: CodeNotFound, Message: fmt.Sprintf("no placement group with ID %s", req.ID)}}
+			return false, nil, errNotYet{&rpc.Error{Code: wire.CodeNotFound, Message: fmt.Sprintf("no placement group with ID %s", req.ID)}}
 		case g == nil:
-			return false, nil, &rpc.Error{Code: CodeNotFound, Message: fmt.Sprintf("no placement group named %q in namespace %q", req.Name, req.Namespace)}
+			return false, nil, &rpc.Error{Code: wire.CodeNotFound, Message: fmt.Sprintf("no placement group named %q in namespace %q", req.Name, req.Namespace)}
 		}
 		info = pgInfo(g, n.nodeNames())
 		commit := n.pgs.committingCh(g.ID)
@@ -360,7 +361,7 @@ func (n *Node) pgRemove(ctx context.Context, req *wire.PGRemoveRequest) (*wire.E
 		return nil, err
 	}
 	if g == nil {
-		return nil, &rpc.Error{Code: CodeNotFound, Message: fmt.Sprintf("no placement group with ID %s", req.ID)}
+		return nil, &rpc.Error{Code: wire.CodeNotFound, Message: fmt.Sprintf("no placement group with ID %s", req.ID)}
 	}
 	if g.State == store.PGRemoved {
 		err = m.finishRemove(g.ID)
@@ -1001,7 +1002,7 @@ func (n *Node) bundleNodes(ctx context.Context, pg string, index int) (nodes []w
 	err := n.forward(ctx, wire.MethodPGGet, &wire.PGGetRequest{ID: pg}, &info)
 	var re *rpc.Error
 	switch {
-	case errors.As(err, &re) && re.Code == CodeNotFound:
+	case errors.As(err, &re) && re.Code == wire.CodeNotFound:
 		return nil, fmt.Sprintf("no placement group with ID %s", pg), true
 	case err != nil:
 		return nil, fmt.Sprintf("look up placement group %s: %v", pg, err), false

@@ -9,6 +9,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -71,7 +72,7 @@ func TestPullCopiesChunksIntoTheArena(t *testing.T) {
 	req.Loc.Key = "j1/gone"
 	_, err := nodes[0].objectLocate(ctx, req)
 	var re *rpc.Error
-	if !errors.As(err, &re) || re.Code != CodeNotFound || !strings.Contains(err.Error(), "j1/gone") || !strings.Contains(err.Error(), "chunk at byte ") {
+	if !errors.As(err, &re) || re.Code != wire.CodeNotFound || !strings.Contains(err.Error(), "j1/gone") || !strings.Contains(err.Error(), "chunk at byte ") {
 		t.Fatalf("pull of a missing object: %v", err)
 	}
 	if nodes[0].objects.Contains("j1/gone") || nodes[0].objects.Used() != used {
@@ -104,10 +105,10 @@ func TestObjectReadAnswers(t *testing.T) {
 		req  wire.ObjectReadRequest
 		code string
 	}{
-		{wire.ObjectReadRequest{Key: "j1/absent", Length: 10}, CodeNotFound},
-		{wire.ObjectReadRequest{Key: "j1/unsealed", Length: 10}, CodeNotFound},
-		{wire.ObjectReadRequest{Key: "j1/o", Offset: -1, Length: 10}, CodeBadInput},
-		{wire.ObjectReadRequest{Key: "j1/o", Offset: int64(len(want)) + 1, Length: 10}, CodeBadInput},
+		{wire.ObjectReadRequest{Key: "j1/absent", Length: 10}, wire.CodeNotFound},
+		{wire.ObjectReadRequest{Key: "j1/unsealed", Length: 10}, wire.CodeNotFound},
+		{wire.ObjectReadRequest{Key: "j1/o", Offset: -1, Length: 10}, wire.CodeBadInput},
+		{wire.ObjectReadRequest{Key: "j1/o", Offset: int64(len(want)) + 1, Length: 10}, wire.CodeBadInput},
 	} {
 		_, err := nodes[0].pool.CallInto(ctx, addr, wire.MethodObjectRead, &c.req, buf)
 		var re *rpc.Error
@@ -121,7 +122,13 @@ func TestObjectReadAnswers(t *testing.T) {
 // first) and returns its address.
 func fakePeer(t *testing.T, answer rpc.Handler) string {
 	t.Helper()
-	s := rpc.NewServer(testLogger())
+	return fakePeerOfVersion(t, wire.ProtocolVersion, answer)
+}
+
+// fakePeerOfVersion is fakePeer speaking protocol version.
+func fakePeerOfVersion(t *testing.T, version uint16, answer rpc.Handler) string {
+	t.Helper()
+	s := rpc.NewServer(testLogger(), version)
 	s.Register(wire.MethodObjectRead, answer)
 	l := listenConns(t, func(conn net.Conn) {
 		var pre [1]byte
@@ -175,7 +182,7 @@ func TestPullFromAMisbehavingPeerFailsCleanly(t *testing.T) {
 			return &rpc.Bulk{Data: make([]byte, pullChunk+1)}, nil
 		}, "exceeds the"},
 		{"an error", func(ctx context.Context, body []byte) (any, error) {
-			return nil, &rpc.Error{Code: CodeNotFound, Message: "no such object"}
+			return nil, &rpc.Error{Code: wire.CodeNotFound, Message: "no such object"}
 		}, "no such object"},
 	}
 	for i, tc := range cases {
@@ -199,7 +206,10 @@ func TestPullFromAPeerThatHangsUpMidChunk(t *testing.T) {
 	l := listenConns(t, func(conn net.Conn) {
 		defer conn.Close()
 		br := bufio.NewReader(conn)
-		if _, err := br.ReadByte(); err != nil { // preamble
+		if _, err := br.Discard(1 + rpc.HelloSize); err != nil { // preamble, hello
+			return
+		}
+		if _, err := conn.Write(rpc.AppendHello(nil, wire.ProtocolVersion)); err != nil {
 			return
 		}
 		f, err := rpc.ReadFrame(br)
@@ -217,5 +227,25 @@ func TestPullFromAPeerThatHangsUpMidChunk(t *testing.T) {
 	}
 	if nodes[0].objects.Used() != 0 {
 		t.Fatalf("failed pull left %d bytes taken", nodes[0].objects.Used())
+	}
+}
+
+// A node refuses to pull from a node of another protocol version (issue
+// 14: such pulls used to fail on misread chunks), naming both versions.
+func TestPullFromAPeerOfAnotherVersionNamesBoth(t *testing.T) {
+	nodes := testCluster(t, 1, nil)
+	var ran atomic.Bool
+	addr := fakePeerOfVersion(t, wire.ProtocolVersion+1, func(ctx context.Context, body []byte) (any, error) {
+		ran.Store(true)
+		return &rpc.Bulk{Data: make([]byte, 10)}, nil
+	})
+	req := &wire.ObjectLocateRequest{Loc: wire.ObjectLoc{Key: "j1/v", NodeAddr: addr, Size: 10}}
+	_, err := nodes[0].objectLocate(pullCtx(t), req)
+	var ve *rpc.VersionError
+	if !errors.As(err, &ve) || ve.Local != wire.ProtocolVersion || ve.Remote != wire.ProtocolVersion+1 || !strings.Contains(err.Error(), "j1/v") {
+		t.Fatalf("pull from a node of protocol version %d: %v; want a *rpc.VersionError naming both versions and the object", wire.ProtocolVersion+1, err)
+	}
+	if ran.Load() || nodes[0].objects.Used() != 0 {
+		t.Fatalf("the pull ran (%v) or left %d bytes taken", ran.Load(), nodes[0].objects.Used())
 	}
 }

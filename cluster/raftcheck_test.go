@@ -13,6 +13,8 @@ import (
 
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	"go.etcd.io/bbolt"
+
+	"github.com/nodeup/nodeup/wire"
 )
 
 // TestCorruptRaftDataRefused damages a stopped node's raft.db in the ways
@@ -26,8 +28,8 @@ func TestCorruptRaftDataRefused(t *testing.T) {
 	n := nodes[0]
 	for i := 0; i < 300; i++ { // ~600 KB of log: many pages
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		var r KVResponse
-		err := n.forward(ctx, MethodKVSet, &KVRequest{Key: fmt.Sprintf("k%03d", i), Value: make([]byte, 2000)}, &r)
+		var r wire.KVResponse
+		err := n.forward(ctx, wire.MethodKVSet, &wire.KVRequest{Key: fmt.Sprintf("k%03d", i), Value: make([]byte, 2000)}, &r)
 		cancel()
 		if err != nil {
 			t.Fatal(err)

@@ -14,10 +14,6 @@ import (
 	"github.com/nodeup/nodeup/wire"
 )
 
-// InlineMax is the largest value, in bytes, that travels inside messages
-// (DESIGN: ≤ 100 KiB inline; larger values live in the object store).
-const InlineMax = 100 << 10
-
 // taskEndpoints registers the local scheduler's RPC methods. None of them
 // touches Raft: the per-task path stays on this node (and, on spillback, the
 // node it is sent to).
@@ -37,7 +33,7 @@ func (n *Node) taskEndpoints() {
 	})
 	rpc.Handle(n.rpcServer, wire.MethodWorkerRegister, func(ctx context.Context, r *wire.WorkerRegisterRequest) (*wire.Empty, error) {
 		if err := n.workers.registered(r); err != nil {
-			return nil, &rpc.Error{Code: CodeNotFound, Message: err.Error()}
+			return nil, &rpc.Error{Code: wire.CodeNotFound, Message: err.Error()}
 		}
 		return &wire.Empty{}, nil
 	})
@@ -48,15 +44,15 @@ func (n *Node) taskEndpoints() {
 
 func (n *Node) jobRegister(ctx context.Context, req *wire.JobRegisterRequest) (*wire.JobRegisterReply, error) {
 	if req.JobID == "" || len(req.BinaryHash) != 64 {
-		return nil, &rpc.Error{Code: CodeBadInput, Message: fmt.Sprintf("job registration needs a job ID and a sha256 binary hash (got %q, %q)", req.JobID, req.BinaryHash)}
+		return nil, &rpc.Error{Code: wire.CodeBadInput, Message: fmt.Sprintf("job registration needs a job ID and a sha256 binary hash (got %q, %q)", req.JobID, req.BinaryHash)}
 	}
 	if err := n.workers.cacheLocal(req.BinaryPath, req.BinaryHash); err != nil {
-		return nil, &rpc.Error{Code: CodeBadInput, Message: fmt.Sprintf("job %s: %v (the driver must run on the same machine as the node it connects to)", req.JobID, err)}
+		return nil, &rpc.Error{Code: wire.CodeBadInput, Message: fmt.Sprintf("job %s: %v (the driver must run on the same machine as the node it connects to)", req.JobID, err)}
 	}
 	host, _ := splitHost(n.rpcAddr)
 	n.logger.Info("job started", "job", req.JobID, "driver_pid", req.DriverPID)
 	return &wire.JobRegisterReply{NodeID: n.id.NodeID, NodeName: n.cfg.NodeName, NodeAddr: n.rpcAddr, BindIP: host, ArenaPath: n.arenaPath(),
-		InlineMax: InlineMax, ClusterID: n.id.ClusterID, ClusterNam: n.id.ClusterName}, nil
+		ClusterID: n.id.ClusterID, ClusterName: n.id.ClusterName}, nil
 }
 
 func (n *Node) jobFinish(ctx context.Context, req *wire.JobFinishRequest) (*wire.Empty, error) {
@@ -85,7 +81,7 @@ func (n *Node) jobFinish(ctx context.Context, req *wire.JobFinishRequest) (*wire
 func (n *Node) binaryFetch(ctx context.Context, req *wire.BinaryFetchRequest) (*wire.BinaryFetchReply, error) {
 	f, err := os.Open(n.workers.binPath(req.Hash))
 	if err != nil {
-		return nil, &rpc.Error{Code: CodeNotFound, Message: fmt.Sprintf("binary %s not on this node", req.Hash)}
+		return nil, &rpc.Error{Code: wire.CodeNotFound, Message: fmt.Sprintf("binary %s not on this node", req.Hash)}
 	}
 	defer f.Close()
 	st, err := f.Stat()
@@ -117,7 +113,7 @@ func (n *Node) leaseWorker(ctx context.Context, req *wire.LeaseRequest) (*wire.L
 	w, err := n.workers.worker(ctx, req, l.gpus)
 	if err != nil {
 		n.local.release(l.id)
-		return nil, &rpc.Error{Code: "worker_failed", Message: err.Error()}
+		return nil, &rpc.Error{Code: wire.CodeWorkerFailed, Message: err.Error()}
 	}
 	if !n.local.setWorker(l.id, w.id) {
 		// Its placement-group bundle was returned while the worker started.
@@ -129,7 +125,7 @@ func (n *Node) leaseWorker(ctx context.Context, req *wire.LeaseRequest) (*wire.L
 	select {
 	case <-w.dead:
 		n.local.release(l.id)
-		return nil, &rpc.Error{Code: "worker_failed", Message: fmt.Sprintf("worker for job %s exited", req.JobID)}
+		return nil, &rpc.Error{Code: wire.CodeWorkerFailed, Message: fmt.Sprintf("worker for job %s exited", req.JobID)}
 	default:
 	}
 	return &wire.LeaseReply{LeaseID: l.id, WorkerAddr: w.addr, WorkerID: w.id, NodeID: n.id.NodeID, NodeName: n.cfg.NodeName, NodeAddr: n.rpcAddr}, nil
@@ -140,14 +136,14 @@ func (n *Node) leaseWorker(ctx context.Context, req *wire.LeaseRequest) (*wire.L
 // worker yet), waiting in the local queue when the request must stay here.
 func (n *Node) decideLease(ctx context.Context, req *wire.LeaseRequest) (*wire.LeaseReply, *lease, error) {
 	if err := checkNonNegative(req.Resources); err != nil {
-		return nil, nil, &rpc.Error{Code: CodeBadInput, Message: err.Error()}
+		return nil, nil, &rpc.Error{Code: wire.CodeBadInput, Message: err.Error()}
 	}
-	if err := ValidateEnvVars(req.EnvVars); err != nil {
-		return nil, nil, &rpc.Error{Code: CodeBadInput, Message: "runtime env: " + err.Error()}
+	if err := wire.ValidateEnvVars(req.EnvVars); err != nil {
+		return nil, nil, &rpc.Error{Code: wire.CodeBadInput, Message: "runtime env: " + err.Error()}
 	}
 	sel := req.Strategy.Labels
 	if err := sel.Validate(); err != nil {
-		return nil, nil, &rpc.Error{Code: CodeBadInput, Message: err.Error()}
+		return nil, nil, &rpc.Error{Code: wire.CodeBadInput, Message: err.Error()}
 	}
 	// The view is copied only when a decision needs other nodes: a lease
 	// granted here straight away never builds it.

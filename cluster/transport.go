@@ -12,12 +12,13 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/nodeup/nodeup/internal/ratelog"
+	"github.com/nodeup/nodeup/wire"
 )
 
 // The node's one TCP port carries several protocols; the first byte a client
 // sends picks one (as Consul and Nomad multiplex their server port).
 const (
-	connRPC  byte = 0x01
+	connRPC       = wire.PreambleRPC
 	connRaft byte = 0x02
 )
 

@@ -23,70 +23,6 @@ import (
 	"github.com/nodeup/nodeup/wire"
 )
 
-// Environment a worker process starts with; the SDK reads it in Init.
-const (
-	EnvWorkerMode = "NODEUP_WORKER"     // "1" in worker processes
-	EnvNodeAddr   = "NODEUP_NODE_ADDR"  // the node's RPC address
-	EnvJobID      = "NODEUP_JOB_ID"     // the job the worker serves
-	EnvWorkerID   = "NODEUP_WORKER_ID"  // this worker's ID
-	EnvBindIP     = "NODEUP_BIND_IP"    // IP the worker's RPC server listens on
-	EnvNodeID     = "NODEUP_NODE_ID"    // the node's ID
-	EnvNodeName   = "NODEUP_NODE_NAME"  // the node's name
-	EnvArenaPath  = "NODEUP_ARENA_PATH" // the node's object store file
-	EnvActorID    = "NODEUP_ACTOR_ID"   // set in an actor's dedicated worker process
-	// EnvBinaryHash is the sha256 (hex) of the worker's own executable, so a
-	// worker need not hash tens of MiB at every start.
-	EnvBinaryHash = "NODEUP_BINARY_HASH"
-	// EnvNamespace carries the job's namespace to its worker processes
-	// (unset for the default namespace).
-	EnvNamespace = "NODEUP_NAMESPACE"
-	// EnvRuntimeEnv holds the worker's runtime env vars (the lease's or
-	// actor's EnvVars, also set as variables of their own) as a JSON object,
-	// so the SDK in the worker knows which variables its child tasks and
-	// actors inherit; unset when there are none.
-	EnvRuntimeEnv = "NODEUP_RUNTIME_ENV"
-)
-
-// ReservedEnvPrefix starts the variables nodeup sets in worker processes;
-// a runtime env may not set them.
-const ReservedEnvPrefix = "NODEUP_"
-
-// reservedEnvVars are the GPU visibility variables the node sets in every
-// worker process (gpu.Assignment.Env); a runtime env may not set them.
-var reservedEnvVars = []string{"CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER"}
-
-// ValidateEnvVar checks one runtime env variable (Ray's runtime_env
-// env_vars entry): the key must be non-empty and contain no '=' or NUL
-// byte, the value no NUL byte, and the key must not be one nodeup sets
-// itself (NODEUP_*, CUDA_VISIBLE_DEVICES, NVIDIA_VISIBLE_DEVICES,
-// CUDA_DEVICE_ORDER). The error names the key and what is accepted.
-func ValidateEnvVar(key, value string) error {
-	switch {
-	case key == "":
-		return fmt.Errorf("env var key %q: must not be empty", key)
-	case strings.ContainsAny(key, "=\x00"):
-		return fmt.Errorf("env var key %q: must not contain '=' or a NUL byte", key)
-	case strings.IndexByte(value, 0) >= 0:
-		return fmt.Errorf("env var %q: value must not contain a NUL byte", key)
-	case strings.HasPrefix(key, ReservedEnvPrefix):
-		return fmt.Errorf("env var %q: %s* variables are reserved for nodeup", key, ReservedEnvPrefix)
-	case slices.Contains(reservedEnvVars, key):
-		return fmt.Errorf("env var %q: set by the node for the worker's GPUs (reserved: %s)", key, strings.Join(reservedEnvVars, ", "))
-	}
-	return nil
-}
-
-// ValidateEnvVars checks every entry of vars with ValidateEnvVar, in key
-// order, and returns the first error.
-func ValidateEnvVars(vars map[string]string) error {
-	for _, k := range slices.Sorted(maps.Keys(vars)) {
-		if err := ValidateEnvVar(k, vars[k]); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // envEntries returns vars as KEY=VALUE entries sorted by key.
 func envEntries(vars map[string]string) []string {
 	out := make([]string, 0, len(vars))
@@ -334,7 +270,7 @@ func (spec procSpec) userEnv() []string {
 	}
 	out = append(out, envEntries(spec.envVars)...)
 	b, _ := json.Marshal(spec.envVars) // a map[string]string always encodes
-	return append(out, EnvRuntimeEnv+"="+string(b))
+	return append(out, wire.EnvRuntimeEnv+"="+string(b))
 }
 
 // start launches a worker process; p.mu must be held.
@@ -358,9 +294,9 @@ func (p *workerPool) start(spec procSpec) (*workerProc, error) {
 	cmd := exec.Command(p.binPath(spec.binHash))
 	// The node's own variables come last, so they win over anything before.
 	cmd.Env = append(append(append(os.Environ(), spec.userEnv()...), gpuEnv(spec.gpus)...),
-		EnvWorkerMode+"=1", EnvNodeAddr+"="+p.n.rpcAddr, EnvJobID+"="+spec.job, EnvWorkerID+"="+w.id,
-		EnvBindIP+"="+host, EnvNodeID+"="+p.n.id.NodeID, EnvNodeName+"="+p.n.cfg.NodeName, EnvArenaPath+"="+p.n.arenaPath(),
-		EnvActorID+"="+spec.actor, EnvBinaryHash+"="+spec.binHash)
+		wire.EnvWorkerMode+"=1", wire.EnvNodeAddr+"="+p.n.rpcAddr, wire.EnvJobID+"="+spec.job, wire.EnvWorkerID+"="+w.id,
+		wire.EnvBindIP+"="+host, wire.EnvNodeID+"="+p.n.id.NodeID, wire.EnvNodeName+"="+p.n.cfg.NodeName, wire.EnvArenaPath+"="+p.n.arenaPath(),
+		wire.EnvActorID+"="+spec.actor, wire.EnvBinaryHash+"="+spec.binHash)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		logf.Close()

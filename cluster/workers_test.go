@@ -52,7 +52,7 @@ func TestWorkerPoolKeyFollowsEnv(t *testing.T) {
 		t.Errorf("a spec without env should keep the plain key, got %q", plain.poolKey())
 	}
 	env := a1.userEnv()
-	want := []string{"NODEUP_NAMESPACE=ns", "A=1", "B=2", EnvRuntimeEnv + `={"A":"1","B":"2"}`}
+	want := []string{"NODEUP_NAMESPACE=ns", "A=1", "B=2", wire.EnvRuntimeEnv + `={"A":"1","B":"2"}`}
 	if !slices.Equal(env, want) {
 		t.Errorf("process env %q, want %q", env, want)
 	}
@@ -60,7 +60,7 @@ func TestWorkerPoolKeyFollowsEnv(t *testing.T) {
 
 func TestValidateEnvVar(t *testing.T) {
 	for _, ok := range [][2]string{{"OMP_NUM_THREADS", "32"}, {"EMPTY", ""}, {"lower_case", "a=b c"}} {
-		if err := ValidateEnvVar(ok[0], ok[1]); err != nil {
+		if err := wire.ValidateEnvVar(ok[0], ok[1]); err != nil {
 			t.Errorf("%q=%q: %v", ok[0], ok[1], err)
 		}
 	}
@@ -68,7 +68,7 @@ func TestValidateEnvVar(t *testing.T) {
 		{"", "v", "empty"}, {"A=B", "v", "'='"}, {"A\x00", "v", "NUL"}, {"A", "v\x00", "value"},
 		{"NODEUP_JOB_ID", "v", "reserved"}, {"CUDA_VISIBLE_DEVICES", "0", "reserved"}, {"NVIDIA_VISIBLE_DEVICES", "0", "reserved"},
 	} {
-		err := ValidateEnvVar(bad[0], bad[1])
+		err := wire.ValidateEnvVar(bad[0], bad[1])
 		if err == nil || !strings.Contains(err.Error(), bad[2]) || !strings.Contains(err.Error(), fmt.Sprintf("%q", bad[0])) {
 			t.Errorf("%q=%q: error %v should name the key and say %q", bad[0], bad[1], err, bad[2])
 		}

@@ -16,7 +16,7 @@ type benchTask struct {
 }
 
 func benchServer(b *testing.B) *Client {
-	s := NewServer(quietLogger())
+	s := NewServer(quietLogger(), testVersion)
 	Handle(s, "Bench.Submit", func(ctx context.Context, req *benchTask) (*echoResp, error) {
 		return &echoResp{N: len(req.Args), Text: req.ID}, nil
 	})
@@ -77,6 +77,9 @@ func BenchmarkIdleConnMemory(b *testing.B) {
 		for range idleConns {
 			c, err := net.Dial("tcp", addr)
 			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := c.Write(helloed(nil)); err != nil {
 				b.Fatal(err)
 			}
 			conns = append(conns, c)

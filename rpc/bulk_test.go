@@ -150,6 +150,12 @@ func scriptedPeer(t *testing.T, replies ...[]byte) *Client {
 	go func() {
 		defer sc.Close()
 		br := bufio.NewReader(sc)
+		if _, err := br.Discard(HelloSize); err != nil {
+			return
+		}
+		if _, err := sc.Write(AppendHello(nil, testVersion)); err != nil {
+			return
+		}
 		for _, r := range replies {
 			f, err := ReadFrame(br)
 			if err != nil {
@@ -165,7 +171,10 @@ func scriptedPeer(t *testing.T, replies ...[]byte) *Client {
 			}
 		}
 	}()
-	c := NewClient(cc)
+	c, err := NewClient(cc, testVersion)
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() { c.Close() })
 	return c
 }

@@ -19,10 +19,11 @@ import (
 // every pending and later call fails with a transport error, and the
 // caller (or Pool) must dial a new one.
 type Client struct {
-	conn   net.Conn
-	addr   string // peer, for error messages
-	w      *frameWriter
-	closed atomic.Bool
+	conn    net.Conn
+	addr    string // peer, for error messages
+	version uint16 // protocol version; the server's hello must match it
+	w       *frameWriter
+	closed  atomic.Bool
 	// lastCall is when the latest call started, in Unix nanoseconds.
 	lastCall atomic.Int64
 
@@ -57,18 +58,19 @@ func putCall(cl *call) {
 }
 
 // Dial connects to addr on network ("tcp", "unix", ...), writes preamble
-// (nil for none; nodeup node ports expect []byte{0x01}) and returns a
-// Client for the connection. ctx bounds the connect and the preamble
-// write. Errors are transport errors naming addr.
-func Dial(ctx context.Context, network, addr string, preamble []byte) (*Client, error) {
+// (nil for none; nodeup node ports expect wire.PreambleRPC) and the hello of
+// protocol version, and returns a Client for the connection. ctx bounds the
+// connect and those writes. Errors are transport errors naming addr; a
+// server of another version fails the Client's calls with a *VersionError.
+func Dial(ctx context.Context, network, addr string, preamble []byte, version uint16) (*Client, error) {
 	var d net.Dialer
 	conn, err := dialConn(ctx, func(ctx context.Context, addr string) (net.Conn, error) {
 		return d.DialContext(ctx, network, addr)
-	}, addr, preamble)
+	}, addr, preamble, version)
 	if err != nil {
 		return nil, &callError{addr: addr, err: err, transport: true}
 	}
-	return newClient(conn, addr), nil
+	return newClient(conn, addr, version), nil
 }
 
 // DialFunc connects to a TCP address ("host:port"); ctx bounds the connect.
@@ -80,34 +82,42 @@ func plainDial(ctx context.Context, addr string) (net.Conn, error) {
 	return d.DialContext(ctx, "tcp", addr)
 }
 
-func dialConn(ctx context.Context, dial DialFunc, addr string, preamble []byte) (net.Conn, error) {
+// dialConn connects and writes preamble and the hello in one write; the
+// server's hello is read by the client's reader, so a call costs no extra
+// round trip.
+func dialConn(ctx context.Context, dial DialFunc, addr string, preamble []byte, version uint16) (net.Conn, error) {
 	conn, err := dial(ctx, addr)
 	if err != nil {
 		return nil, err
 	}
-	if len(preamble) > 0 {
-		if dl, ok := ctx.Deadline(); ok {
-			_ = conn.SetWriteDeadline(dl)
-		}
-		if _, err := conn.Write(preamble); err != nil {
-			conn.Close()
-			return nil, fmt.Errorf("write preamble: %w", err)
-		}
-		_ = conn.SetWriteDeadline(time.Time{})
+	if dl, ok := ctx.Deadline(); ok {
+		_ = conn.SetWriteDeadline(dl)
 	}
+	if _, err := conn.Write(AppendHello(append([]byte(nil), preamble...), version)); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("write preamble and hello: %w", err)
+	}
+	_ = conn.SetWriteDeadline(time.Time{})
 	return conn, nil
 }
 
-// NewClient returns a Client speaking the protocol on an established conn
-// (any preamble already sent). The Client owns conn and closes it.
-func NewClient(conn net.Conn) *Client {
-	return newClient(conn, remoteAddr(conn))
+// NewClient returns a Client speaking protocol version on an established
+// conn (any preamble already sent): it writes the hello, blocking until
+// the peer takes it, and returns the write's error. The Client owns conn
+// and closes it, also on error.
+func NewClient(conn net.Conn, version uint16) (*Client, error) {
+	if _, err := conn.Write(AppendHello(nil, version)); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("write hello: %w", err)
+	}
+	return newClient(conn, remoteAddr(conn), version), nil
 }
 
-func newClient(conn net.Conn, addr string) *Client {
+func newClient(conn net.Conn, addr string, version uint16) *Client {
 	c := &Client{
 		conn:    conn,
 		addr:    addr,
+		version: version,
 		w:       newFrameWriter(conn),
 		pending: make(map[uint64]*call),
 	}
@@ -250,6 +260,10 @@ func (c *Client) forget(seq uint64) bool {
 // caller whose context ends meanwhile waits for the copy to finish.
 func (c *Client) readLoop() {
 	br := bufio.NewReaderSize(c.conn, bufSize)
+	if err := readHello(br, c.addr, c.version); err != nil {
+		c.shutdown(fmt.Errorf("%w: %w", ErrClosed, err))
+		return
+	}
 	for {
 		var f Frame
 		rest, err := readFrameHead(br, &f, MaxFrameSize)

@@ -26,11 +26,15 @@ const (
 // has its code preserved, any other handler error arrives with an empty Code
 // and the error's text as Message. Client.Call returns *Error unwrapped.
 type Error struct {
-	// Code is a machine-readable category such as "unknown_method"; may
-	// be empty.
+	// Code is a machine-readable category such as "unknown_method"
+	// (nodeup's are enumerated in package wire); may be empty.
 	Code string
 	// Message is the human-readable description.
 	Message string
+	// Err is the local cause, for errors.Is and errors.As on the side that
+	// made the error; it never crosses the wire (a peer sees Code and
+	// Message only).
+	Err error
 }
 
 // Error returns "code: message", or just the message when Code is empty.
@@ -39,6 +43,21 @@ func (e *Error) Error() string {
 		return e.Message
 	}
 	return e.Code + ": " + e.Message
+}
+
+// Unwrap returns the local cause, nil for an error that came off the wire.
+func (e *Error) Unwrap() error { return e.Err }
+
+// ErrorCode returns Code.
+func (e *Error) ErrorCode() string { return e.Code }
+
+// Is reports whether target stands for e's code: a non-empty code equal to
+// the one target's ErrorCode method returns. So errors.Is(err, sentinel)
+// holds for every error of a code, whatever its message (the Go SDK's
+// worker.ErrNotFound and the like are such sentinels).
+func (e *Error) Is(target error) bool {
+	t, ok := target.(interface{ ErrorCode() string })
+	return ok && e.Code != "" && t.ErrorCode() == e.Code
 }
 
 // ErrClosed reports that the connection or client is closed. Transport

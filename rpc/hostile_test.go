@@ -104,7 +104,7 @@ func exchange(t testing.TB, addr string, frame []byte) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	if _, err := conn.Write(frame); err != nil {
+	if _, err := conn.Write(helloed(frame)); err != nil {
 		t.Fatal(err)
 	}
 	_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
@@ -213,11 +213,10 @@ func TestHostileStreamsBoundedMemory(t *testing.T) {
 					t.Fatal(err)
 				}
 				open = append(open, c)
-				if p := tc.payload(r); len(p) > 0 {
-					sent += len(p)
-					if _, err := c.Write(p); err != nil {
-						t.Fatal(err)
-					}
+				p := tc.payload(r)
+				sent += len(p)
+				if _, err := c.Write(helloed(p)); err != nil {
+					t.Fatal(err)
 				}
 			}
 			time.Sleep(300 * time.Millisecond) // let the server read what was sent
@@ -252,7 +251,7 @@ func feedServer(s *Server, data []byte) {
 	done := make(chan struct{})
 	go func() { s.ServeConn(server); close(done) }()
 	go func() { _, _ = io.Copy(io.Discard, client) }() // responses
-	_, _ = client.Write(data)                          // fails once the server closes
+	_, _ = client.Write(helloed(data))                 // fails once the server closes
 	client.Close()
 	<-done
 	for deadline := time.Now().Add(10 * time.Second); s.inflight.Load() > 0 && time.Now().Before(deadline); {

@@ -32,7 +32,7 @@ func closedWithin(t *testing.T, addr string, data []byte, wait time.Duration) ti
 	}
 	defer conn.Close()
 	start := time.Now()
-	if _, err := conn.Write(data); err != nil {
+	if _, err := conn.Write(helloed(data)); err != nil {
 		t.Fatal(err)
 	}
 	_ = conn.SetReadDeadline(start.Add(wait))
@@ -169,7 +169,7 @@ func (b *lockedBuffer) String() string {
 
 func TestBadFrameWarningsAreRateLimited(t *testing.T) {
 	var logs lockedBuffer
-	s := NewServer(slog.New(slog.NewTextHandler(&logs, nil)))
+	s := NewServer(slog.New(slog.NewTextHandler(&logs, nil)), testVersion)
 	addr := serveTCP(t, s)
 	bad := []byte{0, 0, 0, 1, 0x01}
 	for range 20 {
@@ -191,7 +191,7 @@ func TestBadFrameWarningsAreRateLimited(t *testing.T) {
 
 func TestPoolDropsIdleClients(t *testing.T) {
 	addr := serveTCP(t, newTestServer(nil))
-	p := NewPool(nil, time.Second)
+	p := NewPool(nil, testVersion, time.Second)
 	defer p.Close()
 	ctx := context.Background()
 	first, err := p.client(ctx, addr)

@@ -18,6 +18,7 @@ const PoolIdleTimeout = 2 * time.Minute
 // and the next call to that address dials afresh.
 type Pool struct {
 	preamble    []byte
+	version     uint16
 	dialTimeout time.Duration
 	dial        DialFunc
 
@@ -34,11 +35,13 @@ type poolEntry struct {
 }
 
 // NewPool returns an empty pool whose connections send preamble (may be
-// nil) after connecting. dialTimeout bounds each connect, in addition to
-// the caller's context; zero means only the context bounds it.
-func NewPool(preamble []byte, dialTimeout time.Duration) *Pool {
+// nil) and the hello of protocol version after connecting. dialTimeout
+// bounds each connect, in addition to the caller's context; zero means only
+// the context bounds it.
+func NewPool(preamble []byte, version uint16, dialTimeout time.Duration) *Pool {
 	return &Pool{
 		preamble:    preamble,
+		version:     version,
 		dialTimeout: dialTimeout,
 		dial:        plainDial,
 		entries:     make(map[string]*poolEntry),
@@ -104,11 +107,11 @@ func (p *Pool) client(ctx context.Context, addr string) (*Client, error) {
 		dctx, cancel = context.WithTimeout(ctx, p.dialTimeout)
 		defer cancel()
 	}
-	conn, err := dialConn(dctx, dial, addr, p.preamble)
+	conn, err := dialConn(dctx, dial, addr, p.preamble, p.version)
 	if err != nil {
 		return nil, err
 	}
-	c := newClient(conn, addr)
+	c := newClient(conn, addr, p.version)
 
 	// Close may have run while we dialed; do not leak the new client.
 	p.mu.Lock()

@@ -27,10 +27,17 @@ type echoResp struct {
 
 func quietLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
+// testVersion is the protocol version the tests' clients and servers speak.
+const testVersion uint16 = 9
+
+// helloed returns data after the hello of testVersion, as a client sends
+// it on a fresh connection.
+func helloed(data []byte) []byte { return append(AppendHello(nil, testVersion), data...) }
+
 // newTestServer returns a server with the methods the tests use. release
 // gates Test.Block.
 func newTestServer(release <-chan struct{}) *Server {
-	s := NewServer(quietLogger())
+	s := NewServer(quietLogger(), testVersion)
 	Handle(s, "Test.Echo", func(ctx context.Context, req *echoReq) (*echoResp, error) {
 		return &echoResp{N: req.N * 2, Text: req.Text}, nil
 	})
@@ -76,7 +83,7 @@ func serveTCP(t testing.TB, s *Server) string {
 
 func dialTCP(t testing.TB, addr string) *Client {
 	t.Helper()
-	c, err := Dial(context.Background(), "tcp", addr, nil)
+	c, err := Dial(context.Background(), "tcp", addr, nil, testVersion)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +95,10 @@ func pipeClient(t *testing.T, s *Server) *Client {
 	t.Helper()
 	cc, sc := net.Pipe()
 	go s.ServeConn(sc)
-	c := NewClient(cc)
+	c, err := NewClient(cc, testVersion)
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() { c.Close() })
 	return c
 }
@@ -145,7 +155,7 @@ func TestRoundTripUnixWithPreamble(t *testing.T) {
 		}
 		s.ServeConn(conn)
 	}()
-	c, err := Dial(context.Background(), "unix", path, []byte{0x01})
+	c, err := Dial(context.Background(), "unix", path, []byte{0x01}, testVersion)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -269,7 +279,7 @@ func TestGarbageClosesOnlyThatConn(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := conn.Write(garbage); err != nil {
+		if _, err := conn.Write(helloed(garbage)); err != nil {
 			t.Fatal(err)
 		}
 		// The server must close the connection: reads end in EOF (or a
@@ -292,6 +302,10 @@ func TestResponseFrameToServerClosesConn(t *testing.T) {
 	cc, sc := net.Pipe()
 	done := make(chan struct{})
 	go func() { s.ServeConn(sc); close(done) }()
+	go func() { _, _ = io.Copy(io.Discard, cc) }() // the server's hello
+	if _, err := cc.Write(helloed(nil)); err != nil {
+		t.Fatal(err)
+	}
 	w := newFrameWriter(cc)
 	if err := w.write(&Frame{Seq: 1, Kind: KindResponse}, nil); err != nil {
 		t.Fatal(err)
@@ -301,7 +315,7 @@ func TestResponseFrameToServerClosesConn(t *testing.T) {
 }
 
 func TestConnectionLossFailsPendingCalls(t *testing.T) {
-	s := NewServer(quietLogger())
+	s := NewServer(quietLogger(), testVersion)
 	entered := make(chan struct{})
 	s.Register("Test.Hang", func(ctx context.Context, body []byte) (any, error) {
 		close(entered)
@@ -356,10 +370,10 @@ func TestDialFailure(t *testing.T) {
 	}
 	addr := l.Addr().String()
 	l.Close()
-	if _, err := Dial(context.Background(), "tcp", addr, nil); !IsTransport(err) {
+	if _, err := Dial(context.Background(), "tcp", addr, nil, testVersion); !IsTransport(err) {
 		t.Fatalf("Dial: got %v", err)
 	}
-	p := NewPool(nil, time.Second)
+	p := NewPool(nil, testVersion, time.Second)
 	defer p.Close()
 	err = p.Call(context.Background(), addr, "Test.Echo", &echoReq{}, nil)
 	if !IsTransport(err) || !strings.Contains(err.Error(), "Test.Echo") {
@@ -370,7 +384,7 @@ func TestDialFailure(t *testing.T) {
 func TestPoolRedials(t *testing.T) {
 	s := newTestServer(nil)
 	addr := serveTCP(t, s)
-	p := NewPool(nil, time.Second)
+	p := NewPool(nil, testVersion, time.Second)
 	defer p.Close()
 	ctx := context.Background()
 	var resp echoResp
@@ -401,7 +415,7 @@ func TestPoolRedials(t *testing.T) {
 // comes back as a transport error naming the address.
 func TestPoolSetDialer(t *testing.T) {
 	addr := serveTCP(t, newTestServer(nil))
-	p := NewPool(nil, time.Second)
+	p := NewPool(nil, testVersion, time.Second)
 	defer p.Close()
 	var dialed []string
 	refuse := false
@@ -431,7 +445,7 @@ func TestPoolSetDialer(t *testing.T) {
 }
 
 func TestDuplicateRegisterPanics(t *testing.T) {
-	s := NewServer(quietLogger())
+	s := NewServer(quietLogger(), testVersion)
 	s.Register("A.B", func(context.Context, []byte) (any, error) { return nil, nil })
 	defer func() {
 		if recover() == nil {
@@ -444,7 +458,7 @@ func TestDuplicateRegisterPanics(t *testing.T) {
 // TestDrainWaitsForRunningHandlers: after Close, Drain reports running
 // handlers until the last returns, and no handler starts after Close.
 func TestDrainWaitsForRunningHandlers(t *testing.T) {
-	s := NewServer(quietLogger())
+	s := NewServer(quietLogger(), testVersion)
 	entered, release := make(chan struct{}), make(chan struct{})
 	var late atomic.Bool
 	s.Register("Test.Stubborn", func(ctx context.Context, body []byte) (any, error) {

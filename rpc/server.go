@@ -29,7 +29,8 @@ type Handler func(ctx context.Context, body []byte) (any, error)
 // handlers. Requests run concurrently, each on its own (reused) goroutine;
 // responses are written in completion order.
 type Server struct {
-	logger *slog.Logger
+	logger  *slog.Logger
+	version uint16 // protocol version exchanged in every connection's hello
 
 	regMu    sync.Mutex                         // serialises Register
 	handlers atomic.Pointer[map[string]Handler] // copy-on-write: lookups take no lock
@@ -56,14 +57,17 @@ type Server struct {
 	conns     map[net.Conn]struct{}
 }
 
-// NewServer returns a server with no methods. logger receives connection
-// and handler-panic events; nil means slog.Default().
-func NewServer(logger *slog.Logger) *Server {
+// NewServer returns a server with no methods that speaks protocol version
+// (wire.ProtocolVersion in nodeup) and refuses clients of any other (see
+// HelloSize). logger receives connection and handler-panic events; nil
+// means slog.Default().
+func NewServer(logger *slog.Logger, version uint16) *Server {
 	if logger == nil {
 		logger = slog.Default()
 	}
 	s := &Server{
 		logger:    logger,
+		version:   version,
 		work:      make(chan workItem),
 		done:      make(chan struct{}),
 		warnings:  ratelog.New(warnInterval),
@@ -259,6 +263,9 @@ func (s *Server) admit(conn net.Conn) (Limits, error) {
 // cancels them; a request over the connection's limits is refused.
 func (sc *serverConn) readLoop(ctx context.Context) error {
 	br := bufio.NewReaderSize(sc.conn, readBufSize)
+	if err := sc.hello(br); err != nil {
+		return err
+	}
 	for {
 		if err := sc.awaitFrame(br); err != nil {
 			return err
@@ -422,7 +429,10 @@ func (s *Server) worker(w workItem) {
 // logReadError logs why the read loop ended: a warning (rate-limited) for
 // what a broken or hostile peer causes, debug for an ordinary close.
 func (sc *serverConn) logReadError(err error) {
+	var ve *VersionError
 	switch {
+	case errors.As(err, &ve):
+		sc.s.warn("rpc refusing connection: protocol version", "remote", sc.remote, "err", err)
 	case errors.Is(err, ErrMalformedFrame), errors.Is(err, ErrFrameTooLarge):
 		sc.s.warn("rpc closing connection: bad frame", "remote", sc.remote, "err", err)
 	case isTimeout(err), errors.Is(err, io.ErrUnexpectedEOF):

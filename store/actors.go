@@ -9,33 +9,19 @@ import (
 	memdb "github.com/hashicorp/go-memdb"
 
 	"github.com/nodeup/nodeup/sched"
+	"github.com/nodeup/nodeup/wire"
 )
 
-// ActorState is an actor's lifecycle state, as Ray's GCS actor table
-// (PENDING_CREATION, ALIVE, RESTARTING, DEAD).
-type ActorState string
+// ActorState and its values travel in wire.ActorInfo.State.
+type ActorState = wire.ActorState
 
+// Actor states (wire.ActorPending, ...).
 const (
-	// ActorPending means the actor is registered and waits for a node to
-	// start it (none has room yet, or its start is under way).
-	ActorPending ActorState = "PENDING"
-	// ActorAlive means its worker process runs the actor and takes calls.
-	ActorAlive ActorState = "ALIVE"
-	// ActorRestarting means its worker died and it is being re-created
-	// (its constructor runs again); calls wait.
-	ActorRestarting ActorState = "RESTARTING"
-	// ActorDead is final: calls fail with the recorded DeathCause.
-	ActorDead ActorState = "DEAD"
+	ActorPending    = wire.ActorPending
+	ActorAlive      = wire.ActorAlive
+	ActorRestarting = wire.ActorRestarting
+	ActorDead       = wire.ActorDead
 )
-
-// Valid reports whether s is one of the four actor states.
-func (s ActorState) Valid() bool {
-	switch s {
-	case ActorPending, ActorAlive, ActorRestarting, ActorDead:
-		return true
-	}
-	return false
-}
 
 // Actor is one actor as the leader placed and remembers it. The leader is its
 // only writer; the record survives leader changes because it is Raft state.

@@ -54,7 +54,7 @@ type ActorCreateRequest struct {
 	OwnerAddr      string
 	// EnvVars are the actor's runtime env vars (Ray's runtime_env env_vars,
 	// merged with its creator's): its worker process starts with them, at
-	// every restart. Keys must pass cluster.ValidateEnvVar.
+	// every restart. Keys must pass ValidateEnvVar.
 	EnvVars map[string]string `msgpack:",omitempty"`
 	// JobNamespace is the creating job's namespace (empty: "default"),
 	// which the actor's own GetActor calls default to, as in Ray.
@@ -192,4 +192,30 @@ type ActorCallRequest struct {
 	Session     string
 	Seq         uint64
 	Spec        TaskSpec
+}
+
+// ActorState is an actor's lifecycle state, as Ray's GCS actor table
+// (PENDING_CREATION, ALIVE, RESTARTING, DEAD).
+type ActorState string
+
+const (
+	// ActorPending means the actor is registered and waits for a node to
+	// start it (none has room yet, or its start is under way).
+	ActorPending ActorState = "PENDING"
+	// ActorAlive means its worker process runs the actor and takes calls.
+	ActorAlive ActorState = "ALIVE"
+	// ActorRestarting means its worker died and it is being re-created
+	// (its constructor runs again); calls wait.
+	ActorRestarting ActorState = "RESTARTING"
+	// ActorDead is final: calls fail with the recorded DeathCause.
+	ActorDead ActorState = "DEAD"
+)
+
+// Valid reports whether s is one of the four actor states.
+func (s ActorState) Valid() bool {
+	switch s {
+	case ActorPending, ActorAlive, ActorRestarting, ActorDead:
+		return true
+	}
+	return false
 }

@@ -123,3 +123,31 @@ type BundleHeld struct {
 	Resources sched.ResourceSet
 	Committed bool
 }
+
+// PlacementGroupState is a placement group's lifecycle state, as Ray's GCS
+// placement-group table (PENDING, CREATED, REMOVED, RESCHEDULING; Ray's
+// PREPARED is the leader's in-memory phase here, never stored).
+type PlacementGroupState string
+
+const (
+	// PGPending: registered, not placed yet (no room now, or infeasible:
+	// see PlacementGroup.Infeasible and PendingReason).
+	PGPending PlacementGroupState = "PENDING"
+	// PGCreated: every bundle is reserved on its node.
+	PGCreated PlacementGroupState = "CREATED"
+	// PGRescheduling: it was created, then a node holding some of its
+	// bundles died; those bundles are being placed again (the others stay
+	// reserved).
+	PGRescheduling PlacementGroupState = "RESCHEDULING"
+	// PGRemoved is final: its reservations are released.
+	PGRemoved PlacementGroupState = "REMOVED"
+)
+
+// Valid reports whether s is one of the four states.
+func (s PlacementGroupState) Valid() bool {
+	switch s {
+	case PGPending, PGCreated, PGRescheduling, PGRemoved:
+		return true
+	}
+	return false
+}

@@ -112,14 +112,17 @@ type JobRegisterRequest struct {
 
 // JobRegisterReply tells the driver where its node is.
 type JobRegisterReply struct {
-	NodeID     string
-	NodeName   string
-	NodeAddr   string // RPC address other nodes use for this node
-	BindIP     string // IP the driver's own RPC server should listen on
-	ArenaPath  string // the node's object store file, mapped for zero-copy reads
-	InlineMax  int64  // values up to this many bytes travel inline
-	ClusterID  string
-	ClusterNam string
+	NodeID    string
+	NodeName  string
+	NodeAddr  string // RPC address other nodes use for this node
+	BindIP    string // IP the driver's own RPC server should listen on
+	ArenaPath string // the node's object store file, mapped for zero-copy reads
+	ClusterID string
+	// ClusterName was misspelled ClusterNam before protocol version 2. The
+	// InlineMax field of version 1 is gone: InlineMax is a protocol
+	// constant, since a job's worker processes never see this reply and
+	// must split values where its driver does.
+	ClusterName string
 }
 
 // JobFinishRequest ends a job: its workers stop and its objects are freed.
@@ -175,7 +178,7 @@ type LeaseRequest struct {
 	// EnvVars are the task's runtime env vars (Ray's runtime_env env_vars,
 	// already merged with its parent's): the node runs the lease in a worker
 	// process started with exactly these variables (and Env), one per
-	// distinct set. Keys must pass cluster.ValidateEnvVar.
+	// distinct set. Keys must pass ValidateEnvVar.
 	EnvVars map[string]string `msgpack:",omitempty"`
 }
 

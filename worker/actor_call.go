@@ -10,9 +10,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/nodeup/nodeup/cluster"
 	"github.com/nodeup/nodeup/rpc"
-	"github.com/nodeup/nodeup/store"
 	"github.com/nodeup/nodeup/wire"
 )
 
@@ -248,7 +246,7 @@ func (c *actorConn) send() {
 		c.mu.Lock()
 		calls := c.queue
 		c.queue = nil
-		if info.State == string(store.ActorDead) {
+		if info.State == string(wire.ActorDead) {
 			c.mu.Unlock()
 			for _, call := range calls {
 				call.fail(c.cw, c.died(info.DeathCause))
@@ -313,7 +311,7 @@ func (c *actorConn) resolve() (*wire.ActorInfo, error) {
 		}
 		if err != nil {
 			var re *rpc.Error
-			if errors.As(err, &re) && re.Code == cluster.CodeNotFound {
+			if errors.As(err, &re) && re.Code == wire.CodeNotFound {
 				return nil, &ActorDiedError{ActorID: c.id, Class: c.class, Cause: "the cluster does not know this actor: " + re.Message}
 			}
 			cw.logger.Warn("look up actor; retrying", "actor", c.id, "err", err)
@@ -321,7 +319,7 @@ func (c *actorConn) resolve() (*wire.ActorInfo, error) {
 			backoff = min(2*backoff, 2*time.Second)
 			continue
 		}
-		if info.State == string(store.ActorDead) || info.State == string(store.ActorAlive) {
+		if info.State == string(wire.ActorDead) || info.State == string(wire.ActorAlive) {
 			c.mu.Lock()
 			c.info, c.staleInc, c.name = &info, -1, info.Name
 			if c.incCancel == nil || c.ctxInc != info.Incarnation {

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nodeup/nodeup/cluster"
+	"github.com/nodeup/nodeup/wire"
 )
 
 // logActor records the calls it gets, in the order it runs them.
@@ -363,8 +363,8 @@ func voters(t *testing.T, ctx context.Context, addr string) int {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var st cluster.StatusResponse
-	if err := cw.pool.Call(ctx, addr, cluster.MethodStatus, &cluster.Empty{}, &st); err != nil {
+	var st wire.StatusResponse
+	if err := cw.pool.Call(ctx, addr, wire.MethodStatus, &wire.Empty{}, &st); err != nil {
 		return 0
 	}
 	n := 0

@@ -2,7 +2,6 @@ package worker
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"sync/atomic"
@@ -33,8 +32,8 @@ func (e *TaskCancelledError) Error() string {
 // Unwrap returns Cause.
 func (e *TaskCancelledError) Unwrap() error { return e.Cause }
 
-// ErrCancelled is the Cause of a TaskCancelledError made by Cancel.
-var ErrCancelled = errors.New("cancelled by worker.Cancel")
+// Is makes errors.Is(err, ErrCancelled) hold whatever the Cause.
+func (e *TaskCancelledError) Is(target error) bool { return target == ErrCancelled }
 
 // cancelTimeout bounds the call that tells a task's worker of a cancel
 // made by the end of the task's submitting ctx (no caller waits for it).

@@ -15,7 +15,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/nodeup/nodeup/cluster"
 	"github.com/nodeup/nodeup/rpc"
 	"github.com/nodeup/nodeup/wire"
 )
@@ -44,16 +43,18 @@ type coreWorker struct {
 	nodeName string
 	addr     string // this process's RPC address (owner address)
 
-	pool     *rpc.Pool
-	server   *rpc.Server
-	ln       net.Listener
-	objects  *objectTable
-	sub      *submitter
-	actors   *actorCaller                  // method calls this process makes
-	actor    atomic.Pointer[actorInstance] // in an actor's worker: the actor it runs
-	counter  atomic.Uint64
-	embedded *cluster.Node
-	arena    arena
+	pool    *rpc.Pool
+	server  *rpc.Server
+	ln      net.Listener
+	objects *objectTable
+	sub     *submitter
+	actors  *actorCaller                  // method calls this process makes
+	actor   atomic.Pointer[actorInstance] // in an actor's worker: the actor it runs
+	counter atomic.Uint64
+	arena   arena
+	// stopEmbedded stops the node Init started in this process (nil when
+	// it connected to a running one).
+	stopEmbedded func()
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -97,7 +98,7 @@ func (cw *coreWorker) serve(ip string) error {
 	}
 	cw.ln = ln
 	cw.addr = ln.Addr().String()
-	cw.server = rpc.NewServer(cw.logger.With("component", "rpc"))
+	cw.server = rpc.NewServer(cw.logger.With("component", "rpc"), wire.ProtocolVersion)
 	rpc.Handle(cw.server, wire.MethodObjectGet, cw.handleObjectGet)
 	rpc.Handle(cw.server, wire.MethodObjectGetMany, cw.handleObjectGetMany)
 	if cw.isWorker {
@@ -139,8 +140,8 @@ func (c *preambleConn) Read(p []byte) (int, error) {
 		if _, err := io.ReadFull(c.Conn, b[:]); err != nil {
 			return 0, err
 		}
-		if b[0] != 0x01 {
-			return 0, fmt.Errorf("protocol preamble byte 0x%02x, want 0x01", b[0])
+		if b[0] != wire.PreambleRPC {
+			return 0, fmt.Errorf("protocol preamble byte 0x%02x, want 0x%02x", b[0], wire.PreambleRPC)
 		}
 		c.checked = true
 	}

@@ -5,10 +5,48 @@ import (
 	"fmt"
 	"strconv"
 	"time"
+
+	"github.com/nodeup/nodeup/sched"
+	"github.com/nodeup/nodeup/wire"
 )
 
 // ErrNotInitialized is returned by SDK calls made before Init or after Shutdown.
 var ErrNotInitialized = errors.New("nodeup: not initialized: call worker.Init first")
+
+// CodeError is the sentinel of one protocol error code (wire.Code*):
+// errors.Is(err, sentinel) holds for every error a node or worker answered
+// with that code (an *rpc.Error, however wrapped), and for the SDK's typed
+// errors of that kind (*ActorDiedError is ErrActorDied, ...). Compare with
+// the sentinels below; docs/protocol.md lists the codes.
+type CodeError struct{ Code string }
+
+// Error names the code.
+func (e *CodeError) Error() string { return "nodeup: " + e.Code }
+
+// ErrorCode returns Code (what rpc.Error.Is matches on).
+func (e *CodeError) ErrorCode() string { return e.Code }
+
+// Sentinels for the protocol's error codes, as Ray's exception classes.
+var (
+	ErrNotFound         = &CodeError{wire.CodeNotFound}         // no such actor, group, key, object
+	ErrAlreadyExists    = &CodeError{wire.CodeAlreadyExists}    // a named actor or group of that name lives
+	ErrInfeasible       = &CodeError{wire.CodeInfeasible}       // also *InfeasibleError and sched.ErrInfeasible
+	ErrNotLeader        = &CodeError{wire.CodeNotLeader}        // the node asked does not lead
+	ErrNoLeader         = &CodeError{wire.CodeNoLeader}         // no leader within 15 s: retry later
+	ErrBadInput         = &CodeError{wire.CodeBadInput}         // the message names the bad value
+	ErrPermissionDenied = &CodeError{wire.CodePermissionDenied} // reserved (issue 15)
+	ErrObjectLost       = &CodeError{wire.CodeObjectLost}       // also *ObjectLostError
+	ErrOwnerDied        = &CodeError{wire.CodeOwnerDied}        // the object's owner is gone
+	ErrActorDied        = &CodeError{wire.CodeActorDied}        // also *ActorDiedError
+	ErrStaleIncarnation = &CodeError{wire.CodeStaleIncarnation} // a newer incarnation replaced it
+	ErrWorkerCrashed    = &CodeError{wire.CodeWorkerCrashed}    // also *WorkerCrashedError
+	ErrWorkerFailed     = &CodeError{wire.CodeWorkerFailed}     // the job's worker could not start
+	ErrTimeout          = &CodeError{wire.CodeTimeout}          // the server's own deadline passed
+	ErrCancelled        = &CodeError{wire.CodeCancelled}        // also *TaskCancelledError; its Cause when Cancel did it
+	ErrLeaseRevoked     = &CodeError{wire.CodeLeaseRevoked}     // the SDK retries these itself
+	ErrObjectStoreFull  = &CodeError{wire.CodeObjectStoreFull}  // start the node with more --object-store-memory
+	ErrOverloaded       = &CodeError{wire.CodeOverloaded}       // may be retried
+)
 
 // TaskError is a task's own failure (a returned error or a panic) as the
 // caller's Get sees it, as Ray's RayTaskError: it names the task, the node it
@@ -45,6 +83,12 @@ func (e *InfeasibleError) Error() string {
 	return fmt.Sprintf("task %s is infeasible: %s", e.TaskName, e.Reason)
 }
 
+// Is makes errors.Is(err, ErrInfeasible) and errors.Is(err,
+// sched.ErrInfeasible) hold.
+func (e *InfeasibleError) Is(target error) bool {
+	return target == ErrInfeasible || target == sched.ErrInfeasible
+}
+
 // WorkerCrashedError says the worker (or node) running a task died and the
 // task's retries (MaxRetries, default 3) are used up, as Ray's WorkerCrashedError.
 type WorkerCrashedError struct {
@@ -52,6 +96,9 @@ type WorkerCrashedError struct {
 	Attempts int
 	Cause    string
 }
+
+// Is makes errors.Is(err, ErrWorkerCrashed) hold.
+func (e *WorkerCrashedError) Is(target error) bool { return target == ErrWorkerCrashed }
 
 // Error implements error.
 func (e *WorkerCrashedError) Error() string {
@@ -82,6 +129,9 @@ type ObjectLostError struct {
 	Reason   string
 }
 
+// Is makes errors.Is(err, ErrObjectLost) hold.
+func (e *ObjectLostError) Is(target error) bool { return target == ErrObjectLost }
+
 // Error implements error.
 func (e *ObjectLostError) Error() string {
 	return fmt.Sprintf("object %s is lost: %s", e.ObjectID, e.Reason)
@@ -98,6 +148,10 @@ type ActorDiedError struct {
 	Cause   string
 }
 
+// Is makes errors.Is(err, ErrActorDied) hold.
+func (e *ActorDiedError) Is(target error) bool { return target == ErrActorDied }
+
+// Error implements error.
 func (e *ActorDiedError) Error() string {
 	who := e.Class
 	if e.Name != "" {

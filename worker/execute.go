@@ -9,7 +9,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nodeup/nodeup/cluster"
 	"github.com/nodeup/nodeup/rpc"
 	"github.com/nodeup/nodeup/wire"
 )
@@ -217,8 +216,8 @@ func (cw *coreWorker) handleLeaseRevoke(ctx context.Context, req *wire.LeaseRevo
 // handlePushTask runs a task pushed by its owner and replies when it ends,
 // or with NotRun when a pipelined task cannot start soon (acquire) or its
 // owner cancelled it before it started (Task.Cancel). A task under a
-// revoked lease is refused with cluster.CodeLeaseRevoked when its turn
-// comes (pipelined tasks queued behind a running one too).
+// revoked lease is refused with wire.CodeLeaseRevoked when its turn comes
+// (pipelined tasks queued behind a running one too).
 func (cw *coreWorker) handlePushTask(ctx context.Context, req *wire.PushTaskRequest) (*wire.PushTaskReply, error) {
 	ctx, done, ok := runs.start(ctx, req.Spec.TaskID)
 	defer done()
@@ -234,7 +233,7 @@ func (cw *coreWorker) handlePushTask(ctx context.Context, req *wire.PushTaskRequ
 		return &wire.PushTaskReply{NotRun: true}, nil
 	}
 	if why := slots.whyRevoked(req.LeaseID); why != "" {
-		return nil, &rpc.Error{Code: cluster.CodeLeaseRevoked, Message: fmt.Sprintf("lease %d was revoked: %s", req.LeaseID, why)}
+		return nil, &rpc.Error{Code: wire.CodeLeaseRevoked, Message: fmt.Sprintf("lease %d was revoked: %s", req.LeaseID, why)}
 	}
 	start := time.Now()
 	ctx = context.WithValue(ctx, taskRunKey{}, &taskRun{lease: req.LeaseID, slot: s})

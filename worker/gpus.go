@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/nodeup/nodeup/cluster"
 	"github.com/nodeup/nodeup/gpu"
 	"github.com/nodeup/nodeup/sched"
 )
@@ -84,27 +83,35 @@ func demandsGPU(r sched.ResourceSet) bool { return r[sched.GPU] != 0 || r[gpu.Me
 // node reads NODEUP_NUM_GPUS and NODEUP_GPU_MODEL, and without those it
 // detects GPUs (NVML helper when built in, then nvidia-smi).
 func EmbeddedGPUs(n int, model string) InitOption {
-	return func(c *initConfig) { c.gpus = &cluster.GPUConfig{Declare: true, Count: n, Model: model} }
+	return func(c *initConfig) { c.gpus = &gpuDecl{count: n, model: model} }
 }
 
-// embeddedGPUs is the embedded node's GPU configuration: EmbeddedGPUs, else
+// gpuDecl is a GPU declaration for the embedded node (EmbeddedGPUs).
+type gpuDecl struct {
+	count int
+	model string
+}
+
+// embeddedGPUs sets the embedded node's GPUs in spec: EmbeddedGPUs, else
 // the environment, else detection. A malformed NODEUP_NUM_GPUS is an error
 // naming it.
-func (c initConfig) embeddedGPUs() (cluster.GPUConfig, error) {
-	if c.gpus != nil {
-		return *c.gpus, nil
-	}
-	s := strings.TrimSpace(os.Getenv(EnvNumGPUs))
-	model := strings.TrimSpace(os.Getenv(EnvGPUModel))
-	if s == "" {
-		if model != "" {
-			return cluster.GPUConfig{}, fmt.Errorf("nodeup: %s=%q without %s: set the number of GPUs to declare too", EnvGPUModel, model, EnvNumGPUs)
+func (c initConfig) embeddedGPUs(spec *EmbeddedSpec) error {
+	d := c.gpus
+	if d == nil {
+		s := strings.TrimSpace(os.Getenv(EnvNumGPUs))
+		model := strings.TrimSpace(os.Getenv(EnvGPUModel))
+		if s == "" {
+			if model != "" {
+				return fmt.Errorf("nodeup: %s=%q without %s: set the number of GPUs to declare too", EnvGPUModel, model, EnvNumGPUs)
+			}
+			return nil
 		}
-		return cluster.GPUConfig{}, nil
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 0 {
+			return fmt.Errorf("nodeup: %s=%q: must be a whole number, 0 or more", EnvNumGPUs, s)
+		}
+		d = &gpuDecl{count: n, model: model}
 	}
-	n, err := strconv.Atoi(s)
-	if err != nil || n < 0 {
-		return cluster.GPUConfig{}, fmt.Errorf("nodeup: %s=%q: must be a whole number, 0 or more", EnvNumGPUs, s)
-	}
-	return cluster.GPUConfig{Declare: true, Count: n, Model: model}, nil
+	spec.DeclareGPUs, spec.NumGPUs, spec.GPUModel = true, d.count, d.model
+	return nil
 }

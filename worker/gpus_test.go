@@ -280,12 +280,13 @@ func TestParseGPUIDs(t *testing.T) {
 		t.Errorf("UUID entry: %v", err)
 	}
 	t.Setenv(EnvNumGPUs, "four")
-	if _, err := (initConfig{}).embeddedGPUs(); err == nil || !strings.Contains(err.Error(), `NODEUP_NUM_GPUS="four"`) {
+	if err := (initConfig{}).embeddedGPUs(&EmbeddedSpec{}); err == nil || !strings.Contains(err.Error(), `NODEUP_NUM_GPUS="four"`) {
 		t.Errorf("bad NODEUP_NUM_GPUS: %v", err)
 	}
 	t.Setenv(EnvNumGPUs, "4")
 	t.Setenv(EnvGPUModel, "H100")
-	if g, err := (initConfig{}).embeddedGPUs(); err != nil || g != (cluster.GPUConfig{Declare: true, Count: 4, Model: "H100"}) {
+	var g EmbeddedSpec
+	if err := (initConfig{}).embeddedGPUs(&g); err != nil || !g.DeclareGPUs || g.NumGPUs != 4 || g.GPUModel != "H100" {
 		t.Errorf("NODEUP_NUM_GPUS=4: %+v, %v", g, err)
 	}
 }

@@ -10,12 +10,8 @@ import (
 	"log/slog"
 	"maps"
 	"os"
-	"runtime"
 	"time"
 
-	"golang.org/x/sys/unix"
-
-	"github.com/nodeup/nodeup/cluster"
 	"github.com/nodeup/nodeup/rpc"
 	"github.com/nodeup/nodeup/sched"
 	"github.com/nodeup/nodeup/wire"
@@ -29,8 +25,8 @@ type initConfig struct {
 	namespace string
 	resources sched.ResourceSet
 	logger    *slog.Logger
-	gpus      *cluster.GPUConfig // EmbeddedGPUs (gpus.go)
-	env       RuntimeEnv         // JobRuntimeEnv
+	gpus      *gpuDecl   // EmbeddedGPUs (gpus.go)
+	env       RuntimeEnv // JobRuntimeEnv
 }
 
 // Address connects to the node at host:port instead of NODEUP_ADDRESS or the
@@ -52,7 +48,7 @@ func EmbeddedResources(r map[string]float64) InitOption {
 
 // EnvNamespace carries the job's namespace to its worker processes (task
 // workers and actors alike).
-const EnvNamespace = cluster.EnvNamespace
+const EnvNamespace = wire.EnvNamespace
 
 // DefaultNamespace is the namespace of named actors when none is set. (Ray
 // gives each job an anonymous namespace by default; here drivers share one,
@@ -100,10 +96,10 @@ func Init(ctx context.Context, opts ...InitOption) error {
 	if currentCW != nil {
 		return fmt.Errorf("nodeup: Init called twice (call Shutdown first)")
 	}
-	if err := cfg.env.validate(); err != nil && os.Getenv(cluster.EnvWorkerMode) != "1" {
+	if err := cfg.env.validate(); err != nil && os.Getenv(wire.EnvWorkerMode) != "1" {
 		return fmt.Errorf("nodeup: JobRuntimeEnv: %w", err)
 	}
-	cw := &coreWorker{logger: cfg.logger, ownerID: randomHex(6), objects: newObjectTable(), pool: rpc.NewPool([]byte{0x01}, 5*time.Second)}
+	cw := &coreWorker{logger: cfg.logger, ownerID: randomHex(6), objects: newObjectTable(), pool: rpc.NewPool([]byte{wire.PreambleRPC}, wire.ProtocolVersion, 5*time.Second)}
 	cw.ctx, cw.cancel = context.WithCancel(context.Background())
 	cw.sub = newSubmitter(cw)
 	cw.actors = newActorCaller(cw)
@@ -117,7 +113,7 @@ func Init(ctx context.Context, opts ...InitOption) error {
 	if cw.namespace != DefaultNamespace {
 		cw.workerEnv = []string{EnvNamespace + "=" + cw.namespace}
 	}
-	if os.Getenv(cluster.EnvWorkerMode) == "1" {
+	if os.Getenv(wire.EnvWorkerMode) == "1" {
 		env, err := workerRuntimeEnv()
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "nodeup worker: %v\n", err)
@@ -162,12 +158,13 @@ func (cw *coreWorker) connect(ctx context.Context, cfg initConfig) error {
 		if err := register(addr); err != nil {
 			return fmt.Errorf("nodeup: connect to node at %s: %w", addr, err)
 		}
-	case cluster.CurrentAddress() != "" && register(cluster.CurrentAddress()) == nil:
+	case wire.CurrentAddress() != "" && register(wire.CurrentAddress()) == nil:
 	default:
-		if err := cw.startEmbedded(ctx, cfg); err != nil {
+		addr, err := cw.startEmbedded(ctx, cfg)
+		if err != nil {
 			return err
 		}
-		if err := register(cw.embedded.RPCAddr()); err != nil {
+		if err := register(addr); err != nil {
 			return fmt.Errorf("nodeup: connect to the embedded node: %w", err)
 		}
 	}
@@ -181,42 +178,6 @@ func (cw *coreWorker) connect(ctx context.Context, cfg initConfig) error {
 	return nil
 }
 
-// startEmbedded runs a one-node cluster inside this process (as ray.init()
-// without an address), on 127.0.0.1 and a temporary data dir.
-func (cw *coreWorker) startEmbedded(ctx context.Context, cfg initConfig) error {
-	dir, err := os.MkdirTemp("", "nodeup-embedded-")
-	if err != nil {
-		return err
-	}
-	res := cfg.resources
-	if res == nil {
-		res = sched.ResourceSet{}
-	}
-	if _, ok := res[sched.CPU]; !ok {
-		res[sched.CPU] = sched.QuantityOf(int64(runtime.NumCPU()))
-	}
-	if _, ok := res[sched.Memory]; !ok {
-		var si unix.Sysinfo_t
-		if unix.Sysinfo(&si) == nil {
-			res[sched.Memory] = sched.QuantityOf(int64(float64(si.Totalram) * float64(si.Unit) * 0.7))
-		}
-	}
-	gpus, err := cfg.embeddedGPUs()
-	if err != nil {
-		os.RemoveAll(dir)
-		return err
-	}
-	quiet := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
-	n, err := cluster.Start(ctx, cluster.Config{Head: true, DataDir: dir, BindAddr: "127.0.0.1", HTTPPort: -1,
-		NodeName: "embedded", Resources: res, RaftVoters: 1, Server: true, Logger: quiet, Version: "embedded", GPUs: gpus})
-	if err != nil {
-		os.RemoveAll(dir)
-		return fmt.Errorf("nodeup: start embedded node: %w", err)
-	}
-	cw.embedded = n
-	return nil
-}
-
 // runWorker serves tasks for the node that started this process and exits
 // when the node goes away.
 func runWorker(cw *coreWorker) {
@@ -225,20 +186,20 @@ func runWorker(cw *coreWorker) {
 		os.Exit(1)
 	}
 	cw.isWorker = true
-	cw.jobID = os.Getenv(cluster.EnvJobID)
-	cw.nodeAddr = os.Getenv(cluster.EnvNodeAddr)
-	cw.nodeID, cw.nodeName = os.Getenv(cluster.EnvNodeID), os.Getenv(cluster.EnvNodeName)
-	cw.arena.path = os.Getenv(cluster.EnvArenaPath)
+	cw.jobID = os.Getenv(wire.EnvJobID)
+	cw.nodeAddr = os.Getenv(wire.EnvNodeAddr)
+	cw.nodeID, cw.nodeName = os.Getenv(wire.EnvNodeID), os.Getenv(wire.EnvNodeName)
+	cw.arena.path = os.Getenv(wire.EnvArenaPath)
 	// The node started us from its content-addressed cache and says under
 	// which hash; hashing the executable here would cost every worker start
 	// tens of milliseconds of CPU.
-	cw.binHash = os.Getenv(cluster.EnvBinaryHash)
-	if err := cw.serve(os.Getenv(cluster.EnvBindIP)); err != nil {
+	cw.binHash = os.Getenv(wire.EnvBinaryHash)
+	if err := cw.serve(os.Getenv(wire.EnvBindIP)); err != nil {
 		fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(cw.ctx, 30*time.Second)
 	err := cw.pool.Call(ctx, cw.nodeAddr, wire.MethodWorkerRegister, &wire.WorkerRegisterRequest{
-		WorkerID: os.Getenv(cluster.EnvWorkerID), Addr: cw.addr, PID: os.Getpid()}, nil)
+		WorkerID: os.Getenv(wire.EnvWorkerID), Addr: cw.addr, PID: os.Getpid()}, nil)
 	cancel()
 	if err != nil {
 		fatal(fmt.Errorf("register with node %s: %w", cw.nodeAddr, err))
@@ -248,7 +209,7 @@ func runWorker(cw *coreWorker) {
 	for misses := 0; misses < 3; {
 		time.Sleep(2 * time.Second)
 		ctx, cancel := context.WithTimeout(cw.ctx, 2*time.Second)
-		if cw.pool.Call(ctx, cw.nodeAddr, cluster.MethodHello, &cluster.Empty{}, &cluster.HelloResponse{}) != nil {
+		if cw.pool.Call(ctx, cw.nodeAddr, wire.MethodHello, &wire.Empty{}, &wire.HelloResponse{}) != nil {
 			misses++
 		} else {
 			misses = 0
@@ -304,10 +265,8 @@ func (cw *coreWorker) close() {
 	cw.pool.Close()
 	cw.objects.clear()
 	cw.arena.close()
-	if cw.embedded != nil {
-		dir := cw.embedded.DataDir()
-		_ = cw.embedded.Shutdown()
-		os.RemoveAll(dir)
+	if cw.stopEmbedded != nil {
+		cw.stopEmbedded()
 	}
 }
 
@@ -325,15 +284,15 @@ func fileHash(path string) (string, error) {
 }
 
 // workerRuntimeEnv reads the runtime env vars the node started this worker
-// process with (cluster.EnvRuntimeEnv; nil when unset).
+// process with (wire.EnvRuntimeEnv; nil when unset).
 func workerRuntimeEnv() (map[string]string, error) {
-	s := os.Getenv(cluster.EnvRuntimeEnv)
+	s := os.Getenv(wire.EnvRuntimeEnv)
 	if s == "" {
 		return nil, nil
 	}
 	var env map[string]string
 	if err := json.Unmarshal([]byte(s), &env); err != nil {
-		return nil, fmt.Errorf("%s: want a JSON object of strings: %w", cluster.EnvRuntimeEnv, err)
+		return nil, fmt.Errorf("%s: want a JSON object of strings: %w", wire.EnvRuntimeEnv, err)
 	}
 	return env, nil
 }

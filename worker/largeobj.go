@@ -6,14 +6,13 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/nodeup/nodeup/cluster"
 	"github.com/nodeup/nodeup/objstore"
 	"github.com/nodeup/nodeup/wire"
 )
 
 // inlineMax is the largest value, in bytes, kept in messages; larger ones go
 // to the node's shared-memory object store (DESIGN: ≤ 100 KiB inline).
-const inlineMax = cluster.InlineMax
+const inlineMax = wire.InlineMax
 
 // arena maps the local node's object store file: read-only for the views Get
 // hands out (a write to one faults instead of corrupting the object), and

@@ -8,8 +8,9 @@ import (
 	"testing"
 	"unsafe"
 
-	"github.com/nodeup/nodeup/sched"
 	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/nodeup/nodeup/sched"
 )
 
 // blob makes n bytes of a recognisable pattern.

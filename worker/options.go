@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/nodeup/nodeup/cluster"
 	"github.com/nodeup/nodeup/sched"
 	"github.com/nodeup/nodeup/wire"
 )
@@ -284,9 +283,9 @@ type RuntimeEnv struct {
 	EnvVars map[string]string
 }
 
-// validate checks every variable (cluster.ValidateEnvVar), naming the
+// validate checks every variable (wire.ValidateEnvVar), naming the
 // first bad key in key order.
-func (e RuntimeEnv) validate() error { return cluster.ValidateEnvVars(e.EnvVars) }
+func (e RuntimeEnv) validate() error { return wire.ValidateEnvVars(e.EnvVars) }
 
 // WithRuntimeEnv runs the task or actor with env's EnvVars set over its
 // parent's effective runtime env (see RuntimeEnv), as Ray's

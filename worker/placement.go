@@ -8,10 +8,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/nodeup/nodeup/cluster"
 	"github.com/nodeup/nodeup/rpc"
 	"github.com/nodeup/nodeup/sched"
-	"github.com/nodeup/nodeup/store"
 	"github.com/nodeup/nodeup/wire"
 )
 
@@ -142,7 +140,7 @@ func CreatePlacementGroup(ctx context.Context, bundles []map[string]float64, str
 		if err := cw.pool.Call(ctx, cw.nodeAddr, wire.MethodPGCreate, req, &info); err != nil {
 			return nil, fmt.Errorf("create placement group %q: %w", o.name, err)
 		}
-		pg.placed = info.State == string(store.PGCreated)
+		pg.placed = info.State == string(wire.PGCreated)
 		return pg, nil
 	}
 	// Unnamed: nothing to check against other groups, so the ID is made
@@ -158,7 +156,7 @@ func CreatePlacementGroup(ctx context.Context, bundles []map[string]float64, str
 		}
 		// The leader replies CREATED only once every bundle is committed
 		// on its node, so Ready needs no further round trip.
-		pg.placed = info.State == string(store.PGCreated)
+		pg.placed = info.State == string(wire.PGCreated)
 	}()
 	return pg, nil
 }
@@ -248,9 +246,9 @@ func (pg *PlacementGroup) Ready(ctx context.Context) error {
 			return err
 		}
 		switch info.State {
-		case string(store.PGCreated):
+		case string(wire.PGCreated):
 			return nil
-		case string(store.PGRemoved):
+		case string(wire.PGRemoved):
 			return fmt.Errorf("placement group %s: %w", pg.id, ErrPlacementGroupRemoved)
 		}
 		if ctx.Err() != nil {
@@ -317,7 +315,7 @@ func GetPlacementGroup(ctx context.Context, name string) (*PlacementGroup, error
 	var info wire.PGInfo
 	if err := cw.pool.Call(ctx, cw.nodeAddr, wire.MethodPGGet, &wire.PGGetRequest{Namespace: cw.namespace, Name: name}, &info); err != nil {
 		var re *rpc.Error
-		if errors.As(err, &re) && re.Code == cluster.CodeNotFound {
+		if errors.As(err, &re) && re.Code == wire.CodeNotFound {
 			return nil, fmt.Errorf("get placement group %q: none in namespace %q", name, cw.namespace)
 		}
 		return nil, fmt.Errorf("get placement group %q: %w", name, err)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/nodeup/nodeup/rpc"
+	"github.com/nodeup/nodeup/wire"
 )
 
 // TestSilentConnDoesNotDelayOthers: a peer that connects to a core
@@ -18,7 +19,7 @@ func TestSilentConnDoesNotDelayOthers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := rpc.NewServer(nil)
+	s := rpc.NewServer(nil, wire.ProtocolVersion)
 	s.Register("Test.Ping", func(ctx context.Context, body []byte) (any, error) { return "pong", nil })
 	go func() { _ = s.Serve(&preambleListener{ln}) }()
 	t.Cleanup(s.Close)
@@ -32,7 +33,7 @@ func TestSilentConnDoesNotDelayOthers(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
-	c, err := rpc.Dial(ctx, "tcp", ln.Addr().String(), []byte{0x01})
+	c, err := rpc.Dial(ctx, "tcp", ln.Addr().String(), []byte{wire.PreambleRPC}, wire.ProtocolVersion)
 	if err != nil {
 		t.Fatal(err)
 	}

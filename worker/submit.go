@@ -11,7 +11,6 @@ import (
 
 	"github.com/vmihailenco/msgpack/v5"
 
-	"github.com/nodeup/nodeup/cluster"
 	"github.com/nodeup/nodeup/rpc"
 	"github.com/nodeup/nodeup/sched"
 	"github.com/nodeup/nodeup/wire"
@@ -699,10 +698,10 @@ func (s *submitter) loseDeadNodes(view []wire.NodeInfo) {
 }
 
 // leaseRevoked reports whether a push failed because the worker's node
-// revoked the lease (cluster.CodeLeaseRevoked).
+// revoked the lease (wire.CodeLeaseRevoked).
 func leaseRevoked(err error) bool {
 	var re *rpc.Error
-	return errors.As(err, &re) && re.Code == cluster.CodeLeaseRevoked
+	return errors.As(err, &re) && re.Code == wire.CodeLeaseRevoked
 }
 
 // maybeReturn gives back a lease that stayed idle for leaseLinger.

@@ -15,12 +15,13 @@ import (
 	"github.com/nodeup/nodeup/cluster"
 	"github.com/nodeup/nodeup/rpc"
 	"github.com/nodeup/nodeup/sched"
+	"github.com/nodeup/nodeup/wire"
 )
 
 // The test binary doubles as the worker binary: nodes re-execute it with
 // NODEUP_WORKER=1, and then Init serves tasks instead of running tests.
 func TestMain(m *testing.M) {
-	if os.Getenv(cluster.EnvWorkerMode) == "1" {
+	if os.Getenv(wire.EnvWorkerMode) == "1" {
 		_ = Init(context.Background())
 		os.Exit(0)
 	}
@@ -257,12 +258,12 @@ func TestInfeasibleListedAsPendingDemand(t *testing.T) {
 	nodes := startCluster(t, 1, nil)
 	ctx := ctxT(t)
 	_ = Must(square.Options(Name("needs-tpus"), Resources(map[string]float64{"TPU-v3": 3}))).Remote(ctx, 1)
-	pool := rpc.NewPool([]byte{0x01}, time.Second)
+	pool := rpc.NewPool([]byte{wire.PreambleRPC}, wire.ProtocolVersion, time.Second)
 	defer pool.Close()
 	deadline := time.Now().Add(15 * time.Second)
 	for {
-		var st cluster.StatusResponse
-		err := pool.Call(ctx, nodes[0].RPCAddr(), cluster.MethodStatus, &cluster.Empty{}, &st)
+		var st wire.StatusResponse
+		err := pool.Call(ctx, nodes[0].RPCAddr(), wire.MethodStatus, &wire.Empty{}, &st)
 		if err == nil && len(st.Pending) == 1 && st.Pending[0].TaskName == "needs-tpus" && strings.Contains(st.Pending[0].Reason, "TPU-v3") {
 			return
 		}

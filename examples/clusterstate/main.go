@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strconv"
 
+	_ "github.com/nodeup/nodeup/embedded" // starts a node in this program when none is running
 	"github.com/nodeup/nodeup/worker"
 )
 

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 
+	_ "github.com/nodeup/nodeup/embedded" // starts a node in this program when none is running
 	"github.com/nodeup/nodeup/worker"
 )
 

@@ -14,6 +14,7 @@ import (
 	"sort"
 	"time"
 
+	_ "github.com/nodeup/nodeup/embedded" // starts a node in this program when none is running
 	"github.com/nodeup/nodeup/worker"
 )
 

@@ -20,6 +20,7 @@ import (
 	"strings"
 	"time"
 
+	_ "github.com/nodeup/nodeup/embedded" // starts a node in this program when none is running
 	"github.com/nodeup/nodeup/worker"
 )
 

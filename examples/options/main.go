@@ -10,6 +10,7 @@ import (
 	"log"
 	"os"
 
+	_ "github.com/nodeup/nodeup/embedded" // starts a node in this program when none is running
 	"github.com/nodeup/nodeup/worker"
 )
 

@@ -26,6 +26,7 @@ import (
 	"time"
 	"unicode"
 
+	_ "github.com/nodeup/nodeup/embedded" // starts a node in this program when none is running
 	"github.com/nodeup/nodeup/worker"
 )
 

@@ -1,45 +1,38 @@
-package cluster
+package wire
 
 import (
 	"github.com/nodeup/nodeup/gpu"
 	"github.com/nodeup/nodeup/sched"
-	"github.com/nodeup/nodeup/store"
-	"github.com/nodeup/nodeup/wire"
 )
 
-// RPC method names served on every node's port. Leader-only methods may be
+// Cluster methods served on every node's port. Leader-only methods may be
 // sent to any node: it forwards them to the leader (as Nomad forwards).
 const (
-	MethodHello         = "Cluster.Hello"
-	MethodStatus        = "Cluster.Status"
-	MethodNodeRegister  = "Node.Register"
+	// MethodHello: any → any node. Empty → HelloResponse.
+	MethodHello = "Cluster.Hello"
+	// MethodStatus: CLI, HTTP → leader (forwarded). Empty → StatusResponse.
+	MethodStatus = "Cluster.Status"
+	// MethodNodeRegister: node → leader (forwarded). NodeRegisterRequest → Empty.
+	MethodNodeRegister = "Node.Register"
+	// MethodNodeHeartbeat: node → leader (forwarded). HeartbeatRequest → HeartbeatResponse.
 	MethodNodeHeartbeat = "Node.Heartbeat"
-	MethodKVGet         = "KV.Get"
-	MethodKVList        = "KV.List"
-	MethodKVSet         = "KV.Set"
-	MethodKVDelete      = "KV.Delete"
-	methodRaftStats     = "Raft.Stats"
-	methodRaftLeave     = "Raft.Leave"
+	// MethodKVGet, MethodKVList, MethodKVSet, MethodKVDelete: the internal
+	// KV, at the leader (forwarded). KVRequest → KVResponse.
+	MethodKVGet    = "KV.Get"
+	MethodKVList   = "KV.List"
+	MethodKVSet    = "KV.Set"
+	MethodKVDelete = "KV.Delete"
+	// MethodRaftStats: autopilot, leader → server (internal). Empty → RaftStats.
+	MethodRaftStats = "Raft.Stats"
+	// MethodRaftLeave: a leaving server → leader (internal). RaftLeaveRequest → Empty.
+	MethodRaftLeave = "Raft.Leave"
 )
 
-// leaderSuffix marks the leader-only variant of a method: the forwarder calls
-// it at the leader, which refuses it with codeNotLeader instead of forwarding
-// again, so a stale leader view can never make requests loop.
-const leaderSuffix = "@leader"
-
-// Error codes in rpc errors that callers branch on.
-const (
-	CodeNotLeader = "not_leader"
-	CodeNoLeader  = "no_leader"
-	CodeNotFound  = "not_found"
-	CodeBadInput  = "bad_input"
-	// CodeLeaseRevoked: a worker refuses a task pushed under a lease its
-	// node revoked (the lease's placement-group bundle was returned).
-	CodeLeaseRevoked = "lease_revoked"
-)
-
-// Empty is the request or response of calls that carry nothing.
-type Empty struct{}
+// LeaderSuffix marks the leader-only variant of a method ("KV.Get@leader"):
+// the forwarder calls it at the leader, which refuses it with CodeNotLeader
+// instead of forwarding again, so a stale leader view can never make
+// requests loop.
+const LeaderSuffix = "@leader"
 
 // HelloResponse tells a joining node which cluster it is talking to and where
 // to gossip.
@@ -55,7 +48,7 @@ type HelloResponse struct {
 // NodeRegisterRequest puts a node's record (total resources, labels,
 // addresses, incarnation) in the Raft node table.
 type NodeRegisterRequest struct {
-	Node store.Node
+	Node Node
 }
 
 // HeartbeatRequest reports a node's soft state to the leader (kept in the
@@ -64,12 +57,12 @@ type HeartbeatRequest struct {
 	NodeID      string
 	Incarnation uint64
 	Available   sched.ResourceSet
-	Pending     []wire.PendingDemand // queued or infeasible work on this node
+	Pending     []PendingDemand // queued or infeasible work on this node
 	// GPUs is the node's device status (health, reservations, telemetry:
 	// utilization %, memory bytes, °C, W, processes); nil without GPUs.
 	GPUs    *gpu.Status
-	Bundles []wire.BundleHeld // placement-group bundles this node holds
-	Actors  []ActorHeld       // actor incarnations running on this node
+	Bundles []BundleHeld // placement-group bundles this node holds
+	Actors  []ActorHeld  // actor incarnations running on this node
 }
 
 // HeartbeatResponse says whether the leader knows this node's current
@@ -77,7 +70,7 @@ type HeartbeatRequest struct {
 type HeartbeatResponse struct {
 	Known      bool
 	LeaderAddr string
-	View       []wire.NodeInfo // every node's totals and last reported free resources
+	View       []NodeInfo // every node's totals and last reported free resources
 	// StaleActors are reported actors the actor table has moved past (the
 	// node was cut off and the actor restarted elsewhere, or ended): the
 	// node stops them.
@@ -111,7 +104,7 @@ type RaftServer struct {
 
 // NodeView is a node's Raft record plus the leader's soft state for it.
 type NodeView struct {
-	store.Node
+	Node
 	Available     sched.ResourceSet // resource units free now; equals total until reported
 	LastHeartbeat int64             // unix nanoseconds of the last soft-state report, 0 if none
 	RaftSuffrage  string            // "voter", "nonvoter", or "" when not in the Raft group
@@ -136,7 +129,7 @@ type StatusResponse struct {
 	Available sched.ResourceSet
 	// Pending is work waiting for resources, per node; Reason says why
 	// (infeasible work names the missing resource).
-	Pending []wire.PendingDemand
+	Pending []PendingDemand
 }
 
 // KVRequest addresses the internal KV (the seeds' internal_kv).
@@ -150,15 +143,22 @@ type KVRequest struct {
 
 // KVResponse returns entries or a write's outcome.
 type KVResponse struct {
-	Entries []store.KVEntry
+	Entries []KVEntry
 	OK      bool
 	Index   uint64
 }
 
-// raftStats is what autopilot needs from each server.
-type raftStats struct {
+// RaftStats is what autopilot needs from each server (Raft.Stats).
+type RaftStats struct {
 	LastContactNanos int64
 	LastTerm         uint64
 	LastIndex        uint64
 	DiskError        string // the server's *DiskWriteError, "" while it can write
+}
+
+// RaftLeaveRequest asks the leader to take a server (node ID, in the
+// incarnation that is leaving) out of the Raft configuration.
+type RaftLeaveRequest struct {
+	NodeID      string
+	Incarnation uint64
 }
