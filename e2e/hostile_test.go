@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/nodeup/nodeup/rpc"
+	"github.com/nodeup/nodeup/wire"
 )
 
 // hostileTarget is a node's ports under attack.
@@ -28,7 +29,7 @@ type hostileStats struct {
 
 // Protocol bytes a node's port multiplexes: RPC and Raft.
 const (
-	preambleRPC  = 0x01
+	preambleRPC  = wire.PreambleRPC
 	preambleRaft = 0x02
 )
 
@@ -119,12 +120,20 @@ func hostileSend(r *rand.Rand, target hostileTarget) int {
 	}
 }
 
-// rpcFrames is the RPC preamble and a few request frames with hostile
-// bodies.
+// rpcFrames is the RPC preamble, the hello of this protocol version (most
+// of the time: else none, or another version) and a few request frames with
+// hostile bodies.
 func rpcFrames(r *rand.Rand) []byte {
 	var b strings.Builder
 	w := bufio.NewWriter(&b)
 	_ = w.WriteByte(preambleRPC)
+	switch r.IntN(8) {
+	case 0:
+	case 1:
+		_, _ = w.Write(rpc.AppendHello(nil, uint16(r.Uint32())))
+	default:
+		_, _ = w.Write(rpc.AppendHello(nil, wire.ProtocolVersion))
+	}
 	for i := 0; i < 1+r.IntN(4); i++ {
 		f := &rpc.Frame{Seq: uint64(i + 1), Kind: rpc.KindRequest, Method: hostileMethods[r.IntN(len(hostileMethods))], Body: hostileBody(r)}
 		_ = rpc.WriteFrame(w, f)
@@ -212,7 +221,7 @@ func holdIdle(ctx context.Context, addr string, n int, st *hostileStats) {
 			if err != nil {
 				break
 			}
-			_, _ = c.Write([]byte{preambleRPC})
+			_, _ = c.Write(rpc.AppendHello([]byte{preambleRPC}, wire.ProtocolVersion))
 			conns = append(conns, c)
 		}
 		st.idle.Store(int64(len(conns)))
