@@ -166,8 +166,10 @@ func (n *Node) actorCreate(ctx context.Context, req *wire.ActorCreateRequest) (*
 		return nil, &rpc.Error{Code: wire.CodeBadInput, Message: fmt.Sprintf(format, a...)}
 	}
 	switch {
-	case req.Constructor == "" || len(req.BinaryHash) != 64:
-		return bad("actor creation needs a constructor and a sha256 binary hash (got %q, %q)", req.Constructor, req.BinaryHash)
+	case req.Constructor == "":
+		return bad("actor creation needs a constructor")
+	case wire.CheckHash("binary hash", req.BinaryHash) != nil:
+		return bad("actor creation: %v", wire.CheckHash("binary hash", req.BinaryHash))
 	case req.MaxRestarts < -1:
 		return bad("actor %s: MaxRestarts %d: use -1 (forever) or more", req.Class, req.MaxRestarts)
 	case req.MaxTaskRetries < -1:

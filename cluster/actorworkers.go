@@ -37,6 +37,12 @@ func actorJobID(actorID string, incarnation int) string {
 // repeated request for the running incarnation answers with it again, so a
 // new leader finishing an old leader's placement cannot start a second copy.
 func (n *Node) actorStart(ctx context.Context, req *wire.ActorStartRequest) (*wire.ActorStartReply, error) {
+	if err := checkJobAndHash(req.JobID, req.BinaryHash); err != nil {
+		return nil, err
+	}
+	if err := wire.CheckID("actor ID", req.ActorID); err != nil {
+		return nil, badInputErr(err)
+	}
 	p := n.workers
 	self := func(w *workerProc) *wire.ActorStartReply {
 		return &wire.ActorStartReply{WorkerAddr: w.addr, WorkerID: w.id, PID: w.cmd.Process.Pid,

@@ -103,7 +103,7 @@ func TestGPUStatusAndHealthReachTheLeader(t *testing.T) {
 	// Two GPUs are now infeasible on that node; one is granted device 0.
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	req := &wire.LeaseRequest{JobID: "j", Resources: sched.ResourceSet{sched.GPU: sched.QuantityOf(2)}, Spilled: true}
+	req := &wire.LeaseRequest{JobID: "j", BinaryHash: strings.Repeat("ab", 32), Resources: sched.ResourceSet{sched.GPU: sched.QuantityOf(2)}, Spilled: true}
 	rep, err := gpuNode.leaseWorker(ctx, req)
 	if err != nil || !strings.Contains(rep.Infeasible, "GPU") {
 		t.Errorf("2-GPU lease on a node with one healthy GPU: %+v, %v; want infeasible", rep, err)

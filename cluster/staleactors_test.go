@@ -29,7 +29,11 @@ func startFakeActor(t *testing.T, nd *Node, id string, inc int) *fakeActor {
 	if err := os.MkdirAll(p.binDir(), 0o750); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(p.binPath(fakeActorHash), []byte("#!/bin/sh\nexec sleep 600\n"), 0o750); err != nil {
+	bin, err := p.binPath(fakeActorHash)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, []byte("#!/bin/sh\nexec sleep 600\n"), 0o750); err != nil {
 		t.Fatal(err)
 	}
 	l := nd.local.tryGrant(sched.ResourceSet{sched.CPU: sched.QuantityOf(1)})

@@ -43,8 +43,8 @@ func (n *Node) taskEndpoints() {
 }
 
 func (n *Node) jobRegister(ctx context.Context, req *wire.JobRegisterRequest) (*wire.JobRegisterReply, error) {
-	if req.JobID == "" || len(req.BinaryHash) != 64 {
-		return nil, &rpc.Error{Code: wire.CodeBadInput, Message: fmt.Sprintf("job registration needs a job ID and a sha256 binary hash (got %q, %q)", req.JobID, req.BinaryHash)}
+	if err := checkJobAndHash(req.JobID, req.BinaryHash); err != nil {
+		return nil, err
 	}
 	if err := n.workers.cacheLocal(req.BinaryPath, req.BinaryHash); err != nil {
 		return nil, &rpc.Error{Code: wire.CodeBadInput, Message: fmt.Sprintf("job %s: %v (the driver must run on the same machine as the node it connects to)", req.JobID, err)}
@@ -79,7 +79,11 @@ func (n *Node) jobFinish(ctx context.Context, req *wire.JobFinishRequest) (*wire
 }
 
 func (n *Node) binaryFetch(ctx context.Context, req *wire.BinaryFetchRequest) (*wire.BinaryFetchReply, error) {
-	f, err := os.Open(n.workers.binPath(req.Hash))
+	path, err := n.workers.binPath(req.Hash)
+	if err != nil {
+		return nil, badInputErr(err)
+	}
+	f, err := os.Open(path)
 	if err != nil {
 		return nil, &rpc.Error{Code: wire.CodeNotFound, Message: fmt.Sprintf("binary %s not on this node", req.Hash)}
 	}
@@ -106,6 +110,9 @@ func (n *Node) leaseReturn(ctx context.Context, req *wire.LeaseReturnRequest) (*
 // node (spillback), queues it until resources free up, or reports it
 // infeasible with the missing resource named.
 func (n *Node) leaseWorker(ctx context.Context, req *wire.LeaseRequest) (*wire.LeaseReply, error) {
+	if err := checkJobAndHash(req.JobID, req.BinaryHash); err != nil {
+		return nil, err
+	}
 	rep, l, err := n.decideLease(ctx, req)
 	if err != nil || l == nil {
 		return rep, err

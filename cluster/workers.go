@@ -81,14 +81,43 @@ func newWorkerPool(n *Node) *workerPool {
 
 func (p *workerPool) binDir() string { return p.n.dir.file("bin") }
 
-func (p *workerPool) binPath(hash string) string { return filepath.Join(p.binDir(), hash) }
+// binPath is where the binary of hash lives in the cache; a hash that is
+// not one (wire.CheckHash) is an error, so no name from a peer can reach a
+// file outside the cache.
+func (p *workerPool) binPath(hash string) (string, error) {
+	if err := wire.CheckHash("binary hash", hash); err != nil {
+		return "", err
+	}
+	return filepath.Join(p.binDir(), hash), nil
+}
+
+// checkJobAndHash refuses, with bad_input naming the value, a job ID or a
+// binary hash that could not safely name a file on this node.
+func checkJobAndHash(job, hash string) error {
+	if err := wire.CheckID("job ID", job); err != nil {
+		return badInputErr(err)
+	}
+	if err := wire.CheckHash("binary hash", hash); err != nil {
+		return badInputErr(fmt.Errorf("job %s: %w", job, err))
+	}
+	return nil
+}
+
+// badInputErr is err as a bad_input answer.
+func badInputErr(err error) *rpc.Error {
+	return &rpc.Error{Code: wire.CodeBadInput, Message: err.Error(), Err: err}
+}
 
 // cacheLocal copies a driver's executable into the content-addressed cache,
 // checking its hash.
 func (p *workerPool) cacheLocal(path, hash string) error {
 	p.binMu.Lock()
 	defer p.binMu.Unlock()
-	if _, err := os.Stat(p.binPath(hash)); err == nil {
+	dst, err := p.binPath(hash)
+	if err != nil {
+		return err
+	}
+	if _, err := os.Stat(dst); err == nil {
 		return nil
 	}
 	f, err := os.Open(path)
@@ -101,6 +130,10 @@ func (p *workerPool) cacheLocal(path, hash string) error {
 
 // store writes r to the cache as hash, verifying it.
 func (p *workerPool) store(r io.Reader, hash string) error {
+	dst, err := p.binPath(hash)
+	if err != nil {
+		return err
+	}
 	if err := os.MkdirAll(p.binDir(), 0o750); err != nil {
 		return err
 	}
@@ -123,14 +156,18 @@ func (p *workerPool) store(r io.Reader, hash string) error {
 	if err := os.Chmod(tmp.Name(), 0o755); err != nil {
 		return err
 	}
-	return os.Rename(tmp.Name(), p.binPath(hash))
+	return os.Rename(tmp.Name(), dst)
 }
 
 // fetch pulls a binary from another node in chunks.
 func (p *workerPool) fetch(ctx context.Context, from, hash string) error {
 	p.binMu.Lock()
 	defer p.binMu.Unlock()
-	if _, err := os.Stat(p.binPath(hash)); err == nil {
+	dst, err := p.binPath(hash)
+	if err != nil {
+		return err
+	}
+	if _, err := os.Stat(dst); err == nil {
 		return nil
 	}
 	pr, pw := io.Pipe()
@@ -152,7 +189,7 @@ func (p *workerPool) fetch(ctx context.Context, from, hash string) error {
 			}
 		}
 	}()
-	err := p.store(pr, hash)
+	err = p.store(pr, hash)
 	pr.Close()
 	return err
 }
@@ -225,7 +262,11 @@ func (w *workerProc) awaitReady(ctx context.Context) error {
 // ensureBinary makes sure the job's binary is in the cache, fetching it from
 // the node that has it.
 func (p *workerPool) ensureBinary(ctx context.Context, job, hash, from string) error {
-	if _, err := os.Stat(p.binPath(hash)); err == nil {
+	path, err := p.binPath(hash)
+	if err != nil {
+		return fmt.Errorf("job %s: %w", job, err)
+	}
+	if _, err := os.Stat(path); err == nil {
 		return nil
 	}
 	if from == "" || from == p.n.rpcAddr {
@@ -278,6 +319,19 @@ func (p *workerPool) start(spec procSpec) (*workerProc, error) {
 	if p.stopped {
 		return nil, fmt.Errorf("start worker for job %s: the node is shutting down", spec.job)
 	}
+	bin, err := p.binPath(spec.binHash)
+	if err != nil {
+		return nil, fmt.Errorf("start worker for job %s: %w", spec.job, err)
+	}
+	// The IDs name the log file: no path may hide in them.
+	if err := wire.CheckID("job ID", spec.job); err != nil {
+		return nil, fmt.Errorf("start worker: %w", err)
+	}
+	if spec.actor != "" {
+		if err := wire.CheckID("actor ID", spec.actor); err != nil {
+			return nil, fmt.Errorf("start worker: %w", err)
+		}
+	}
 	w := &workerProc{id: newID()[:16], job: spec.job, key: spec.poolKey(), actor: spec.actor, ready: make(chan struct{}), dead: make(chan struct{}),
 		handled: make(chan struct{})}
 	logDir := p.n.dir.file("logs")
@@ -291,7 +345,7 @@ func (p *workerPool) start(spec procSpec) (*workerProc, error) {
 		return nil, err
 	}
 	host, _ := splitHost(p.n.rpcAddr)
-	cmd := exec.Command(p.binPath(spec.binHash))
+	cmd := exec.Command(bin)
 	// The node's own variables come last, so they win over anything before.
 	cmd.Env = append(append(append(os.Environ(), spec.userEnv()...), gpuEnv(spec.gpus)...),
 		wire.EnvWorkerMode+"=1", wire.EnvNodeAddr+"="+p.n.rpcAddr, wire.EnvJobID+"="+spec.job, wire.EnvWorkerID+"="+w.id,
