@@ -4,13 +4,11 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/nodeup/nodeup/gpu"
 	"github.com/nodeup/nodeup/sched"
-	"github.com/nodeup/nodeup/wire"
 )
 
 // GPUConfig says how a node finds its GPUs (docs/gpus.md). The zero value
@@ -282,12 +280,4 @@ func (l *leaderState) gpusOf(id string) *gpu.Status {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.soft[id].gpus
-}
-
-// noteGPUInfeasible answers a lease that this node's device layout rules
-// out, and records it for status.
-func noteGPUInfeasible(n *Node, req *wire.LeaseRequest, reason string) *wire.LeaseReply {
-	reason = "GPU devices: " + strings.TrimSpace(reason)
-	n.local.noteInfeasible(req.TaskName, req.Resources, reason)
-	return &wire.LeaseReply{Infeasible: reason}
 }
