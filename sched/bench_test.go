@@ -41,7 +41,7 @@ func BenchmarkPlaceBundles100Nodes(b *testing.B) {
 			b.Run(fmt.Sprintf("%s/%dbundles", s, nb), func(b *testing.B) {
 				b.ReportAllocs()
 				for b.Loop() {
-					_, err := PlaceBundles(nodes, bs, s)
+					_, err := PlaceBundles(nodes, bs, s, nil)
 					if err != nil && s != StrictPack {
 						b.Fatal(err)
 					}
