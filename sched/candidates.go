@@ -8,7 +8,7 @@ type cand struct {
 	fits bool
 	// free: fits, and the demand is free there now.
 	free bool
-	// load is the node's critical resource utilization (CriticalLoad).
+	// load is the node's critical resource utilization (criticalLoad).
 	load float64
 }
 
@@ -34,7 +34,7 @@ func judge(s Snapshot, r Request) *judged {
 		ok, _ := r.Strategy.Labels.Matches(n.Labels)
 		c.fits = ok && n.Total.Covers(r.Demand) && !(n.ID == s.Local && r.Veto != "")
 		c.free = c.fits && n.Available.Covers(r.Demand)
-		c.load = CriticalLoad(n.Total, n.Available)
+		c.load = criticalLoad(n.Total, n.Available)
 		if n.ID == s.Local {
 			v.local = c
 		}

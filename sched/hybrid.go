@@ -26,11 +26,11 @@ const TopKFraction = 0.2
 // scheduler does not track.
 var loadKinds = []string{CPU, GPU, Memory}
 
-// CriticalLoad is a node's critical resource utilization, as Ray's
+// criticalLoad is a node's critical resource utilization, as Ray's
 // CalculateCriticalResourceUtilization: the highest share of its CPU, GPU
 // or memory in use, from total and free amounts, in [0, 1] (0 when it has
 // none of them).
-func CriticalLoad(total, avail ResourceSet) float64 {
+func criticalLoad(total, avail ResourceSet) float64 {
 	load := 0.0
 	for _, k := range loadKinds {
 		t := total[k]

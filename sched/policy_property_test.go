@@ -104,7 +104,7 @@ func TestPropertyDecide(t *testing.T) {
 			fail("a Stay request left a Local that can hold it")
 		}
 		if req.Strategy.Kind == StrategyHybrid && local != nil && fitsNode(s, req, local) && local.Available.Covers(req.Demand) &&
-			CriticalLoad(local.Total, local.Available) < SpreadThreshold && d.Node != s.Local {
+			criticalLoad(local.Total, local.Available) < SpreadThreshold && d.Node != s.Local {
 			fail("hybrid left a Local below the threshold with the demand free")
 		}
 	}
@@ -161,7 +161,7 @@ func TestPropertyHybridTopK(t *testing.T) {
 			if !fitsNode(s, req, n) {
 				continue
 			}
-			load := CriticalLoad(n.Total, n.Available)
+			load := criticalLoad(n.Total, n.Available)
 			free := n.Available.Covers(req.Demand)
 			if free && load < SpreadThreshold {
 				tiers[0] = append(tiers[0], load)
@@ -185,7 +185,7 @@ func TestPropertyHybridTopK(t *testing.T) {
 				t.Fatalf("seed %d case %d: %v", propSeed, i, err)
 			}
 			n := findNode(s, d.Node)
-			if l := CriticalLoad(n.Total, n.Available); l > loads[k-1] {
+			if l := criticalLoad(n.Total, n.Available); l > loads[k-1] {
 				t.Fatalf("seed %d case %d: chose %s with load %v, beyond the %d best of tier %d %v", propSeed, i, d.Node, l, k, tier, loads)
 			}
 			seen[d.Node] = true

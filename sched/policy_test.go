@@ -86,8 +86,8 @@ func TestCriticalLoad(t *testing.T) {
 		if c.avail != "" {
 			avail = rs(t, c.avail)
 		}
-		if got := CriticalLoad(rs(t, c.total), avail); got != c.want {
-			t.Errorf("CriticalLoad(%s, %s) = %v, want %v", c.total, c.avail, got, c.want)
+		if got := criticalLoad(rs(t, c.total), avail); got != c.want {
+			t.Errorf("criticalLoad(%s, %s) = %v, want %v", c.total, c.avail, got, c.want)
 		}
 	}
 }
