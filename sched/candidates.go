@@ -29,27 +29,51 @@ func judge(s Snapshot, r Request) *judged {
 	alive := aliveSorted(s.Nodes)
 	v := &judged{req: r, all: make([]cand, len(alive)), size: len(s.Nodes)}
 	for i, n := range alive {
-		c := &v.all[i]
-		c.node = n
-		ok, _ := r.Strategy.Labels.Matches(n.Labels)
-		c.fits = ok && n.Total.Covers(r.Demand) && !(n.ID == s.Local && r.Veto != "")
-		c.free = c.fits && n.Available.Covers(r.Demand)
-		c.load = criticalLoad(n.Total, n.Available)
+		v.all[i] = judgeNode(s, r, n)
 		if n.ID == s.Local {
-			v.local = c
+			v.local = &v.all[i]
 		}
 	}
 	return v
 }
 
-// stay reports whether a Stay request keeps to Local: Local is feasible
-// under the strategy (for hard node affinity, Local is the target).
-func (v *judged) stay() bool {
-	st := v.req.Strategy
-	if !v.req.Stay || v.local == nil || !v.local.fits {
-		return false
+// judgeNode is n judged against r.
+func judgeNode(s Snapshot, r Request, n *Node) cand {
+	c := cand{node: n, load: criticalLoad(n.Total, n.Available)}
+	c.fits = labelsOK(r.Strategy.Labels, n) && n.Total.Covers(r.Demand) && !(n.ID == s.Local && r.Veto != "")
+	c.free = c.fits && n.Available.Covers(r.Demand)
+	return c
+}
+
+// localFirst returns Local judged against r when r goes there whatever
+// the other nodes look like: Local can hold it and r stays (Stay; for
+// hard affinity only when Local is the target), has affinity to Local, or
+// is hybrid with the demand free below SpreadThreshold. nil otherwise.
+// This is the common case, decided without judging every node.
+func localFirst(s Snapshot, r Request) *cand {
+	if r.Bundle != nil || s.Local == "" {
+		return nil
 	}
-	return st.Kind != StrategyNodeAffinity || st.Soft || st.Node == v.local.node.ID
+	var l cand
+	for i := range s.Nodes {
+		if n := &s.Nodes[i]; n.ID == s.Local && n.Alive {
+			l = judgeNode(s, r, n)
+			break
+		}
+	}
+	if !l.fits {
+		return nil
+	}
+	st := r.Strategy
+	affinity := st.Kind == StrategyNodeAffinity
+	switch {
+	case r.Stay && (!affinity || st.Soft || st.Node == s.Local):
+	case affinity && st.Node == s.Local:
+	case st.Kind == StrategyHybrid && l.free && l.load < SpreadThreshold:
+	default:
+		return nil
+	}
+	return &l
 }
 
 // others returns the nodes other than Local that satisfy keep, in ID order.

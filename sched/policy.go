@@ -137,23 +137,24 @@ type Decision struct {
 // can hold the demand but has it free nowhere is a Decision with Outcome
 // Wait, not an error.
 func Decide(s Snapshot, r Request, rng *rand.Rand) (Decision, error) {
-	v := judge(s, r)
 	d := Decision{SpreadNext: s.SpreadNext}
-	var c *cand
-	switch {
-	case r.Bundle != nil:
-		c = v.inBundle(r.Bundle)
-	case r.Stay && r.Veto != "":
-		// Infeasible: the node that sent it here could not know the veto,
-		// and sending it on could bounce it back.
-	case v.stay():
-		c = v.local
-	case r.Strategy.Kind == StrategyNodeAffinity:
-		c = v.affinity(r.Strategy, rng)
-	case r.Strategy.Kind == StrategySpread:
-		c, d.SpreadNext = v.spread(s.SpreadNext)
-	default:
-		c = v.hybrid(rng)
+	c := localFirst(s, r)
+	var v *judged
+	if c == nil {
+		v = judge(s, r)
+		switch {
+		case r.Bundle != nil:
+			c = v.inBundle(r.Bundle)
+		case r.Stay && r.Veto != "":
+			// Infeasible: the node that sent it here could not know the
+			// veto, and sending it on could bounce it back.
+		case r.Strategy.Kind == StrategyNodeAffinity:
+			c = v.affinity(r.Strategy, rng)
+		case r.Strategy.Kind == StrategySpread:
+			c, d.SpreadNext = v.spread(s.SpreadNext)
+		default:
+			c = v.hybrid(rng)
+		}
 	}
 	if c == nil {
 		return d, v.infeasible()
