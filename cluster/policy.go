@@ -2,7 +2,6 @@ package cluster
 
 import (
 	"errors"
-	"fmt"
 	"math/rand/v2"
 
 	"github.com/nodeup/nodeup/sched"
@@ -71,8 +70,10 @@ func noPlaceReason(err error) string {
 // as they are under the lock, and grants the lease in the same critical
 // section when the decision is to run here, so concurrent requests can
 // neither overshoot the hybrid threshold nor take the same resources. The
-// SPREAD position advances with every decision.
+// SPREAD position advances with every decision. (clusterView always lists
+// this node, so a decision to run here has its entry to grant from.)
 func (s *localSched) decide(snap sched.Snapshot, r sched.Request) (sched.Decision, *lease, error) {
+	rng := newRand()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	self := -1
@@ -82,11 +83,7 @@ func (s *localSched) decide(snap sched.Snapshot, r sched.Request) (sched.Decisio
 			snap.Nodes[i].Total, snap.Nodes[i].Available, snap.Nodes[i].Alive = s.total, s.avail, true
 		}
 	}
-	if self < 0 {
-		return sched.Decision{}, nil, fmt.Errorf("the view lacks this node (%s)", snap.Local)
-	}
 	snap.SpreadNext = s.spreadNext
-	rng := newRand()
 	d, err := sched.Decide(snap, r, rng)
 	if err == nil && d.Node == snap.Local && d.Outcome == sched.Run {
 		if l := s.grantLocked(r.Demand); l != nil {
