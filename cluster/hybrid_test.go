@@ -56,7 +56,7 @@ func decisions(t *testing.T, n *Node, k int, st wire.Strategy, names map[string]
 	return out
 }
 
-// The DEFAULT strategy packs the local node up to SpreadThreshold, then
+// The DEFAULT strategy packs the local node up to sched.SpreadThreshold, then
 // prefers a node below it, and only when every node is at the threshold
 // packs to 100% (Ray's hybrid policy). Spilled demand counts against the
 // target at once, so a burst does not pile onto it.
