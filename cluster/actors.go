@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -39,6 +38,8 @@ type actorManager struct {
 	// starts are the start calls in flight, by node ID and actor ID: a node
 	// declared dead meanwhile ends them (abandonLostStarts).
 	starts map[string]map[string]context.CancelCauseFunc
+	// spreadNext is SPREAD's round-robin position for actors (held by mu).
+	spreadNext int
 }
 
 func newActorManager(n *Node) *actorManager {
@@ -529,52 +530,104 @@ func (m *actorManager) place(id string) {
 		if err != nil || a == nil || (a.State != store.ActorPending && a.State != store.ActorRestarting) {
 			return
 		}
-		cands, reason, gone := m.candidates(a)
-		if gone {
-			unlock := m.lock(id)
-			if cur, err := n.fsm.State().ActorByID(id); err == nil && cur != nil && cur.State != store.ActorDead && cur.State != store.ActorAlive {
-				m.setDead(cur, "it cannot be placed: "+reason)
-			}
-			unlock()
+		reason, done := m.placeRound(a)
+		if done {
 			return
 		}
-		if len(cands) == 0 {
-			if reason != lastReason {
-				lastReason = reason
-				m.setPendingReason(id, reason)
-			}
-			sleepCtx(n.ctx, actorRetryEvery)
-			continue
-		}
-		placed, ruledOut := false, []string{}
-		for _, nd := range cands {
-			ok, stop, infeasible := m.tryNode(a, nd)
-			if stop {
-				return
-			}
-			if ok {
-				placed = true
-				break
-			}
-			if infeasible != "" {
-				ruledOut = append(ruledOut, nd.NodeName+": "+infeasible)
-			}
-		}
-		if placed {
-			return
-		}
-		r := fmt.Sprintf("waiting for a node with %s free", a.Resources)
-		if len(ruledOut) == len(cands) {
-			// Every node whose totals cover the demand says its device
-			// layout never can: infeasible, as a task would be told.
-			r = "infeasible: " + strings.Join(ruledOut, "; ")
-		}
-		if r != lastReason {
-			lastReason = r
-			m.setPendingReason(id, r)
+		if reason != lastReason {
+			lastReason = reason
+			m.setPendingReason(id, reason)
 		}
 		sleepCtx(n.ctx, actorRetryEvery)
 	}
+}
+
+// placeRound asks the placement policy for a node and tries it, then the
+// policy's next choice without it, until a node runs the actor or placement
+// is over (done), or no node is left to try; reason then says why the
+// actor waits.
+func (m *actorManager) placeRound(a *store.Actor) (reason string, done bool) {
+	view, r, reason, gone := m.placement(a)
+	if gone {
+		m.endUnplaceable(a.ID, reason)
+		return "", true
+	}
+	snap := snapshotOf(view, ownerNode(view, a.BinaryNode))
+	var ruledOut []string
+	tried := 0
+	for ; ; tried++ {
+		d, err := m.decide(snap, r)
+		if err != nil && tried == 0 {
+			return pendingReason(err), false
+		}
+		if err != nil {
+			break
+		}
+		nd := nodeInView(view, d.Node)
+		ok, stop, infeasible := m.tryNode(a, *nd)
+		if ok || stop {
+			return "", true
+		}
+		if infeasible != "" {
+			ruledOut = append(ruledOut, nd.NodeName+": "+infeasible)
+		}
+		for i := range snap.Nodes {
+			if snap.Nodes[i].ID == d.Node {
+				snap.Nodes[i].Alive = false // tried this round
+			}
+		}
+	}
+	if len(ruledOut) == tried {
+		// Every node the policy chose says its device layout never can
+		// hold it: infeasible, as a task would be told.
+		return "infeasible: " + strings.Join(ruledOut, "; "), false
+	}
+	return fmt.Sprintf("waiting for a node with %s free", a.Resources), false
+}
+
+// decide runs the placement policy once, advancing the leader's SPREAD
+// position for actors.
+func (m *actorManager) decide(snap sched.Snapshot, r sched.Request) (sched.Decision, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	snap.SpreadNext = m.spreadNext
+	d, err := sched.Decide(snap, r, newRand())
+	if err == nil {
+		m.spreadNext = d.SpreadNext
+	}
+	return d, err
+}
+
+// endUnplaceable records actor id DEAD because it can never be placed
+// (its placement group is removed or unknown), unless it is ALIVE or DEAD
+// already.
+func (m *actorManager) endUnplaceable(id, reason string) {
+	unlock := m.lock(id)
+	defer unlock()
+	if cur, err := m.n.fsm.State().ActorByID(id); err == nil && cur != nil && cur.State != store.ActorDead && cur.State != store.ActorAlive {
+		m.setDead(cur, "it cannot be placed: "+reason)
+	}
+}
+
+// pendingReason is an actor's pending reason for sched.Decide's error:
+// "infeasible: " and why, or why its placement group keeps it waiting.
+func pendingReason(err error) string {
+	var pend *sched.PendingError
+	if errors.As(err, &pend) {
+		return pend.Reason
+	}
+	return err.Error()
+}
+
+// ownerNode is the ID of the node at address addr in view (the actor's
+// owner's node, which the hybrid policy prefers), or "".
+func ownerNode(view []wire.NodeInfo, addr string) string {
+	for _, nd := range view {
+		if nd.Addr == addr {
+			return nd.NodeID
+		}
+	}
+	return ""
 }
 
 func (m *actorManager) setPendingReason(id, reason string) {
@@ -671,23 +724,24 @@ func (m *actorManager) groupRemoved(a *store.Actor) string {
 	return pgRemovedCause(pg)
 }
 
-// candidates lists the nodes that could run a: for an actor in a
-// placement group, the nodes holding its bundle (gone: the group is removed
-// or unknown, or the bundle index does not exist); otherwise
-// actorCandidates.
-func (m *actorManager) candidates(a *store.Actor) (cands []wire.NodeInfo, reason string, gone bool) {
+// placement gathers what the policy needs to place a: the leader's view
+// and a's request, with the nodes holding its bundle when it is in a
+// placement group (gone: the group is removed or unknown, or the bundle
+// index does not exist; reason says which).
+func (m *actorManager) placement(a *store.Actor) (view []wire.NodeInfo, r sched.Request, reason string, gone bool) {
+	view = m.placementView()
+	r = sched.Request{Demand: a.Resources, Strategy: sched.Strategy{Kind: sched.StrategyKind(a.StrategyKind),
+		Node: a.StrategyNode, Soft: a.StrategySoft, Labels: a.Labels}}
 	pg, idx, ok := sched.PlacementGroupOf(a.Resources)
 	if !ok {
-		cands, reason = actorCandidates(m.placementView(), a)
-		return cands, reason, false
+		return view, r, "", false
 	}
 	ctx, cancel := context.WithTimeout(m.n.ctx, pgPhaseTimeout)
 	defer cancel()
 	bundles, reason, gone := m.n.bundleNodes(ctx, pg, idx)
-	for _, b := range bundles {
-		cands = append(cands, wire.NodeInfo{NodeID: b.NodeID, NodeName: b.NodeName, Addr: b.NodeAddr, Alive: true})
-	}
-	return cands, reason, gone
+	view, r.Bundle = withBundleNodes(view, bundles)
+	r.Bundle.Group, r.Bundle.Reason = pg, reason
+	return view, r, reason, gone
 }
 
 // placementView is the leader's table as it is now (not the view its last
@@ -715,76 +769,6 @@ func (m *actorManager) placementView() []wire.NodeInfo {
 		}
 	}
 	return view
-}
-
-// actorCandidates orders the nodes that could run a: under node affinity its
-// target (and, when soft, the rest after it); otherwise nodes with the
-// resources free now, least CPU-loaded first, the owner's node first for the
-// default strategy (Ray's hybrid policy starts from the local node). With
-// none, reason says why (infeasible: the missing resource named).
-func actorCandidates(view []wire.NodeInfo, a *store.Actor) ([]wire.NodeInfo, string) {
-	var fits []wire.NodeInfo
-	matching := 0
-	for _, nd := range view {
-		if !nd.Alive || !labelsMatch(a.Labels, &nd) {
-			continue
-		}
-		matching++
-		if nd.Total.Covers(a.Resources) {
-			fits = append(fits, nd)
-		}
-	}
-	if matching == 0 && len(a.Labels) > 0 {
-		return nil, "infeasible: " + noLabelMatch(view, a.Labels)
-	}
-	if a.StrategyKind == wire.StrategyNodeAffinity {
-		var target []wire.NodeInfo
-		var rest []wire.NodeInfo
-		for _, nd := range fits {
-			if nd.NodeID == a.StrategyNode {
-				target = append(target, nd)
-			} else {
-				rest = append(rest, nd)
-			}
-		}
-		if !a.StrategySoft {
-			if len(target) == 0 {
-				return nil, fmt.Sprintf("node affinity: node %s is not alive or lacks %s", a.StrategyNode, a.Resources)
-			}
-			return target, ""
-		}
-		fits = append(target, sortByLoad(rest, a.Resources)...)
-		return fits, ""
-	}
-	if len(fits) == 0 {
-		reason := infeasibleReason(view, a.Resources)
-		if reason == "" {
-			reason = fmt.Sprintf("no alive node can hold %s", a.Resources)
-		}
-		return nil, "infeasible: " + reason
-	}
-	fits = sortByLoad(fits, a.Resources)
-	if a.StrategyKind == wire.StrategyDefault {
-		for i, nd := range fits {
-			if nd.Addr == a.BinaryNode && nd.Available.Covers(a.Resources) && i > 0 {
-				fits = append([]wire.NodeInfo{nd}, append(fits[:i:i], fits[i+1:]...)...)
-				break
-			}
-		}
-	}
-	return fits, ""
-}
-
-// sortByLoad puts nodes with demand free first, then by CPU load.
-func sortByLoad(nodes []wire.NodeInfo, demand sched.ResourceSet) []wire.NodeInfo {
-	sort.SliceStable(nodes, func(i, j int) bool {
-		fi, fj := nodes[i].Available.Covers(demand), nodes[j].Available.Covers(demand)
-		if fi != fj {
-			return fi
-		}
-		return cpuLoad(&nodes[i]) < cpuLoad(&nodes[j])
-	})
-	return nodes
 }
 
 func validHexID(s string) bool {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"strings"
 	"sync"
 	"time"
 
@@ -282,12 +281,4 @@ func (l *leaderState) gpusOf(id string) *gpu.Status {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.soft[id].gpus
-}
-
-// noteGPUInfeasible answers a lease that this node's device layout rules
-// out, and records it for status.
-func noteGPUInfeasible(n *Node, req *wire.LeaseRequest, reason string) *wire.LeaseReply {
-	reason = "GPU devices: " + strings.TrimSpace(reason)
-	n.local.noteInfeasible(req.TaskName, req.Resources, reason)
-	return &wire.LeaseReply{Infeasible: reason}
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nodeup/nodeup/rpc"
 	"github.com/nodeup/nodeup/sched"
 	"github.com/nodeup/nodeup/wire"
 )
@@ -55,7 +56,7 @@ func decisions(t *testing.T, n *Node, k int, st wire.Strategy, names map[string]
 	return out
 }
 
-// The DEFAULT strategy packs the local node up to SpreadThreshold, then
+// The DEFAULT strategy packs the local node up to sched.SpreadThreshold, then
 // prefers a node below it, and only when every node is at the threshold
 // packs to 100% (Ray's hybrid policy). Spilled demand counts against the
 // target at once, so a burst does not pile onto it.
@@ -96,5 +97,35 @@ func TestLabelSelectorDecisions(t *testing.T) {
 	_, _, err := n0.decideLease(context.Background(), &wire.LeaseRequest{JobID: "j", Strategy: wire.Strategy{Labels: sched.LabelSelector{"zone": {Op: "near"}}}})
 	if err == nil || !strings.Contains(err.Error(), "near") {
 		t.Fatalf("unknown operator: %v", err)
+	}
+}
+
+// Node affinity to this node waits here when this node is busy, hard or
+// soft (Ray's node affinity queues on its target), instead of spilling to
+// another node that would send a hard request straight back.
+func TestAffinityToABusyLocalNodeWaitsHere(t *testing.T) {
+	n0, n1 := twoNodes(t)
+	names := map[string]string{n1.RPCAddr(): "n1", n0.RPCAddr(): "n0"}
+	hard := wire.Strategy{Kind: wire.StrategyNodeAffinity, NodeID: n0.id.NodeID}
+	if got := decisions(t, n0, 4, hard, names); strings.Join(got, " ") != "here here here here" {
+		t.Fatalf("four leases with affinity to n0 on its 4 CPUs: %v", got)
+	}
+	for _, st := range []wire.Strategy{hard, {Kind: wire.StrategyNodeAffinity, NodeID: n0.id.NodeID, Soft: true}} {
+		rep, l, err := n0.decideLease(context.Background(), &wire.LeaseRequest{JobID: "j", NoQueueIfNot: true,
+			Resources: sched.ResourceSet{sched.CPU: sched.QuantityOf(1)}, Strategy: st})
+		if err != nil || l != nil || rep == nil || !rep.Busy {
+			t.Fatalf("affinity (soft %v) to busy n0 from n0: %+v, %v, %v; want busy (wait here)", st.Soft, rep, l, err)
+		}
+	}
+}
+
+// A strategy kind the policy does not know is refused as bad input, naming
+// it, rather than scheduled as some other strategy.
+func TestUnknownStrategyKindRefused(t *testing.T) {
+	n0, _ := twoNodes(t)
+	_, _, err := n0.decideLease(context.Background(), &wire.LeaseRequest{JobID: "j", Strategy: wire.Strategy{Kind: "PACK"}})
+	var re *rpc.Error
+	if !errors.As(err, &re) || re.Code != wire.CodeBadInput || !strings.Contains(err.Error(), `"PACK"`) {
+		t.Fatalf("kind PACK: %v", err)
 	}
 }

@@ -2,7 +2,6 @@ package cluster
 
 import (
 	"errors"
-	"fmt"
 	"slices"
 	"sort"
 	"sync"
@@ -28,6 +27,8 @@ type localSched struct {
 	pending map[string]*pendingEntry // demands no node can satisfy, by description
 	gpus    *gpu.Allocator           // this node's devices; nil without any (gpus.go)
 	bundles map[string]*heldBundle   // placement-group bundles held here, by group/index
+	// spreadNext is SPREAD's round-robin position (sched.Snapshot.SpreadNext).
+	spreadNext int
 }
 
 type lease struct {
@@ -272,32 +273,4 @@ func (s *localSched) noteInfeasible(task string, res sched.ResourceSet, reason s
 	}
 	p.d.Count = 1
 	p.seen = time.Now()
-}
-
-// infeasibleReason explains why no node in view can ever satisfy res, naming
-// the first missing resource and the most any node has; "" if some node can.
-func infeasibleReason(view []wire.NodeInfo, res sched.ResourceSet) string {
-	best := map[string]sched.Quantity{}
-	for _, nd := range view {
-		if !nd.Alive {
-			continue
-		}
-		if nd.Total.Covers(res) {
-			return ""
-		}
-		for name, q := range nd.Total {
-			if q > best[name] {
-				best[name] = q
-			}
-		}
-	}
-	for _, name := range res.Names() {
-		if res[name] > best[name] {
-			if best[name] == 0 {
-				return fmt.Sprintf("no alive node has resource %q (requested %s)", name, res[name])
-			}
-			return fmt.Sprintf("no single node has %s %s: the most any alive node has is %s", name, res[name], best[name])
-		}
-	}
-	return fmt.Sprintf("no single alive node has all of %s at once", res)
 }

@@ -61,7 +61,6 @@ type Node struct {
 	leaderHint  atomic.Value // string: RPC address of the leader, for non-voters
 	view        atomic.Value // []wire.NodeInfo: the cluster as the leader last reported it
 	spills      spillLedger  // demand spilled to other nodes since view arrived
-	spread      spreadPolicy // SPREAD's round-robin position
 	viewUpdates broadcast    // published at every new view from the leader
 
 	local   *localSched

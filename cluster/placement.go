@@ -503,7 +503,7 @@ func (m *pgManager) tryPlace(g *store.PlacementGroup) (nodes []string, reason st
 		m.mu.Unlock()
 		return nil, err.Error(), false
 	}
-	got, err := sched.RePlaceBundles(view, g.Bundles, g.Strategy, g.Nodes)
+	got, err := sched.PlaceBundles(view, g.Bundles, g.Strategy, g.Nodes)
 	if err != nil {
 		m.mu.Unlock()
 		return nil, strings.TrimPrefix(strings.TrimPrefix(err.Error(), "pending: "), "infeasible: "), errors.Is(err, sched.ErrInfeasible)

@@ -6,7 +6,6 @@ import (
 	"io"
 	"os"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/nodeup/nodeup/rpc"
@@ -141,124 +140,69 @@ func (n *Node) leaseWorker(ctx context.Context, req *wire.LeaseRequest) (*wire.L
 // decideLease is leaseWorker's scheduling decision: a reply (spillback,
 // infeasible, busy) or a lease granted here (its resources reserved, no
 // worker yet), waiting in the local queue when the request must stay here.
+// The decision is sched.Decide's; this gathers its inputs (the view, this
+// node's device veto, where a placement-group bundle is) and carries it out.
 func (n *Node) decideLease(ctx context.Context, req *wire.LeaseRequest) (*wire.LeaseReply, *lease, error) {
-	if err := checkNonNegative(req.Resources); err != nil {
+	r, err := leaseRequest(req)
+	if err != nil {
 		return nil, nil, &rpc.Error{Code: wire.CodeBadInput, Message: err.Error()}
 	}
-	if err := wire.ValidateEnvVars(req.EnvVars); err != nil {
-		return nil, nil, &rpc.Error{Code: wire.CodeBadInput, Message: "runtime env: " + err.Error()}
+	view := n.clusterView()
+	if pg, idx, ok := sched.PlacementGroupOf(req.Resources); ok && !n.local.covers(req.Resources) {
+		// The bundle is elsewhere, or here but smaller than the demand.
+		nodes, reason, _ := n.bundleNodes(ctx, pg, idx)
+		view, r.Bundle = withBundleNodes(view, nodes)
+		r.Bundle.Group, r.Bundle.Reason = pg, reason
+		r.Veto = fmt.Sprintf("placement group %s: demand %s does not fit in the bundle on node %s", pg, req.Resources, n.cfg.NodeName)
+	} else if reason := n.gpuInfeasible(req.Resources); reason != "" {
+		r.Veto = "GPU devices: " + strings.TrimSpace(reason)
 	}
-	sel := req.Strategy.Labels
-	if err := sel.Validate(); err != nil {
-		return nil, nil, &rpc.Error{Code: wire.CodeBadInput, Message: err.Error()}
-	}
-	// The view is copied only when a decision needs other nodes: a lease
-	// granted here straight away never builds it.
-	view := sync.OnceValue(n.clusterView)
-	self := n.id.NodeID
-	// A soft-affinity request that already went to its target and came back
-	// (the target was unreachable) is scheduled like any other here.
-	if st := req.Strategy; st.Kind == wire.StrategyNodeAffinity && st.NodeID != self && !(st.Soft && req.Spilled) {
-		for _, nd := range view() {
-			if nd.NodeID == st.NodeID && nd.Alive && nd.Total.Covers(req.Resources) && labelsMatch(sel, &nd) {
-				return n.spillTo(&nd, req), nil, nil
-			}
-		}
-		if !st.Soft {
-			reason := fmt.Sprintf("node affinity: node %s is not alive, lacks %s, or does not match labels %s", st.NodeID, req.Resources, sel)
-			n.local.noteInfeasible(req.TaskName, req.Resources, reason)
-			return &wire.LeaseReply{Infeasible: reason}, nil, nil
-		}
-	}
-	if ok, _ := sel.Matches(n.cfg.Labels); !ok {
-		t := pickNode(view(), req.Resources, self, true, sel)
-		if t == nil {
-			t = pickNode(view(), req.Resources, self, false, sel)
-		}
-		if t != nil {
-			return n.spillTo(t, req), nil, nil
-		}
-		reason := noLabelMatch(view(), sel)
+	d, l, err := n.local.decide(snapshotOf(view, n.id.NodeID), r)
+	switch {
+	case err != nil:
+		reason := noPlaceReason(err)
 		n.local.noteInfeasible(req.TaskName, req.Resources, reason)
 		return &wire.LeaseReply{Infeasible: reason}, nil, nil
-	}
-	if !n.local.covers(req.Resources) {
-		if pg, idx, ok := sched.PlacementGroupOf(req.Resources); ok {
-			rep, err := n.leaseInBundle(ctx, req, pg, idx)
-			return rep, nil, err
-		}
-		if t := pickNode(view(), req.Resources, self, false, sel); t != nil {
-			return n.spillTo(t, req), nil, nil
-		}
-		reason := infeasibleReason(view(), req.Resources)
-		if reason == "" {
-			reason = fmt.Sprintf("no alive node can satisfy %s", req.Resources)
-		}
-		n.local.noteInfeasible(req.TaskName, req.Resources, reason)
-		return &wire.LeaseReply{Infeasible: reason}, nil, nil
-	}
-	if reason := n.gpuInfeasible(req.Resources); reason != "" {
-		if t := pickNode(view(), req.Resources, self, false, sel); t != nil && !req.Spilled {
-			return n.spillTo(t, req), nil, nil
-		}
-		return noteGPUInfeasible(n, req, reason), nil, nil
-	}
-	// placed: the strategy chose this node; the request stays here even if
-	// it must queue.
-	placed := false
-	if req.Strategy.Kind == wire.StrategySpread && !req.Spilled {
-		t := n.spread.pick(view(), req.Resources, sel)
-		if t != nil && t.NodeID != self {
-			return n.spillTo(t, req), nil, nil
-		}
-		placed = t != nil
-	}
-	var l *lease
-	if req.Strategy.Kind == wire.StrategyDefault && !req.Spilled {
-		// Hybrid policy: take it here while this node is below the spread
-		// threshold (checked and granted under one lock), else prefer a
-		// node still below it.
-		if l = n.local.tryGrantBelow(req.Resources, SpreadThreshold); l == nil && n.othersInView() {
-			if t := hybridTarget(view(), req.Resources, self, sel); t != nil {
-				return n.spillTo(t, req), nil, nil
-			}
-		}
-	}
-	if l == nil {
-		l = n.local.tryGrant(req.Resources)
-	}
-	if l == nil && !req.Spilled && !placed {
-		// Hybrid policy: this node is full; spill to a node with room now.
-		if t := pickNode(view(), req.Resources, self, true, sel); t != nil {
-			return n.spillTo(t, req), nil, nil
-		}
-	}
-	if l == nil && req.NoQueueIfNot {
+	case d.Node != n.id.NodeID:
+		return n.spillTo(nodeInView(view, d.Node), req), nil, nil
+	case l != nil:
+		return nil, l, nil
+	case req.NoQueueIfNot:
 		return &wire.LeaseReply{Busy: true}, nil, nil
 	}
-	if l == nil {
-		return n.waitOrSpill(ctx, req, sel)
+	return n.waitOrSpill(ctx, req, r)
+}
+
+// leaseRequest is req in the policy's terms, or the error naming what in
+// it is malformed (a negative amount, runtime env, strategy or labels).
+func leaseRequest(req *wire.LeaseRequest) (sched.Request, error) {
+	if err := checkNonNegative(req.Resources); err != nil {
+		return sched.Request{}, err
 	}
-	return nil, l, nil
+	if err := wire.ValidateEnvVars(req.EnvVars); err != nil {
+		return sched.Request{}, fmt.Errorf("runtime env: %w", err)
+	}
+	st := policyStrategy(req.Strategy)
+	if err := st.Validate(); err != nil {
+		return sched.Request{}, err
+	}
+	return sched.Request{Demand: req.Resources, Strategy: st, Stay: req.Spilled}, nil
 }
 
 // waitOrSpill queues req here until it is granted. While it waits, each new
-// view from the leader that shows another node with room for it (and this
-// node still without) sends it there (spillback), so a queued request does
-// not wait for this node while another could run it: Ray's raylet
-// re-schedules its queued work on every resource update the same way.
-// Requests that must run here stay: hard node affinity, and placement-group
-// bundle demand.
-func (n *Node) waitOrSpill(ctx context.Context, req *wire.LeaseRequest, sel sched.LabelSelector) (*wire.LeaseReply, *lease, error) {
+// view from the leader is offered to the policy (sched.MoveTarget), which
+// sends it to another node with room for it now (spillback), so a queued
+// request does not wait for this node while another could run it: Ray's
+// raylet re-schedules its queued work on every resource update the same
+// way. Pinned requests (hard node affinity, placement-group demand) stay.
+func (n *Node) waitOrSpill(ctx context.Context, req *wire.LeaseRequest, r sched.Request) (*wire.LeaseReply, *lease, error) {
 	l, w := n.local.enqueue(req.Resources)
 	if l != nil {
 		return nil, l, nil
 	}
-	_, _, inBundle := sched.PlacementGroupOf(req.Resources)
-	movable := !inBundle && !(req.Strategy.Kind == wire.StrategyNodeAffinity && !req.Strategy.Soft)
 	for {
 		views := n.viewUpdates.next()
-		if !movable {
+		if r.Pinned() {
 			views = nil
 		}
 		select {
@@ -273,14 +217,15 @@ func (n *Node) waitOrSpill(ctx context.Context, req *wire.LeaseRequest, sel sche
 			}
 			return nil, nil, ctx.Err()
 		case <-views:
-			t := pickNode(n.clusterView(), req.Resources, n.id.NodeID, true, sel)
-			if t == nil {
+			view := n.clusterView()
+			t, ok := sched.MoveTarget(snapshotOf(view, n.id.NodeID), r, newRand())
+			if !ok {
 				continue
 			}
 			if l := n.local.withdraw(w); l != nil {
 				return nil, l, nil // granted here meanwhile
 			}
-			return n.spillTo(t, req), nil, nil
+			return n.spillTo(nodeInView(view, t), req), nil, nil
 		}
 	}
 }
@@ -290,82 +235,6 @@ func (n *Node) waitOrSpill(ctx context.Context, req *wire.LeaseRequest, sel sche
 func (n *Node) spillTo(t *wire.NodeInfo, req *wire.LeaseRequest) *wire.LeaseReply {
 	n.spills.add(t.NodeID, req.Resources)
 	return &wire.LeaseReply{Spillback: t.Addr}
-}
-
-// leaseInBundle routes a lease request for placement-group bundle
-// resources this node does not have: to a node holding a matching bundle
-// (spillback), or back as infeasible with the reason (the group is pending,
-// removed or unknown; the submitter retries every second unless the task
-// fails on infeasibility).
-func (n *Node) leaseInBundle(ctx context.Context, req *wire.LeaseRequest, pg string, idx int) (*wire.LeaseReply, error) {
-	nodes, reason, _ := n.bundleNodes(ctx, pg, idx)
-	here := false
-	for _, b := range nodes {
-		if b.NodeID != n.id.NodeID && b.NodeAddr != "" {
-			return &wire.LeaseReply{Spillback: b.NodeAddr}, nil
-		}
-		here = here || b.NodeID == n.id.NodeID
-	}
-	if here {
-		// The bundle is here: the demand is larger than the bundle (or its
-		// commit has not arrived yet).
-		reason = fmt.Sprintf("placement group %s: demand %s does not fit in the bundle on node %s", pg, req.Resources, n.cfg.NodeName)
-	}
-	n.local.noteInfeasible(req.TaskName, req.Resources, reason)
-	return &wire.LeaseReply{Infeasible: reason}, nil
-}
-
-// pickNode chooses a node for demand among alive nodes other than exclude
-// whose totals cover it and whose labels match sel (with needFree, only
-// those whose last reported free resources cover it too): the least
-// CPU-loaded, the first in view of equals (so spillback spreads); nil if
-// none.
-func pickNode(view []wire.NodeInfo, demand sched.ResourceSet, exclude string, needFree bool, sel sched.LabelSelector) *wire.NodeInfo {
-	var best *wire.NodeInfo
-	var bestLoad float64
-	for i := range view {
-		nd := &view[i]
-		if !nd.Alive || nd.NodeID == exclude || !nd.Total.Covers(demand) || !labelsMatch(sel, nd) {
-			continue
-		}
-		if needFree && !nd.Available.Covers(demand) {
-			continue
-		}
-		if l := cpuLoad(nd); best == nil || l < bestLoad {
-			best, bestLoad = nd, l
-		}
-	}
-	return best
-}
-
-func labelsMatch(sel sched.LabelSelector, nd *wire.NodeInfo) bool {
-	ok, _ := sel.Matches(nd.Labels)
-	return ok
-}
-
-// noLabelMatch says why no alive node matches sel: the selector, and each
-// alive node's first failing condition (at most three named).
-func noLabelMatch(view []wire.NodeInfo, sel sched.LabelSelector) string {
-	var why []string
-	for i := range view {
-		if !view[i].Alive {
-			continue
-		}
-		if ok, reason := sel.Matches(view[i].Labels); !ok && len(why) < 3 {
-			why = append(why, fmt.Sprintf("node %s: %s", view[i].NodeName, reason))
-		}
-	}
-	return fmt.Sprintf("no alive node matches labels %s (%s)", sel, strings.Join(why, "; "))
-}
-
-// cpuLoad is the share of a node's CPUs in use as last reported (1 for a
-// node without CPUs, so it sorts last).
-func cpuLoad(nd *wire.NodeInfo) float64 {
-	t := nd.Total[sched.CPU]
-	if t == 0 {
-		return 1
-	}
-	return 1 - float64(nd.Available[sched.CPU])/float64(t)
 }
 
 // checkNonNegative rejects a demand with a negative amount (the first by

@@ -41,10 +41,31 @@ func BenchmarkPlaceBundles100Nodes(b *testing.B) {
 			b.Run(fmt.Sprintf("%s/%dbundles", s, nb), func(b *testing.B) {
 				b.ReportAllocs()
 				for b.Loop() {
-					_, err := PlaceBundles(nodes, bs, s)
+					_, err := PlaceBundles(nodes, bs, s, nil)
 					if err != nil && s != StrictPack {
 						b.Fatal(err)
 					}
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkDecide is one task decision per strategy on 3, 100 and 1,000
+// nodes: the cost every lease request now pays under its node's lock.
+func BenchmarkDecide(b *testing.B) {
+	for _, n := range []int{3, 100, 1000} {
+		s := Snapshot{Nodes: benchCluster(n), Local: "node-001"}
+		for _, kind := range []StrategyKind{StrategyHybrid, StrategySpread} {
+			b.Run(fmt.Sprintf("%s/%d", map[StrategyKind]string{StrategyHybrid: "hybrid", StrategySpread: "spread"}[kind], n), func(b *testing.B) {
+				req := Request{Demand: ResourceSet{CPU: QuantityOf(1)}, Strategy: Strategy{Kind: kind}}
+				rng := rand.New(rand.NewPCG(1, 2))
+				for b.Loop() {
+					d, err := Decide(s, req, rng)
+					if err != nil {
+						b.Fatal(err)
+					}
+					s.SpreadNext = d.SpreadNext
 				}
 			})
 		}

@@ -34,7 +34,7 @@ var PlacementStrategies = []PlacementStrategy{Pack, Spread, StrictPack, StrictSp
 var ErrInvalidStrategy = errors.New("invalid placement strategy")
 
 // ErrInvalidBundle is wrapped by every ValidateBundles error and by
-// RePlaceBundles when its inputs do not match.
+// PlaceBundles when its inputs do not match.
 var ErrInvalidBundle = errors.New("invalid bundle")
 
 // ParsePlacementStrategy parses a strategy name as Ray spells it ("PACK",
@@ -143,59 +143,51 @@ func CheckStrategy(s PlacementStrategy, nodes []string) error {
 	return nil
 }
 
-// PlaceBundles chooses a node for every bundle of a placement group under
-// strategy, as Ray's GCS placement-group scheduler does, or places none.
-// It returns assignment[i] = the ID of the node for bundles[i]. It only
-// decides: it changes no input, and the caller commits the reservation
-// (the leader, through the FSM).
+// PlaceBundles chooses a node for every bundle of a placement group that
+// has none, under strategy, as Ray's GCS placement-group scheduler does,
+// or places none. current[i] is bundles[i]'s node: nil (or every entry
+// "") for a new group; after a node failure the bundles whose node is ""
+// or not alive in nodes are placed again and the others stay, as Ray's GCS
+// reschedules. It returns assignment[i] = the ID of the node for
+// bundles[i] (kept entries unchanged; current's copy when nothing needs to
+// move). It only decides: it changes no input, and the caller commits the
+// reservation (the leader, through the FSM).
 //
 // Only alive nodes are considered, in ID order, so the result is
-// deterministic. A node's room is Available capped at Total. Bundles are
-// placed in Ray's priority order (more GPU first, then more custom
-// resources, object store memory, memory, CPU), and then:
+// deterministic. A node's room is Available capped at Total; Available
+// must already exclude the kept bundles' reservations (they are
+// committed). Bundles are placed in Ray's priority order (more GPU first,
+// then more custom resources, object store memory, memory, CPU), and then:
 //
 //   - PACK: all on the one node with room for all if there is one (the
 //     tightest fit among them); else repeatedly the node that takes the
-//     most of the remaining bundles.
+//     most of the remaining bundles. Kept bundles' nodes are preferred.
 //   - SPREAD: each bundle on the least-used node (by free fraction of what
 //     the bundle asks for) that holds no bundle of the group yet; when none
 //     has room, on the least-used node that does.
-//   - STRICT_PACK: all on the tightest-fitting node with room for their sum.
+//   - STRICT_PACK: all on the tightest-fitting node with room for their
+//     sum (the kept bundles' node when there are any).
 //   - STRICT_SPREAD: a maximum matching of bundles to distinct nodes,
-//     preferring the least-used nodes; exact, never misses a solution.
+//     preferring the least-used nodes and avoiding the kept bundles'
+//     nodes; exact, never misses a solution.
 //
 // PACK and SPREAD fall back to a bounded exhaustive search when the greedy
 // pass fails, so they also find arrangements greedy misses on small inputs.
 //
 // Errors: bundle or strategy validation errors (ErrInvalidBundle,
-// ErrInvalidStrategy); *InfeasibleError when the alive nodes could not hold
-// the group even if they were empty (every bundle is checked against
-// Total: a resource no node has, STRICT_SPREAD with more bundles than alive
-// nodes, STRICT_PACK larger than the largest node); *PendingError when
-// they could but what is free now is not enough, naming the bundle and the
-// short resource. For PACK and SPREAD, infeasibility is reported only when
-// proven; an arrangement too large to search exhaustively is reported as
-// pending.
-func PlaceBundles(nodes []Node, bundles []ResourceSet, strategy PlacementStrategy) ([]string, error) {
-	return place(nodes, bundles, strategy, make([]string, len(bundles)))
-}
-
-// RePlaceBundles places again the bundles of an existing group that have
-// lost their node, keeping the others where they are, as Ray's GCS does
-// after a node failure. current[i] is bundles[i]'s node; every bundle whose
-// node is "" or not alive in nodes is placed again, the others stay. The
-// strategy still holds for the group as a whole: STRICT_PACK puts the moved
-// bundles on the node of the kept ones (or, when none is kept, all on one
-// node); STRICT_SPREAD avoids every node holding a kept bundle; PACK prefers
-// the nodes holding kept bundles; SPREAD prefers the others.
-//
-// nodes' Available must already exclude the kept bundles' reservations (they
-// are committed); infeasibility is judged against Total minus the kept
-// bundles of this group. It returns the full new assignment (kept entries
-// unchanged), or current's copy when nothing needs to move, or the same
-// errors as PlaceBundles; len(current) must equal len(bundles)
-// (ErrInvalidBundle otherwise).
-func RePlaceBundles(nodes []Node, bundles []ResourceSet, strategy PlacementStrategy, current []string) ([]string, error) {
+// ErrInvalidStrategy; ErrInvalidBundle too when current is not nil and
+// its length differs from bundles'); *InfeasibleError when the alive
+// nodes could not hold the group even if they were empty (every bundle is
+// checked against Total minus the group's kept bundles: a resource no node
+// has, STRICT_SPREAD with more bundles than alive nodes, STRICT_PACK larger
+// than the largest node); *PendingError when they could but what is free
+// now is not enough, naming the bundle and the short resource. For PACK
+// and SPREAD, infeasibility is reported only when proven; an arrangement
+// too large to search exhaustively is reported as pending.
+func PlaceBundles(nodes []Node, bundles []ResourceSet, strategy PlacementStrategy, current []string) ([]string, error) {
+	if current == nil {
+		current = make([]string, len(bundles))
+	}
 	if len(current) != len(bundles) {
 		return nil, fmt.Errorf("%w: %d current assignments for %d bundles", ErrInvalidBundle, len(current), len(bundles))
 	}
@@ -214,7 +206,7 @@ func RePlaceBundles(nodes []Node, bundles []ResourceSet, strategy PlacementStrat
 	return place(nodes, bundles, strategy, cur)
 }
 
-// place is PlaceBundles and RePlaceBundles: fixed[i] != "" keeps bundle i
+// place is PlaceBundles after current is checked: fixed[i] != "" keeps bundle i
 // on that (alive) node; the others are placed.
 func place(nodes []Node, bundles []ResourceSet, strategy PlacementStrategy, fixed []string) ([]string, error) {
 	if err := validGroup(strategy, bundles); err != nil {

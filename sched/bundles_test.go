@@ -69,7 +69,7 @@ func TestParsePlacementStrategy(t *testing.T) {
 	if PlacementStrategy("pack").Valid() {
 		t.Error(`"pack" (lower case) should not be Valid without parsing`)
 	}
-	_, err := PlaceBundles([]Node{nd(t, "a", "CPU=1", "")}, bundles(t, "CPU=1"), "BEST")
+	_, err := PlaceBundles([]Node{nd(t, "a", "CPU=1", "")}, bundles(t, "CPU=1"), "BEST", nil)
 	wantErrContains(t, err, ErrInvalidStrategy, `"BEST"`)
 }
 
@@ -85,7 +85,7 @@ func TestValidateBundles(t *testing.T) {
 	}
 	for _, c := range cases {
 		wantErrContains(t, ValidateBundles(c.b), ErrInvalidBundle, c.parts...)
-		_, err := PlaceBundles([]Node{nd(t, "a", "CPU=1", "")}, c.b, Pack)
+		_, err := PlaceBundles([]Node{nd(t, "a", "CPU=1", "")}, c.b, Pack, nil)
 		wantErrContains(t, err, ErrInvalidBundle, c.parts...)
 	}
 	err := ValidateBundles([]ResourceSet{{"bad name": Unit}})
@@ -101,7 +101,7 @@ func TestPackOneNodeWhenPossible(t *testing.T) {
 		nd(t, "mid", "CPU=8", ""),
 		nd(t, "small", "CPU=2", ""),
 	}
-	got, err := PlaceBundles(nodes, bundles(t, "CPU=2", "CPU=2", "CPU=2"), Pack)
+	got, err := PlaceBundles(nodes, bundles(t, "CPU=2", "CPU=2", "CPU=2"), Pack, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,7 +111,7 @@ func TestPackOneNodeWhenPossible(t *testing.T) {
 	}
 	// 18 CPUs is too much for one node: big takes five bundles, one more
 	// node the sixth.
-	got, err = PlaceBundles(nodes, bundles(t, "CPU=3", "CPU=3", "CPU=3", "CPU=3", "CPU=3", "CPU=3"), Pack)
+	got, err = PlaceBundles(nodes, bundles(t, "CPU=3", "CPU=3", "CPU=3", "CPU=3", "CPU=3", "CPU=3"), Pack, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,7 +130,7 @@ func distinct(ids []string) int {
 
 func TestSpreadDistinctThenReuse(t *testing.T) {
 	nodes := []Node{nd(t, "a", "CPU=4", ""), nd(t, "b", "CPU=4", ""), nd(t, "c", "CPU=4", "CPU=1")}
-	got, err := PlaceBundles(nodes, bundles(t, "CPU=1", "CPU=1", "CPU=1"), Spread)
+	got, err := PlaceBundles(nodes, bundles(t, "CPU=1", "CPU=1", "CPU=1"), Spread, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,7 +139,7 @@ func TestSpreadDistinctThenReuse(t *testing.T) {
 	}
 	// Four bundles on three nodes: best effort, one node reused, never c
 	// twice (it has 1 CPU free).
-	got, err = PlaceBundles(nodes, bundles(t, "CPU=1", "CPU=1", "CPU=1", "CPU=1"), Spread)
+	got, err = PlaceBundles(nodes, bundles(t, "CPU=1", "CPU=1", "CPU=1", "CPU=1"), Spread, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,7 +147,7 @@ func TestSpreadDistinctThenReuse(t *testing.T) {
 		t.Fatalf("SPREAD of 4 on 3 = %v, want all 3 nodes used", got)
 	}
 	// STRICT_SPREAD refuses the same request for ever.
-	_, err = PlaceBundles(nodes, bundles(t, "CPU=1", "CPU=1", "CPU=1", "CPU=1"), StrictSpread)
+	_, err = PlaceBundles(nodes, bundles(t, "CPU=1", "CPU=1", "CPU=1", "CPU=1"), StrictSpread, nil)
 	wantErrContains(t, err, ErrInfeasible, "STRICT_SPREAD needs 4 distinct nodes for 4 bundles, but only 3 alive nodes are eligible")
 	var ie *InfeasibleError
 	if !errors.As(err, &ie) || ie.Bundle != -1 {
@@ -157,12 +157,12 @@ func TestSpreadDistinctThenReuse(t *testing.T) {
 
 func TestStrictPack(t *testing.T) {
 	nodes := []Node{nd(t, "a", "CPU=8,GPU=2", "CPU=2,GPU=2"), nd(t, "b", "CPU=4", "")}
-	got, err := PlaceBundles(nodes, bundles(t, "CPU=1", "CPU=1,GPU=1"), StrictPack)
+	got, err := PlaceBundles(nodes, bundles(t, "CPU=1", "CPU=1,GPU=1"), StrictPack, nil)
 	if err != nil || !slices.Equal(got, []string{"a", "a"}) {
 		t.Fatalf("STRICT_PACK = %v, %v; want [a a]", got, err)
 	}
 	// Fits a's total, not what is free now.
-	_, err = PlaceBundles(nodes, bundles(t, "CPU=4", "CPU=1,GPU=1"), StrictPack)
+	_, err = PlaceBundles(nodes, bundles(t, "CPU=4", "CPU=1,GPU=1"), StrictPack, nil)
 	wantErrContains(t, err, ErrPending, "STRICT_PACK: no eligible node has room for all bundles, {CPU=5, GPU=1} together, now",
 		"needs CPU=5 but the most free on any eligible node is 4 (node b)")
 	var pe *PendingError
@@ -170,11 +170,11 @@ func TestStrictPack(t *testing.T) {
 		t.Fatalf("pending details = %#v", err)
 	}
 	// Larger than the largest node: never.
-	_, err = PlaceBundles(nodes, bundles(t, "CPU=5", "CPU=5"), StrictPack)
+	_, err = PlaceBundles(nodes, bundles(t, "CPU=5", "CPU=5"), StrictPack, nil)
 	wantErrContains(t, err, ErrInfeasible, "STRICT_PACK needs all bundles, {CPU=10} together, on one node",
 		"needs CPU=10 but the most in total on any eligible node is 8 (node a)")
 	// Each resource somewhere, never together.
-	_, err = PlaceBundles([]Node{nd(t, "a", "CPU=8", ""), nd(t, "b", "GPU=1", "")}, bundles(t, "CPU=1", "GPU=1"), StrictPack)
+	_, err = PlaceBundles([]Node{nd(t, "a", "CPU=8", ""), nd(t, "b", "GPU=1", "")}, bundles(t, "CPU=1", "GPU=1"), StrictPack, nil)
 	wantErrContains(t, err, ErrInfeasible, "no single eligible node has all of it in total at once")
 }
 
@@ -182,37 +182,37 @@ func TestStrictSpreadMatching(t *testing.T) {
 	// Bundle 0 (custom Y, placed first) prefers a; bundle 1 fits only a:
 	// the matching must move bundle 0 to b.
 	nodes := []Node{nd(t, "a", "CPU=4,Y=1", ""), nd(t, "b", "CPU=1,Y=2", "")}
-	got, err := PlaceBundles(nodes, bundles(t, "Y=1", "CPU=2"), StrictSpread)
+	got, err := PlaceBundles(nodes, bundles(t, "Y=1", "CPU=2"), StrictSpread, nil)
 	if err != nil || !slices.Equal(got, []string{"b", "a"}) {
 		t.Fatalf("STRICT_SPREAD = %v, %v; want [b a]", got, err)
 	}
 	// Not now: a is busy.
 	nodes[0].Available = rs(t, "CPU=1,Y=1")
-	_, err = PlaceBundles(nodes, bundles(t, "Y=1", "CPU=2"), StrictSpread)
+	_, err = PlaceBundles(nodes, bundles(t, "Y=1", "CPU=2"), StrictSpread, nil)
 	wantErrContains(t, err, ErrPending, "STRICT_SPREAD: only 1 of 2 bundles fit on distinct nodes now; bundle 1 {CPU=2}",
 		"needs CPU=2 but the most free on any eligible node is 1")
 	// Never: both bundles need the only Y node.
-	_, err = PlaceBundles([]Node{nd(t, "a", "CPU=4,Y=1", ""), nd(t, "b", "CPU=4", "")}, bundles(t, "Y=1", "Y=1"), StrictSpread)
+	_, err = PlaceBundles([]Node{nd(t, "a", "CPU=4,Y=1", ""), nd(t, "b", "CPU=4", "")}, bundles(t, "Y=1", "Y=1"), StrictSpread, nil)
 	wantErrContains(t, err, ErrInfeasible, "STRICT_SPREAD: only 1 of 2 bundles fit on distinct alive nodes even with every node empty")
 }
 
 func TestInfeasibleMessages(t *testing.T) {
 	nodes := []Node{nd(t, "a", "CPU=4", ""), nd(t, "b", "CPU=4", ""), {ID: "dead", Total: rs(t, "CPU=64,GPU=8"), Alive: false}}
-	_, err := PlaceBundles(nodes, bundles(t, "CPU=1", "GPU=1"), Pack)
+	_, err := PlaceBundles(nodes, bundles(t, "CPU=1", "GPU=1"), Pack, nil)
 	wantErrContains(t, err, ErrInfeasible, "bundle 1 {GPU=1} can never be placed: no eligible alive node has any GPU in total (needs 1)")
 	var ie *InfeasibleError
 	if !errors.As(err, &ie) || ie.Bundle != 1 || ie.Resource != GPU || ie.Need != Unit || ie.Most != 0 {
 		t.Fatalf("details = %#v", ie)
 	}
-	_, err = PlaceBundles(nodes, bundles(t, "accelerator_type:H100=0.001"), Spread)
+	_, err = PlaceBundles(nodes, bundles(t, "accelerator_type:H100=0.001"), Spread, nil)
 	wantErrContains(t, err, ErrInfeasible, `no eligible alive node has accelerator type "H100" in total`)
-	_, err = PlaceBundles(nodes, bundles(t, "CPU=6"), Pack)
+	_, err = PlaceBundles(nodes, bundles(t, "CPU=6"), Pack, nil)
 	wantErrContains(t, err, ErrInfeasible, "needs CPU=6 but the most in total on any eligible node is 4 (node a)")
-	_, err = PlaceBundles(nodes, bundles(t, "CPU=3", "CPU=3", "CPU=3"), Pack)
+	_, err = PlaceBundles(nodes, bundles(t, "CPU=3", "CPU=3", "CPU=3"), Pack, nil)
 	wantErrContains(t, err, ErrInfeasible, "the bundles need CPU=9 together but the alive nodes have 8 in total")
-	_, err = PlaceBundles([]Node{nd(t, "a", "CPU=5", ""), nd(t, "b", "CPU=5", "")}, bundles(t, "CPU=3", "CPU=3", "CPU=3"), Spread)
+	_, err = PlaceBundles([]Node{nd(t, "a", "CPU=5", ""), nd(t, "b", "CPU=5", "")}, bundles(t, "CPU=3", "CPU=3", "CPU=3"), Spread, nil)
 	wantErrContains(t, err, ErrInfeasible, "the 3 bundles {CPU=9 in all} do not fit the alive nodes' total capacity in any arrangement")
-	_, err = PlaceBundles(nodes[2:], bundles(t, "CPU=1"), Pack)
+	_, err = PlaceBundles(nodes[2:], bundles(t, "CPU=1"), Pack, nil)
 	wantErrContains(t, err, ErrInfeasible, "no alive nodes to place the placement group on")
 	if !strings.HasPrefix(err.Error(), "infeasible: ") {
 		t.Errorf("error %q lacks the infeasible: prefix", err)
@@ -221,12 +221,12 @@ func TestInfeasibleMessages(t *testing.T) {
 
 func TestPendingMessages(t *testing.T) {
 	nodes := []Node{nd(t, "a", "CPU=4", "CPU=2"), nd(t, "b", "CPU=4", "CPU=2")}
-	_, err := PlaceBundles(nodes, bundles(t, "CPU=2", "CPU=2", "CPU=2"), Pack)
+	_, err := PlaceBundles(nodes, bundles(t, "CPU=2", "CPU=2", "CPU=2"), Pack, nil)
 	wantErrContains(t, err, ErrPending, "every bundle fits somewhere alone, but not all 3 together in what is free now")
 	if !strings.HasPrefix(err.Error(), "pending: ") {
 		t.Errorf("error %q lacks the pending: prefix", err)
 	}
-	_, err = PlaceBundles(nodes, bundles(t, "CPU=1", "CPU=3"), Spread)
+	_, err = PlaceBundles(nodes, bundles(t, "CPU=1", "CPU=3"), Spread, nil)
 	wantErrContains(t, err, ErrPending, "bundle 1 {CPU=3} does not fit in what is free now: needs CPU=3 but the most free on any eligible node is 2 (node a)")
 	var pe *PendingError
 	if !errors.As(err, &pe) || pe.Bundle != 1 {
@@ -234,7 +234,7 @@ func TestPendingMessages(t *testing.T) {
 	}
 	// Stale reports above Total are capped.
 	nodes = []Node{nd(t, "a", "CPU=1", "CPU=9")}
-	_, err = PlaceBundles(nodes, bundles(t, "CPU=1", "CPU=1"), Pack)
+	_, err = PlaceBundles(nodes, bundles(t, "CPU=1", "CPU=1"), Pack, nil)
 	wantErrContains(t, err, ErrInfeasible)
 }
 
@@ -244,7 +244,7 @@ func TestPlaceBundlesDoesNotModifyInputs(t *testing.T) {
 	snapN := cloneNodes(nodes)
 	snapB := cloneSets(bs)
 	for _, s := range PlacementStrategies {
-		_, _ = PlaceBundles(nodes, bs, s)
+		_, _ = PlaceBundles(nodes, bs, s, nil)
 	}
 	if !nodesEqual(nodes, snapN) || !setsEqual(bs, snapB) {
 		t.Fatal("PlaceBundles modified its inputs")
@@ -276,48 +276,48 @@ func setsEqual(a, b []ResourceSet) bool {
 	return slices.EqualFunc(a, b, func(x, y ResourceSet) bool { return x.Equal(y) })
 }
 
-func TestRePlaceBundles(t *testing.T) {
+func TestPlaceBundlesKeepsCurrent(t *testing.T) {
 	// STRICT_SPREAD over a, b, c; c died. d is free: the moved bundle must
 	// go there, not to a (which has more room) since a holds a bundle.
 	nodes := []Node{nd(t, "a", "CPU=8", ""), nd(t, "b", "CPU=8", ""), {ID: "c", Total: rs(t, "CPU=8"), Alive: false}, nd(t, "d", "CPU=2", "")}
 	bs := bundles(t, "CPU=1", "CPU=1", "CPU=1")
-	got, err := RePlaceBundles(nodes, bs, StrictSpread, []string{"a", "b", "c"})
+	got, err := PlaceBundles(nodes, bs, StrictSpread, []string{"a", "b", "c"})
 	if err != nil || !slices.Equal(got, []string{"a", "b", "d"}) {
 		t.Fatalf("re-place = %v, %v; want [a b d]", got, err)
 	}
 	// Without d: nowhere to go, ever (until a node joins).
-	_, err = RePlaceBundles(nodes[:3], bs, StrictSpread, []string{"a", "b", "c"})
+	_, err = PlaceBundles(nodes[:3], bs, StrictSpread, []string{"a", "b", "c"})
 	wantErrContains(t, err, ErrInfeasible, "only 0 alive nodes are eligible (2 more hold other bundles of the group)")
 	// STRICT_PACK keeps the group on the kept bundles' node.
-	got, err = RePlaceBundles(nodes, bs, StrictPack, []string{"b", "", "b"})
+	got, err = PlaceBundles(nodes, bs, StrictPack, []string{"b", "", "b"})
 	if err != nil || !slices.Equal(got, []string{"b", "b", "b"}) {
 		t.Fatalf("strict pack re-place = %v, %v", got, err)
 	}
 	nodes[1].Available = ResourceSet{CPU: 0}
-	_, err = RePlaceBundles(nodes, bs, StrictPack, []string{"b", "", "b"})
+	_, err = PlaceBundles(nodes, bs, StrictPack, []string{"b", "", "b"})
 	wantErrContains(t, err, ErrPending, "STRICT_PACK")
 	// Whole group lost: placed afresh on one node.
-	got, err = RePlaceBundles(nodes, bs, StrictPack, []string{"c", "c", "c"})
+	got, err = PlaceBundles(nodes, bs, StrictPack, []string{"c", "c", "c"})
 	if err != nil || distinct(got) != 1 || got[0] == "c" {
 		t.Fatalf("strict pack whole re-place = %v, %v", got, err)
 	}
 	// PACK prefers the node holding kept bundles.
 	nodes[1].Available = rs(t, "CPU=6")
-	got, err = RePlaceBundles(nodes, bs, Pack, []string{"b", "c", "c"})
+	got, err = PlaceBundles(nodes, bs, Pack, []string{"b", "c", "c"})
 	if err != nil || !slices.Equal(got, []string{"b", "b", "b"}) {
 		t.Fatalf("pack re-place = %v, %v", got, err)
 	}
 	// SPREAD prefers the others.
-	got, err = RePlaceBundles(nodes, bs[:2], Spread, []string{"b", "c"})
+	got, err = PlaceBundles(nodes, bs[:2], Spread, []string{"b", "c"})
 	if err != nil || got[1] == "b" || got[1] == "c" {
 		t.Fatalf("spread re-place = %v, %v", got, err)
 	}
 	// Nothing to move.
-	got, err = RePlaceBundles(nodes, bs, Spread, []string{"a", "b", "d"})
+	got, err = PlaceBundles(nodes, bs, Spread, []string{"a", "b", "d"})
 	if err != nil || !slices.Equal(got, []string{"a", "b", "d"}) {
 		t.Fatalf("no-op re-place = %v, %v", got, err)
 	}
-	_, err = RePlaceBundles(nodes, bs, Spread, []string{"a"})
+	_, err = PlaceBundles(nodes, bs, Spread, []string{"a"})
 	wantErrContains(t, err, ErrInvalidBundle, "1 current assignments for 3 bundles")
 }
 

@@ -19,6 +19,8 @@ import (
 type Node struct {
 	// ID is the node's unique ID (the node table key).
 	ID string
+	// Name is the node's name, for messages; "" shows ID instead.
+	Name string
 	// Total is the node's full capacity.
 	Total ResourceSet
 	// Available is the capacity free now.
@@ -29,6 +31,14 @@ type Node struct {
 	// Alive is false for nodes that are dead, left or suspect-and-excluded;
 	// such nodes are never chosen and do not count toward feasibility.
 	Alive bool
+}
+
+// name is n's name for messages: Name, else ID.
+func (n *Node) name() string {
+	if n.Name != "" {
+		return n.Name
+	}
+	return n.ID
 }
 
 // freeFraction is the mean over the resources demand asks for of the

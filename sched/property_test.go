@@ -163,7 +163,7 @@ func TestPropertyPlaceBundlesMatchesBruteForce(t *testing.T) {
 				t.Helper()
 				t.Fatalf("seed %d case %d %s: %s\nnodes %+v\nbundles %v", propSeed, c, s, fmt.Sprintf(format, a...), nodes, bs)
 			}
-			got, err := PlaceBundles(nodes, bs, s)
+			got, err := PlaceBundles(nodes, bs, s, nil)
 			nowOK, everOK := bruteForce(free, bs, s), bruteForce(total, bs, s)
 			switch {
 			case err == nil:
@@ -225,11 +225,11 @@ func TestPropertyPlaceBundlesMatchesBruteForce(t *testing.T) {
 	}
 }
 
-// TestPropertyRePlaceBundles: a placed group loses one of its nodes; the
+// TestPropertyPlaceBundlesKeepsCurrent: a placed group loses one of its nodes; the
 // re-placement keeps every bundle on a live node where it was, puts the
 // moved ones on alive nodes within their free room, and the whole group
 // still obeys its strategy. A failure leaves nothing to check but its kind.
-func TestPropertyRePlaceBundles(t *testing.T) {
+func TestPropertyPlaceBundlesKeepsCurrent(t *testing.T) {
 	r := rand.New(rand.NewPCG(propSeed, 2))
 	counts := map[string]int{}
 	for c := range 3000 {
@@ -239,7 +239,7 @@ func TestPropertyRePlaceBundles(t *testing.T) {
 		}
 		bs := randomBundles(r, 1+r.IntN(4))
 		s := PlacementStrategies[r.IntN(4)]
-		cur, err := PlaceBundles(nodes, bs, s)
+		cur, err := PlaceBundles(nodes, bs, s, nil)
 		if err != nil {
 			continue
 		}
@@ -260,7 +260,7 @@ func TestPropertyRePlaceBundles(t *testing.T) {
 		dead := cur[r.IntN(len(cur))]
 		byID[dead].Alive = false
 		snapN := cloneNodes(nodes)
-		got, err := RePlaceBundles(nodes, bs, s, cur)
+		got, err := PlaceBundles(nodes, bs, s, cur)
 		if !nodesEqual(nodes, snapN) {
 			fail("inputs modified")
 		}

@@ -1,12 +1,20 @@
-// Package sched holds nodeup's scheduling vocabulary and pure logic:
-// fixed-point resource quantities and resource sets; label selectors;
-// Ray's placement-group resource names; and placement-group bundle packing
-// (PlaceBundles, RePlaceBundles: PACK, SPREAD, STRICT_PACK, STRICT_SPREAD;
-// CheckStrategy). Decisions fail with *InfeasibleError (never, on the alive
-// nodes as they are) or *PendingError (not now). The task and actor lease
-// policies (Ray's hybrid DEFAULT, SPREAD, node affinity) live with the
-// node's local scheduler in cluster/, and committed reservations in the
-// FSM (store/). It is pure logic: no I/O, no storage types.
+// Package sched holds nodeup's scheduling vocabulary and its one placement
+// policy layer, as pure functions over a snapshot the caller gathers: no
+// I/O, no locks, no clock, no storage types, randomness only from a
+// passed-in *rand.Rand.
+//
+// Vocabulary: fixed-point resource quantities and resource sets; label
+// selectors; Ray's placement-group resource names.
+//
+// Policies: Decide places one task or actor (Ray's composite policy over
+// its hybrid, SPREAD, node-affinity, label and bundle policies; MoveTarget
+// re-places a queued one), and PlaceBundles places a placement group's
+// bundles (PACK, SPREAD, STRICT_PACK, STRICT_SPREAD; CheckStrategy checks
+// an assignment). The node daemon (cluster/) gathers the snapshots, calls
+// these for every task lease, actor and placement group, and carries out
+// the decisions; committed reservations live in the FSM (store/).
+// Decisions fail with *InfeasibleError (never, on the alive nodes as they
+// are) or *PendingError (not now).
 package sched
 
 import (

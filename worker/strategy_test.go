@@ -2,6 +2,7 @@ package worker
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -99,5 +100,58 @@ func TestNodeLabelsAndAcceleratorType(t *testing.T) {
 	}
 	if _, err := where.Options(AcceleratorType(" ")); err == nil || !strings.Contains(err.Error(), "AcceleratorType") {
 		t.Fatalf("empty accelerator type: %v", err)
+	}
+}
+
+// Actors are placed by the tasks' policy (sched.Decide), with the
+// creator's node as the local node: by default the creator's node takes
+// actors while it is under half used, then the others do (Ray's hybrid
+// policy); a burst of SPREAD actors goes round robin.
+func TestActorsFollowTheTaskPolicy(t *testing.T) {
+	startClusterInit(t, 3, func(i int, cfg *cluster.Config) { cfg.Resources[sched.CPU] = sched.QuantityOf(4) })
+	ctx := ctxT(t)
+	create := func(k int, opts ...Option) []ActorHandle[logActor] {
+		t.Helper()
+		var hs []ActorHandle[logActor]
+		for i := range k {
+			h, err := Must(logActorClass.Options(opts...)).Remote(ctx, fmt.Sprint(i))
+			if err != nil {
+				t.Fatal(err)
+			}
+			hs = append(hs, h)
+		}
+		return hs
+	}
+	placed := func(hs []ActorHandle[logActor]) map[string]int {
+		t.Helper()
+		var refs []Ref[[]string]
+		for _, h := range hs {
+			refs = append(refs, entriesCall.Remote(ctx, h)) // answered once it is ALIVE
+		}
+		if _, err := GetAll(ctx, refs); err != nil {
+			t.Fatal(err)
+		}
+		count := map[string]int{}
+		for _, h := range hs {
+			count[actorState(t, ctx, h.ID()).NodeName]++
+		}
+		return count
+	}
+	var hs []ActorHandle[logActor]
+	for range 4 {
+		h := create(1, CPUs(1))
+		placed(h) // one at a time: each decision sees the ones before
+		hs = append(hs, h...)
+	}
+	if got := placed(hs); got["n0"] != 2 {
+		t.Fatalf("four one-CPU actors from n0 on three idle 4-CPU nodes landed %v; want two on n0 (half its CPUs), then elsewhere", got)
+	}
+	for _, h := range hs {
+		if err := Kill(ctx, h, true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := placed(create(6, CPUs(1), Spread())); got["n0"] != 2 || got["n1"] != 2 || got["n2"] != 2 {
+		t.Fatalf("a burst of six SPREAD actors on three 4-CPU nodes landed %v; want two on each", got)
 	}
 }
