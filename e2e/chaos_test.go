@@ -386,23 +386,7 @@ func TestChaosPartition(t *testing.T) {
 	chaosLong(t)
 	const n = 5
 	lab := newNetnsLab(t, n)
-	root := t.TempDir()
-	var nodes []*proc
-	nodes = append(nodes, lab.start(root, 0, "start", "--head"))
-	eventually(t, 20*time.Second, "head answers", func() error { _, err := lab.status(0); return err })
-	for i := 1; i < n; i++ {
-		nodes = append(nodes, lab.start(root, i, "join", lab.addr(0)+":7370"))
-	}
-	eventually(t, 60*time.Second, "5 alive nodes and 5 voters", func() error {
-		st, err := lab.status(2)
-		if err != nil {
-			return err
-		}
-		if alive(st) != n || voters(st) != n {
-			return fmt.Errorf("%d alive, %d voters", alive(st), voters(st))
-		}
-		return nil
-	})
+	nodes := lab.startCluster(t.TempDir())
 	d := startChaosDriver(t, lab.addr(2)+":7370", 60*time.Second, "ip", "netns", "exec", lab.ns(2))
 	time.Sleep(5 * time.Second) // let the workload run before the fault
 	minority := []int{0, 1}

@@ -137,6 +137,29 @@ func (l *netnsLab) status(i int) (*statusJSON, error) {
 	return &st, nil
 }
 
+// startCluster starts a head in namespace 0 and a node joining it in each
+// other one (every node a voter), waits until node 2 sees all of them alive
+// and voting, and returns the processes.
+func (l *netnsLab) startCluster(root string) []*proc {
+	l.t.Helper()
+	nodes := []*proc{l.start(root, 0, "start", "--head")}
+	eventually(l.t, 20*time.Second, "head answers", func() error { _, err := l.status(0); return err })
+	for i := 1; i < l.nodes; i++ {
+		nodes = append(nodes, l.start(root, i, "join", l.addr(0)+":7370"))
+	}
+	eventually(l.t, 60*time.Second, fmt.Sprintf("%d alive nodes and %d voters", l.nodes, l.nodes), func() error {
+		st, err := l.status(2)
+		if err != nil {
+			return err
+		}
+		if alive(st) != l.nodes || voters(st) != l.nodes {
+			return fmt.Errorf("%d alive, %d voters", alive(st), voters(st))
+		}
+		return nil
+	})
+	return nodes
+}
+
 func voters(st *statusJSON) int {
 	v := 0
 	for _, s := range st.Servers {
@@ -168,22 +191,7 @@ func TestNetnsPartitionHeals(t *testing.T) {
 	}
 	const n = 5
 	lab := newNetnsLab(t, n)
-	root := t.TempDir()
-	lab.start(root, 0, "start", "--head")
-	eventually(t, 20*time.Second, "head answers", func() error { _, err := lab.status(0); return err })
-	for i := 1; i < n; i++ {
-		lab.start(root, i, "join", lab.addr(0)+":7370")
-	}
-	eventually(t, 60*time.Second, "5 alive nodes and 5 voters", func() error {
-		st, err := lab.status(2)
-		if err != nil {
-			return err
-		}
-		if alive(st) != n || voters(st) != n {
-			return fmt.Errorf("%d alive, %d voters", alive(st), voters(st))
-		}
-		return nil
-	})
+	lab.startCluster(t.TempDir())
 
 	minority, majority := []int{0, 1}, []int{2, 3, 4}
 	cut := time.Now()
