@@ -34,7 +34,7 @@ func listCommand() *ucli.Command {
 				for _, a := range list.Actors {
 					rows = append(rows, actorJSON{ActorID: a.ActorID, ClassName: a.Class, Name: a.Name, Namespace: a.Namespace, JobID: a.JobID,
 						State: a.State, NodeID: a.NodeID, NodeName: a.NodeName, NumRestarts: a.Incarnation, PID: a.PID,
-						DeathCause: a.DeathCause, PendingReason: a.PendingReason, Detached: a.Detached, Resources: a.Resources.Floats()})
+						DeathCause: a.DeathCause, PendingReason: a.PendingReason, Infeasible: a.Infeasible, Detached: a.Detached, Resources: a.Resources.Floats()})
 				}
 				if c.Bool("json") {
 					return writeJSONOut(c.App.Writer, rows)
@@ -48,7 +48,7 @@ func listCommand() *ucli.Command {
 					}
 					detail := r.DeathCause
 					if r.State != "DEAD" {
-						detail = r.PendingReason
+						detail = pendingDetail(r.PendingReason, r.Infeasible)
 					}
 					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", r.ActorID, r.ClassName, dash(r.Name), r.Namespace, r.State,
 						dash(r.NodeName), r.NumRestarts, pid, dash(detail))
@@ -81,6 +81,7 @@ type actorJSON struct {
 	Detached      bool               `json:"is_detached"`
 	DeathCause    string             `json:"death_cause,omitempty"`
 	PendingReason string             `json:"pending_reason,omitempty"`
+	Infeasible    bool               `json:"infeasible,omitempty"`
 	Resources     map[string]float64 `json:"required_resources"`
 }
 
@@ -117,10 +118,7 @@ func listPlacementGroupsCommand() *ucli.Command {
 				for _, b := range g.Bundles {
 					bs = append(bs, fmt.Sprintf("%d:{%s}@%s", b.Index, b.Resources, dash(b.NodeName)))
 				}
-				detail := g.PendingReason
-				if g.Infeasible {
-					detail = "infeasible: " + detail
-				}
+				detail := pendingDetail(g.PendingReason, g.Infeasible)
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", g.ID, dash(g.Name), g.Strategy, g.State, strings.Join(bs, " "), dash(detail))
 			}
 			return tw.Flush()
@@ -149,4 +147,13 @@ type bundleJSON struct {
 	Resources map[string]float64 `json:"unit_resources"`
 	NodeID    string             `json:"node_id"`
 	NodeName  string             `json:"node_name"`
+}
+
+// pendingDetail is the DETAIL column of a waiting actor or group: its
+// reason, marked when no node can ever hold it.
+func pendingDetail(reason string, infeasible bool) string {
+	if infeasible {
+		return "infeasible: " + reason
+	}
+	return reason
 }

@@ -127,7 +127,7 @@ func (m *actorManager) lockCtx(ctx context.Context, id string) (func(), error) {
 
 func actorInfo(a *store.Actor) wire.ActorInfo {
 	return wire.ActorInfo{ActorID: a.ID, JobID: a.JobID, Class: a.Class, Name: a.Name, Namespace: a.Namespace, State: string(a.State),
-		DeathCause: a.DeathCause, PendingReason: a.PendingReason, Detached: a.Detached, Incarnation: a.Restarts,
+		DeathCause: a.DeathCause, PendingReason: a.PendingReason, Infeasible: a.Infeasible, Detached: a.Detached, Incarnation: a.Restarts,
 		MaxRestarts: a.MaxRestarts, MaxTaskRetries: a.MaxTaskRetries, MaxConcurrency: a.MaxConcurrency, Resources: a.Resources,
 		NodeID: a.NodeID, NodeName: a.NodeName, NodeAddr: a.NodeAddr, WorkerAddr: a.WorkerAddr, PID: a.PID}
 }
@@ -524,33 +524,40 @@ func (m *actorManager) schedule(id string) {
 // or the actor dies.
 func (m *actorManager) place(id string) {
 	n := m.n
-	lastReason := ""
+	var last pending
 	for n.ctx.Err() == nil && n.IsLeader() {
 		a, err := n.fsm.State().ActorByID(id)
 		if err != nil || a == nil || (a.State != store.ActorPending && a.State != store.ActorRestarting) {
 			return
 		}
-		reason, done := m.placeRound(a)
+		why, done := m.placeRound(a)
 		if done {
 			return
 		}
-		if reason != lastReason {
-			lastReason = reason
-			m.setPendingReason(id, reason)
+		if why != last {
+			last = why
+			m.setPending(id, why)
 		}
 		sleepCtx(n.ctx, actorRetryEvery)
 	}
 }
 
+// pending is why an actor waits for a node: the reason, and whether no
+// node can ever hold it.
+type pending struct {
+	reason     string
+	infeasible bool
+}
+
 // placeRound asks the placement policy for a node and tries it, then the
 // policy's next choice without it, until a node runs the actor or placement
-// is over (done), or no node is left to try; reason then says why the
-// actor waits.
-func (m *actorManager) placeRound(a *store.Actor) (reason string, done bool) {
+// is over (done), or no node is left to try; why then says why the actor
+// waits.
+func (m *actorManager) placeRound(a *store.Actor) (why pending, done bool) {
 	view, r, reason, gone := m.placement(a)
 	if gone {
 		m.endUnplaceable(a.ID, reason)
-		return "", true
+		return pending{}, true
 	}
 	snap := snapshotOf(view, ownerNode(view, a.BinaryNode))
 	var ruledOut []string
@@ -558,7 +565,7 @@ func (m *actorManager) placeRound(a *store.Actor) (reason string, done bool) {
 	for ; ; tried++ {
 		d, err := m.decide(snap, r)
 		if err != nil && tried == 0 {
-			return pendingReason(err), false
+			return pending{reason: noPlaceReason(err), infeasible: errors.Is(err, sched.ErrInfeasible)}, false
 		}
 		if err != nil {
 			break
@@ -566,7 +573,7 @@ func (m *actorManager) placeRound(a *store.Actor) (reason string, done bool) {
 		nd := nodeInView(view, d.Node)
 		ok, stop, infeasible := m.tryNode(a, *nd)
 		if ok || stop {
-			return "", true
+			return pending{}, true
 		}
 		if infeasible != "" {
 			ruledOut = append(ruledOut, nd.NodeName+": "+infeasible)
@@ -580,9 +587,9 @@ func (m *actorManager) placeRound(a *store.Actor) (reason string, done bool) {
 	if len(ruledOut) == tried {
 		// Every node the policy chose says its device layout never can
 		// hold it: infeasible, as a task would be told.
-		return "infeasible: " + strings.Join(ruledOut, "; "), false
+		return pending{reason: strings.Join(ruledOut, "; "), infeasible: true}, false
 	}
-	return fmt.Sprintf("waiting for a node with %s free", a.Resources), false
+	return pending{reason: fmt.Sprintf("waiting for a node with %s free", a.Resources)}, false
 }
 
 // decide runs the placement policy once, advancing the leader's SPREAD
@@ -609,16 +616,6 @@ func (m *actorManager) endUnplaceable(id, reason string) {
 	}
 }
 
-// pendingReason is an actor's pending reason for sched.Decide's error:
-// "infeasible: " and why, or why its placement group keeps it waiting.
-func pendingReason(err error) string {
-	var pend *sched.PendingError
-	if errors.As(err, &pend) {
-		return pend.Reason
-	}
-	return err.Error()
-}
-
 // ownerNode is the ID of the node at address addr in view (the actor's
 // owner's node, which the hybrid policy prefers), or "".
 func ownerNode(view []wire.NodeInfo, addr string) string {
@@ -630,17 +627,19 @@ func ownerNode(view []wire.NodeInfo, addr string) string {
 	return ""
 }
 
-func (m *actorManager) setPendingReason(id, reason string) {
+// setPending records why a PENDING or RESTARTING actor waits.
+func (m *actorManager) setPending(id string, why pending) {
 	unlock := m.lock(id)
 	defer unlock()
 	a, err := m.n.fsm.State().ActorByID(id)
-	if err != nil || a == nil || a.State == store.ActorDead || a.State == store.ActorAlive || a.PendingReason == reason {
+	if err != nil || a == nil || a.State == store.ActorDead || a.State == store.ActorAlive ||
+		(a.PendingReason == why.reason && a.Infeasible == why.infeasible) {
 		return
 	}
-	a.PendingReason = reason
+	a.PendingReason, a.Infeasible = why.reason, why.infeasible
 	_, _ = m.n.apply(store.ActorUpdateType, &store.ActorUpdateRequest{Actor: *a})
-	if reason != "" {
-		m.n.logger.Info("actor pending", "actor", id, "class", a.Class, "reason", reason)
+	if why.reason != "" {
+		m.n.logger.Info("actor pending", "actor", id, "class", a.Class, "reason", why.reason, "infeasible", why.infeasible)
 	}
 }
 
@@ -698,7 +697,7 @@ func (m *actorManager) tryNode(a *store.Actor, nd wire.NodeInfo) (ok, stop bool,
 		return false, true, ""
 	}
 	r := cur.Copy()
-	r.State, r.PendingReason, r.StateChangedAt = store.ActorAlive, "", time.Now().UnixNano()
+	r.State, r.PendingReason, r.Infeasible, r.StateChangedAt = store.ActorAlive, "", false, time.Now().UnixNano()
 	r.NodeID, r.NodeName, r.NodeAddr, r.WorkerAddr, r.WorkerID, r.PID = rep.NodeID, rep.NodeName, rep.NodeAddr, rep.WorkerAddr, rep.WorkerID, rep.PID
 	r.NodeIncarnation = rep.NodeIncarnation
 	if _, err := n.apply(store.ActorUpdateType, &store.ActorUpdateRequest{Actor: *r}); err != nil {

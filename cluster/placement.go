@@ -506,7 +506,7 @@ func (m *pgManager) tryPlace(g *store.PlacementGroup) (nodes []string, reason st
 	got, err := sched.PlaceBundles(view, g.Bundles, g.Strategy, g.Nodes)
 	if err != nil {
 		m.mu.Unlock()
-		return nil, strings.TrimPrefix(strings.TrimPrefix(err.Error(), "pending: "), "infeasible: "), errors.Is(err, sched.ErrInfeasible)
+		return nil, noPlaceReason(err), errors.Is(err, sched.ErrInfeasible)
 	}
 	if why := m.holdSpread(g, got, time.Now()); why != "" {
 		m.mu.Unlock()

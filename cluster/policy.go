@@ -52,8 +52,9 @@ func withBundleNodes(view []wire.NodeInfo, bundles []wire.PGBundle) ([]wire.Node
 	return view, b
 }
 
-// noPlaceReason is the reason sched.Decide's error gives, without the
-// "infeasible: " or "pending: " prefix.
+// noPlaceReason is the reason a placement error of sched (Decide,
+// PlaceBundles) gives; whether it is infeasible is errors.Is(err,
+// sched.ErrInfeasible), never a prefix of the text.
 func noPlaceReason(err error) string {
 	var inf *sched.InfeasibleError
 	var pend *sched.PendingError

@@ -42,8 +42,11 @@ type Actor struct {
 	// State is the lifecycle state; DeathCause says why it is DEAD.
 	State      ActorState
 	DeathCause string
-	// PendingReason says why a PENDING actor has no node yet (for listings).
+	// PendingReason says why a PENDING actor has no node yet (for listings);
+	// Infeasible says that no node can ever hold it (the reason says why),
+	// as a placement group's Infeasible.
 	PendingReason string
+	Infeasible    bool
 	// Detached actors outlive the job that created them (Ray's lifetime="detached").
 	Detached bool
 	// MaxRestarts is how often it is re-created after its worker dies (-1:

@@ -93,6 +93,7 @@ type ActorInfo struct {
 	State          string
 	DeathCause     string
 	PendingReason  string
+	Infeasible     bool // no node can ever hold it; PendingReason says why
 	Detached       bool
 	Incarnation    int
 	MaxRestarts    int

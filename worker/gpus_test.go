@@ -256,7 +256,7 @@ func TestGPURequestErrors(t *testing.T) {
 				info = &list[i]
 			}
 		}
-		if info != nil && info.State == "PENDING" && strings.HasPrefix(info.PendingReason, "infeasible: ") && strings.Contains(info.PendingReason, "no healthy device can hold") {
+		if info != nil && info.State == "PENDING" && info.Infeasible && !strings.HasPrefix(info.PendingReason, "infeasible") && strings.Contains(info.PendingReason, "no healthy device can hold") {
 			break
 		}
 		if time.Now().After(deadline) {
