@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nodeup/nodeup/internal/testutil"
 )
 
 // netnsLab is a set of network namespaces, one per node, each with one
@@ -170,11 +172,11 @@ func TestNetnsPartitionHeals(t *testing.T) {
 	lab := newNetnsLab(t, n)
 	root := t.TempDir()
 	lab.start(root, 0, "start", "--head")
-	eventually(t, 20*time.Second, "head answers", func() error { _, err := lab.status(0); return err })
+	testutil.Until(t, 20*time.Second, "head answers", func() error { _, err := lab.status(0); return err })
 	for i := 1; i < n; i++ {
 		lab.start(root, i, "join", lab.addr(0)+":7370")
 	}
-	eventually(t, 60*time.Second, "5 alive nodes and 5 voters", func() error {
+	testutil.Until(t, 60*time.Second, "5 alive nodes and 5 voters", func() error {
 		st, err := lab.status(2)
 		if err != nil {
 			return err
@@ -188,7 +190,7 @@ func TestNetnsPartitionHeals(t *testing.T) {
 	minority, majority := []int{0, 1}, []int{2, 3, 4}
 	cut := time.Now()
 	lab.cut(minority...)
-	took := eventually(t, 60*time.Second, "majority leader, cut-off nodes dead, autopilot down to 3 voters", func() error {
+	took := testutil.Until(t, 60*time.Second, "majority leader, cut-off nodes dead, autopilot down to 3 voters", func() error {
 		st, err := lab.status(majority[0])
 		if err != nil {
 			return err
@@ -223,7 +225,7 @@ func TestNetnsPartitionHeals(t *testing.T) {
 
 	healed := time.Now()
 	lab.heal(minority...)
-	took = eventually(t, 60*time.Second, "cut-off nodes alive in the table", func() error {
+	took = testutil.Until(t, 60*time.Second, "cut-off nodes alive in the table", func() error {
 		st, err := lab.status(majority[0])
 		if err != nil {
 			return err
@@ -234,7 +236,7 @@ func TestNetnsPartitionHeals(t *testing.T) {
 		return nil
 	})
 	t.Logf("cut-off nodes alive in the table %s after the heal", took.Round(time.Millisecond))
-	eventually(t, 60*time.Second, "every node sees 5 alive and 5 voters; the cut-off ones take writes", func() error {
+	testutil.Until(t, 60*time.Second, "every node sees 5 alive and 5 voters; the cut-off ones take writes", func() error {
 		for i := 0; i < n; i++ {
 			st, err := lab.status(i)
 			if err != nil {
