@@ -5,12 +5,15 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nodeup/nodeup/internal/testutil"
 )
 
 // fakePeer listens on loopback and runs serve on the first connection.
@@ -65,10 +68,12 @@ func TestServerRefusesOtherProtocolVersion(t *testing.T) {
 		t.Fatal("the server ran a request of a client speaking another protocol version")
 	default:
 	}
-	waitFor(t, func() bool {
-		return strings.Contains(logs.String(), "protocol version 10, this process speaks version 9")
-	},
-		"a warning naming both versions")
+	testutil.Until(t, 5*time.Second, "a warning naming both versions", func() error {
+		if !strings.Contains(logs.String(), "protocol version 10, this process speaks version 9") {
+			return fmt.Errorf("log: %q", logs.String())
+		}
+		return nil
+	})
 }
 
 // A client refuses a server of another version: the call fails with a
@@ -108,16 +113,5 @@ func TestClientRefusesPeerWithoutHello(t *testing.T) {
 	var ve *VersionError
 	if !errors.As(err, &ve) || !ve.NoHello || !strings.Contains(err.Error(), "sent no protocol hello") {
 		t.Fatalf("call to a server without hello: %v; want *VersionError{NoHello: true}", err)
-	}
-}
-
-// waitFor polls cond for up to 5 s.
-func waitFor(t *testing.T, cond func() bool, what string) {
-	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); !cond(); {
-		if time.Now().After(deadline) {
-			t.Fatal("timed out waiting for " + what)
-		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/nodeup/nodeup/internal/testutil"
 )
 
 // limitedServer serves the test methods on loopback under limits.
@@ -81,15 +83,10 @@ func TestMaxConns(t *testing.T) {
 	a.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	for { // the server notices a's close asynchronously
-		c := dialTCP(t, addr)
-		if err := c.Call(ctx, "Test.Echo", &echoReq{}, nil); err == nil {
-			break
-		} else if ctx.Err() != nil {
-			t.Fatalf("no room after a connection closed: %v", err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	// The server notices a's close asynchronously.
+	testutil.Until(t, 5*time.Second, "room for a connection after one closed", func() error {
+		return dialTCP(t, addr).Call(ctx, "Test.Echo", &echoReq{}, nil)
+	})
 }
 
 func TestRequestsOverThePendingLimitsAreRefused(t *testing.T) {
