@@ -1,7 +1,6 @@
 package gpu
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -102,27 +101,9 @@ func fakeHelper(mode string) int {
 	}
 }
 
-// logBuf collects a test's log output.
-type logBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuf) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-func testConfig(t *testing.T, mode string) (Config, *logBuf) {
+func testConfig(t *testing.T, mode string) (Config, *testutil.SyncBuffer) {
 	t.Helper()
-	logs := &logBuf{}
+	logs := &testutil.SyncBuffer{}
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
@@ -360,7 +341,7 @@ func TestSupervisorFallsBackToSMI(t *testing.T) {
 }
 
 func TestSupervisorNoGPUsLogsOneLine(t *testing.T) {
-	logs := &logBuf{}
+	logs := &testutil.SyncBuffer{}
 	cfg := Config{
 		DataDir: t.TempDir(),
 		Logger:  slog.New(slog.NewTextHandler(logs, nil)), // Info and up

@@ -38,7 +38,7 @@ func fakePeer(t *testing.T, serve func(net.Conn)) string {
 // A server refuses a client of another version: it answers its own hello
 // and closes, runs nothing, and logs both versions.
 func TestServerRefusesOtherProtocolVersion(t *testing.T) {
-	var logs lockedBuffer
+	var logs testutil.SyncBuffer
 	s := NewServer(slog.New(slog.NewTextHandler(&logs, nil)), testVersion)
 	ran := make(chan struct{}, 1)
 	Handle(s, "Test.Echo", func(ctx context.Context, req *echoReq) (*echoResp, error) {
@@ -79,6 +79,7 @@ func TestServerRefusesOtherProtocolVersion(t *testing.T) {
 // A client refuses a server of another version: the call fails with a
 // *VersionError naming both, as a transport error.
 func TestClientRefusesOtherProtocolVersion(t *testing.T) {
+	t.Parallel()
 	addr := fakePeer(t, func(c net.Conn) {
 		if _, err := io.ReadFull(c, make([]byte, HelloSize)); err != nil {
 			return
@@ -101,6 +102,7 @@ func TestClientRefusesOtherProtocolVersion(t *testing.T) {
 // A server from before the hello answers frames without one: the client
 // says the peer sent no hello instead of misreading the reply.
 func TestClientRefusesPeerWithoutHello(t *testing.T) {
+	t.Parallel()
 	addr := fakePeer(t, func(c net.Conn) {
 		br := bufio.NewReader(c)
 		_, _ = br.Discard(HelloSize) // an old server would read it as a frame length

@@ -1,7 +1,6 @@
 package rpc
 
 import (
-	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -146,26 +145,8 @@ func TestUnknownMethodBodyIsNotKept(t *testing.T) {
 	}
 }
 
-// lockedBuffer is a bytes.Buffer safe for a logger and a test to share.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 func TestBadFrameWarningsAreRateLimited(t *testing.T) {
-	var logs lockedBuffer
+	var logs testutil.SyncBuffer
 	s := NewServer(slog.New(slog.NewTextHandler(&logs, nil)), testVersion)
 	addr := serveTCP(t, s)
 	bad := []byte{0, 0, 0, 1, 0x01}
