@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nodeup/nodeup/internal/testutil"
 	"github.com/nodeup/nodeup/wire"
 	"github.com/nodeup/nodeup/worker"
 )
@@ -139,7 +140,7 @@ func runAndCheck(t *testing.T, k clusterKind, seed int64, sc Scale, replay strin
 	if k.procs {
 		idle = 15 * time.Second
 	}
-	out, err := Run(ctx, RunConfig{Address: addr, WantNodes: k.nodes, Seed: seed, Scale: sc, Dir: t.TempDir(), Logger: testLogger(), IdleTimeout: idle})
+	out, err := Run(ctx, RunConfig{Address: addr, WantNodes: k.nodes, Seed: seed, Scale: sc, Dir: t.TempDir(), Logger: testutil.Logger(), IdleTimeout: idle})
 	if out == nil {
 		t.Fatalf("seed %d on %s: %v\n%s", seed, k.name, err, logs())
 	}

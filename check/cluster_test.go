@@ -2,22 +2,18 @@ package check
 
 import (
 	"bytes"
-	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/nodeup/nodeup/cluster"
+	"github.com/nodeup/nodeup/cluster/clustertest"
+	"github.com/nodeup/nodeup/internal/testutil"
 	"github.com/nodeup/nodeup/sched"
 )
 
@@ -31,41 +27,17 @@ type nodeSpec struct {
 
 var specs = []nodeSpec{{slot: 1, zone: "a", gpus: 2}, {slot: 1, zone: "b", gpus: 0}, {slot: 2, zone: "b", gpus: 2}}
 
-func testLogger() *slog.Logger {
-	if os.Getenv("NODEUP_TEST_LOG") != "" {
-		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	}
-	return slog.New(slog.NewTextHandler(io.Discard, nil))
-}
-
 // startInProcess starts n cluster.Node values on 127.0.0.1 in this process
 // and returns the head's RPC address.
 func startInProcess(t testing.TB, n int) string {
 	t.Helper()
-	dir := t.TempDir()
-	var head string
-	for i := 0; i < n; i++ {
+	nodes := clustertest.Start(t, n, func(i int, cfg *cluster.Config) {
 		sp := specs[i]
-		res := sched.ResourceSet{sched.CPU: sched.QuantityOf(2), sched.Memory: sched.QuantityOf(1 << 30), Slot: sched.QuantityOf(sp.slot)}
-		cfg := cluster.Config{NodeName: fmt.Sprintf("n%d", i), DataDir: filepath.Join(dir, fmt.Sprintf("n%d", i)), BindAddr: "127.0.0.1",
-			HTTPPort: -1, Server: true, RaftVoters: 3, Resources: res, Logger: testLogger(), Version: "test",
-			Labels: map[string]string{"zone": sp.zone}, GPUs: cluster.GPUConfig{Declare: true, Count: sp.gpus},
-			HeartbeatInterval: 100 * time.Millisecond, ReconcileInterval: 200 * time.Millisecond}
-		if i == 0 {
-			cfg.Head = true
-		} else {
-			cfg.Join = []string{head}
-		}
-		nd, err := cluster.Start(context.Background(), cfg)
-		if err != nil {
-			t.Fatalf("start node n%d: %v", i, err)
-		}
-		t.Cleanup(nd.Kill)
-		if i == 0 {
-			head = nd.RPCAddr()
-		}
-	}
-	return head
+		cfg.Resources[Slot] = sched.QuantityOf(sp.slot)
+		cfg.Labels = map[string]string{"zone": sp.zone}
+		cfg.GPUs = cluster.GPUConfig{Declare: true, Count: sp.gpus}
+	})
+	return nodes[0].RPCAddr()
 }
 
 var (
@@ -74,8 +46,8 @@ var (
 	buildErr  error
 )
 
-// buildNodeup builds bin/nodeup's equivalent (CGO_ENABLED=0) into a
-// temporary directory once per test binary.
+// buildNodeup builds nodeup (CGO_ENABLED=0) into a temporary directory
+// once per test binary.
 func buildNodeup(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() {
@@ -84,58 +56,12 @@ func buildNodeup(t testing.TB) string {
 			buildErr = err
 			return
 		}
-		nodeupBin = filepath.Join(dir, "nodeup")
-		_, file, _, _ := runtime.Caller(0)
-		cmd := exec.Command("go", "build", "-o", nodeupBin, ".")
-		cmd.Dir = filepath.Dir(filepath.Dir(file))
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("build nodeup: %v\n%s", err, out)
-		}
+		nodeupBin, buildErr = testutil.BuildNodeup(dir)
 	})
 	if buildErr != nil {
 		t.Fatal(buildErr)
 	}
 	return nodeupBin
-}
-
-// freePort returns a port free for TCP and UDP on 127.0.0.1 right now.
-func freePort(t testing.TB) int {
-	t.Helper()
-	for i := 0; i < 50; i++ {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		port := l.Addr().(*net.TCPAddr).Port
-		u, err := net.ListenPacket("udp", fmt.Sprintf("127.0.0.1:%d", port))
-		l.Close()
-		if err == nil {
-			u.Close()
-			return port
-		}
-	}
-	t.Fatal("no free port")
-	return 0
-}
-
-// syncBuffer is a bytes.Buffer safe for a process's output copier and the
-// test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // startProcesses starts n `nodeup` processes on 127.0.0.1 (a head, then
@@ -149,12 +75,12 @@ func startProcesses(t testing.TB, n int) (string, func() string) {
 	var logs []func() string
 	for i := 0; i < n; i++ {
 		sp := specs[i]
-		port := freePort(t)
+		port := testutil.FreePort(t)
 		verb := []string{"start", "--head"}
 		if i > 0 {
 			verb = []string{"join", head}
 		}
-		args := append(verb, "--bind", "127.0.0.1", "--port", strconv.Itoa(port), "--gossip-port", strconv.Itoa(freePort(t)),
+		args := append(verb, "--bind", "127.0.0.1", "--port", strconv.Itoa(port), "--gossip-port", strconv.Itoa(testutil.FreePort(t)),
 			"--http-port", "-1", "--data-dir", filepath.Join(root, fmt.Sprintf("n%d", i)), "--node-name", fmt.Sprintf("n%d", i),
 			"--num-cpus", "2", "--memory", "1GiB", "--resources", fmt.Sprintf("%s=%d", Slot, sp.slot), "--labels", "zone="+sp.zone,
 			"--num-gpus", strconv.Itoa(sp.gpus))
@@ -178,45 +104,20 @@ func startProcesses(t testing.TB, n int) (string, func() string) {
 // then SIGKILL after 15 s); the returned function gives its log's tail.
 func startProcess(t testing.TB, bin, root, name string, args []string) func() string {
 	t.Helper()
-	out := &syncBuffer{}
-	cmd := exec.Command(bin, args...)
-	cmd.Stdout, cmd.Stderr = out, out
-	cmd.Env = append(os.Environ(), "TMPDIR="+root)
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start %s: %v", name, err)
-	}
-	done := make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		close(done)
-	}()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-done:
-		case <-time.After(15 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-	})
-	return func() string { return fmt.Sprintf("--- log of node %s ---\n%s\n", name, tail(out.String(), 4000)) }
+	p := testutil.StartProcess(t, append([]string{bin}, args...), []string{"TMPDIR=" + root})
+	return func() string { return fmt.Sprintf("--- log of node %s ---\n%s\n", name, tail(p.Log.String(), 4000)) }
 }
 
 // waitListening polls addr until it accepts TCP connections.
 func waitListening(t testing.TB, addr string, within time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
+	testutil.Until(t, within, "node at "+addr+" listening", func() error {
 		c, err := net.DialTimeout("tcp", addr, time.Second)
 		if err == nil {
 			c.Close()
-			return
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("node at %s not listening after %s: %v", addr, within, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return err
+	})
 }
 
 func tail(s string, n int) string {

@@ -12,6 +12,7 @@ import (
 )
 
 func TestReorderArgsMovesFlagsBeforePeers(t *testing.T) {
+	t.Parallel()
 	app := App()
 	cases := []struct{ in, want []string }{
 		{[]string{"nodeup", "join", "10.0.0.1", "--resources", "TPU-v3=2", "--server=false"},
@@ -31,6 +32,7 @@ func TestReorderArgsMovesFlagsBeforePeers(t *testing.T) {
 }
 
 func TestParseBytes(t *testing.T) {
+	t.Parallel()
 	good := map[string]int64{"1024": 1024, "8GiB": 8 << 30, "2G": 2 << 30, "500MB": 500e6, "1 KiB": 1024, "0": 0}
 	for in, want := range good {
 		if got, err := parseBytes(in); err != nil || got != want {
@@ -45,6 +47,7 @@ func TestParseBytes(t *testing.T) {
 }
 
 func TestParseLabels(t *testing.T) {
+	t.Parallel()
 	got, err := parseLabels(" zone=rack1, gpu = a100 ,empty=")
 	if err != nil || got["zone"] != "rack1" || got["gpu"] != "a100" || got["empty"] != "" || len(got) != 3 {
 		t.Fatalf("parseLabels: %v %v", got, err)
@@ -57,6 +60,7 @@ func TestParseLabels(t *testing.T) {
 }
 
 func TestRunRejectsBadFlags(t *testing.T) {
+	// Not parallel: Run sets the process-wide slog default.
 	for _, args := range [][]string{
 		{"nodeup", "start", "--head", "--resources", "CPU=4"},
 		{"nodeup", "start", "--head", "--resources", "node:x=1"},
@@ -72,6 +76,7 @@ func TestRunRejectsBadFlags(t *testing.T) {
 }
 
 func TestStatusTableEndsWithClusterUsage(t *testing.T) {
+	t.Parallel()
 	st := &wire.StatusResponse{ClusterName: "lab", ClusterID: "0123456789abcdef", LeaderID: "aaaaaaaaaaaa", LeaderName: "n0",
 		Servers: []wire.RaftServer{{ID: "aaaaaaaaaaaa", Name: "n0", Suffrage: "voter"}},
 		Nodes: []wire.NodeView{{Node: store.Node{ID: "aaaaaaaaaaaa", Name: "n0", Status: store.NodeAlive,

@@ -37,6 +37,7 @@ func flagContext(t *testing.T, flags []ucli.Flag, args ...string) *ucli.Context 
 }
 
 func TestGPUFlags(t *testing.T) {
+	t.Parallel()
 	g, err := gpuConfig(gpuContext(t, "--num-gpus", "4", "--gpu-model", "H100", "--gpu-memory", "80GiB", "--gpu-interval", "2s"))
 	if err != nil {
 		t.Fatal(err)
@@ -73,6 +74,7 @@ func TestGPUFlags(t *testing.T) {
 // TestNodeConfigRefusesReservedResources: --resources may not name what the
 // node sets itself, and the error says which flag sets it.
 func TestNodeConfigRefusesReservedResources(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct{ res, want string }{
 		{"GPU=2", `--resources "GPU=2": GPU is not a custom resource; declare GPUs with --num-gpus`},
 		{"gpu_memory=8", `gpu_memory is not a custom resource; declare GPUs with --num-gpus`},
@@ -88,6 +90,7 @@ func TestNodeConfigRefusesReservedResources(t *testing.T) {
 }
 
 func TestGPUModelValidatedByNodeConfig(t *testing.T) {
+	t.Parallel()
 	g := cluster.GPUConfig{Declare: true, Count: 1, Model: "!!!"}
 	err := (cluster.Config{Head: true, DataDir: "/tmp/x", BindAddr: "127.0.0.1", RaftVoters: 1, Server: true, ObjectStoreMemory: 1 << 20, GPUs: g}).Validate()
 	if err == nil || !strings.Contains(err.Error(), `--gpu-model "!!!": no model name in it`) {

@@ -3,32 +3,23 @@ package cluster
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/nodeup/nodeup/internal/testutil"
 	"github.com/nodeup/nodeup/sched"
 	"github.com/nodeup/nodeup/store"
 	"github.com/nodeup/nodeup/wire"
 )
 
-// testLogger keeps test output quiet unless NODEUP_TEST_LOG is set.
-func testLogger() *slog.Logger {
-	if os.Getenv("NODEUP_TEST_LOG") != "" {
-		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	}
-	return slog.New(slog.NewTextHandler(io.Discard, nil))
-}
-
 func testConfig(t testing.TB, dir, name string) Config {
 	t.Helper()
 	return Config{
 		NodeName: name, DataDir: filepath.Join(dir, name), BindAddr: "127.0.0.1", Port: 0, GossipPort: 0, HTTPPort: 0,
-		Server: true, RaftVoters: 3, Version: "test", Logger: testLogger(),
+		Server: true, RaftVoters: 3, Version: "test", Logger: testutil.Logger(),
 		Resources:         sched.ResourceSet{sched.CPU: sched.QuantityOf(2), sched.Memory: sched.QuantityOf(1 << 30)},
 		HeartbeatInterval: 200 * time.Millisecond, ReconcileInterval: 200 * time.Millisecond,
 		ReconnectInterval: 200 * time.Millisecond,
@@ -37,7 +28,7 @@ func testConfig(t testing.TB, dir, name string) Config {
 
 // testCluster starts n nodes on 127.0.0.1 (random ports): the first is the
 // head, the others join through it. Nodes are shut down at test end.
-func testCluster(t *testing.T, n int, mutate func(i int, c *Config)) []*Node {
+func testCluster(t testing.TB, n int, mutate func(i int, c *Config)) []*Node {
 	t.Helper()
 	dir := t.TempDir()
 	var nodes []*Node
@@ -59,20 +50,6 @@ func testCluster(t *testing.T, n int, mutate func(i int, c *Config)) []*Node {
 		t.Cleanup(nd.Kill)
 	}
 	return nodes
-}
-
-// eventually polls cond until it returns nil or the deadline passes.
-func eventually(t *testing.T, timeout time.Duration, what string, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	var err error
-	for time.Now().Before(deadline) {
-		if err = cond(); err == nil {
-			return
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("%s: not within %s: %v", what, timeout, err)
 }
 
 // statusVia asks node nd for the cluster status (forwarded to the leader).
@@ -108,7 +85,7 @@ func voterCount(st *wire.StatusResponse) int {
 // the expected number of voters.
 func waitFormed(t *testing.T, nodes []*Node, alive, voters int) {
 	t.Helper()
-	eventually(t, 30*time.Second, "cluster formation", func() error {
+	testutil.Until(t, 30*time.Second, "cluster formation", func() error {
 		leader := ""
 		for _, nd := range nodes {
 			st, err := statusVia(nd)
@@ -144,7 +121,7 @@ func TestClusterForms(t *testing.T) {
 				if !nd.cfg.Server {
 					continue
 				}
-				eventually(t, 10*time.Second, "node table replicated to "+nd.Name(), func() error {
+				testutil.Until(t, 10*time.Second, "node table replicated to "+nd.Name(), func() error {
 					if nd.raft == nil {
 						return nil
 					}
@@ -181,7 +158,7 @@ func TestClusterForms(t *testing.T) {
 func leaderOf(t *testing.T, nodes []*Node) *Node {
 	t.Helper()
 	var l *Node
-	eventually(t, 15*time.Second, "a leader", func() error {
+	testutil.Until(t, 15*time.Second, "a leader", func() error {
 		for _, nd := range nodes {
 			if nd.IsLeader() {
 				l = nd
@@ -206,7 +183,7 @@ func TestLeaderFailoverAndRestart(t *testing.T) {
 	killed := time.Now()
 	leader.Kill()
 	var newLeader *Node
-	eventually(t, 10*time.Second, "new leader after kill", func() error {
+	testutil.Until(t, 10*time.Second, "new leader after kill", func() error {
 		for _, nd := range rest {
 			if nd.IsLeader() {
 				newLeader = nd
@@ -216,7 +193,7 @@ func TestLeaderFailoverAndRestart(t *testing.T) {
 		return fmt.Errorf("no leader yet")
 	})
 	t.Logf("new leader %s after %s", newLeader.Name(), time.Since(killed).Round(time.Millisecond))
-	eventually(t, 20*time.Second, "killed leader marked dead, table intact", func() error {
+	testutil.Until(t, 20*time.Second, "killed leader marked dead, table intact", func() error {
 		st, err := statusVia(rest[0])
 		if err != nil {
 			return err
@@ -265,7 +242,7 @@ func TestGracefulLeaveMarksLeft(t *testing.T) {
 	if err := leaving.Shutdown(); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 5*time.Second, "left status", func() error {
+	testutil.Until(t, 5*time.Second, "left status", func() error {
 		st, err := statusVia(leader)
 		if err != nil {
 			return err
@@ -293,7 +270,7 @@ func TestLeaderShutdownHandsOver(t *testing.T) {
 		}
 	}
 	leaderOf(t, rest)
-	eventually(t, 10*time.Second, "old leader left", func() error {
+	testutil.Until(t, 10*time.Second, "old leader left", func() error {
 		st, err := statusVia(rest[0])
 		if err != nil {
 			return err
@@ -411,7 +388,7 @@ func TestDeadVoterReplacedByPlainMember(t *testing.T) {
 		t.Fatalf("want a follower voter and a plain member, got %+v", st.Servers)
 	}
 	victim.Kill()
-	eventually(t, 40*time.Second, "dead voter replaced", func() error {
+	testutil.Until(t, 40*time.Second, "dead voter replaced", func() error {
 		st, err := statusVia(leader)
 		if err != nil {
 			return err
@@ -433,7 +410,7 @@ func TestDeadVoterReplacedByPlainMember(t *testing.T) {
 // alive, in its current incarnation, at its current RPC address.
 func waitRestartedAlive(t *testing.T, again *Node) {
 	t.Helper()
-	eventually(t, 20*time.Second, "restarted node alive with new incarnation", func() error {
+	testutil.Until(t, 20*time.Second, "restarted node alive with new incarnation", func() error {
 		st, err := statusVia(again)
 		if err != nil {
 			return err

@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/nodeup/nodeup/internal/testutil"
 )
 
 // TestUnwritableDiskReported makes the leader's disk refuse writes (the Raft
@@ -31,7 +33,7 @@ func TestUnwritableDiskReported(t *testing.T) {
 
 	injectDiskFault(sick, syscall.ENOSPC)
 	kvSet(sick, "poke") // a Raft write, which now fails on the leader
-	eventually(t, 10*time.Second, "unhealthy with the reason", func() error {
+	testutil.Until(t, 10*time.Second, "unhealthy with the reason", func() error {
 		code, body := health(t, sick)
 		reason, _ := body["reason"].(string)
 		if code != http.StatusServiceUnavailable || body["healthy"] != false || !strings.Contains(reason, "no space left on device") {
@@ -39,7 +41,7 @@ func TestUnwritableDiskReported(t *testing.T) {
 		}
 		return nil
 	})
-	eventually(t, 20*time.Second, "another node leads and commits, the sick one a non-voter", func() error {
+	testutil.Until(t, 20*time.Second, "another node leads and commits, the sick one a non-voter", func() error {
 		if sick.IsLeader() {
 			return fmt.Errorf("%s still leads", sick.Name())
 		}
@@ -50,7 +52,7 @@ func TestUnwritableDiskReported(t *testing.T) {
 	})
 
 	injectDiskFault(sick, nil)
-	eventually(t, 20*time.Second, "healthy and a voter again", func() error {
+	testutil.Until(t, 20*time.Second, "healthy and a voter again", func() error {
 		if code, body := health(t, sick); code != http.StatusOK {
 			return fmt.Errorf("/v1/health %d %v", code, body)
 		}

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nodeup/nodeup/internal/testutil"
 	"github.com/nodeup/nodeup/wire"
 )
 
@@ -34,7 +35,7 @@ func TestFullDiskTmpfs(t *testing.T) {
 	filler := filepath.Join(mnt, "filler")
 	fill(t, filler)
 	kvSet(other, "poke") // a Raft write every voter must store
-	eventually(t, 30*time.Second, "unhealthy with the reason", func() error {
+	testutil.Until(t, 30*time.Second, "unhealthy with the reason", func() error {
 		kvSet(other, "poke")
 		code, body := health(t, sick)
 		reason, _ := body["reason"].(string)
@@ -43,7 +44,7 @@ func TestFullDiskTmpfs(t *testing.T) {
 		}
 		return nil
 	})
-	eventually(t, 30*time.Second, "another node leads and commits, the full one a non-voter", func() error {
+	testutil.Until(t, 30*time.Second, "another node leads and commits, the full one a non-voter", func() error {
 		if sick.IsLeader() {
 			return fmt.Errorf("%s still leads", sick.Name())
 		}
@@ -55,7 +56,7 @@ func TestFullDiskTmpfs(t *testing.T) {
 	if err := os.Remove(filler); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 40*time.Second, "healthy and a voter again", func() error {
+	testutil.Until(t, 40*time.Second, "healthy and a voter again", func() error {
 		if code, body := health(t, sick); code != http.StatusOK {
 			return fmt.Errorf("/v1/health %d %v", code, body)
 		}

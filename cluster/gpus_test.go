@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/nodeup/nodeup/gpu"
+	"github.com/nodeup/nodeup/internal/testutil"
 	"github.com/nodeup/nodeup/sched"
 	"github.com/nodeup/nodeup/wire"
 )
@@ -61,7 +62,7 @@ func TestGPUStatusAndHealthReachTheLeader(t *testing.T) {
 		}
 		return nil, fmt.Errorf("node %s not in status", gpuNode.Name())
 	}
-	eventually(t, 15*time.Second, "GPU status at the leader", func() error {
+	testutil.Until(t, 15*time.Second, "GPU status at the leader", func() error {
 		v, err := nodeView()
 		if err != nil {
 			return err
@@ -84,7 +85,7 @@ func TestGPUStatusAndHealthReachTheLeader(t *testing.T) {
 	if a := gpuNode.local.available(); a[sched.GPU] != sched.QuantityOf(1) || a[gpu.MemoryResource] != sched.QuantityOf(80<<30) {
 		t.Errorf("free pool after a device went bad: %v, want GPU 1, gpu_memory 80 GiB", a)
 	}
-	eventually(t, 15*time.Second, "the leader sees the device gone", func() error {
+	testutil.Until(t, 15*time.Second, "the leader sees the device gone", func() error {
 		v, err := nodeView()
 		if err != nil {
 			return err

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nodeup/nodeup/internal/testutil"
 	"github.com/nodeup/nodeup/rpc"
 	"github.com/nodeup/nodeup/sched"
 	"github.com/nodeup/nodeup/wire"
@@ -21,7 +22,7 @@ func twoNodes(t *testing.T) (n0, n1 *Node) {
 		c.Labels = map[string]string{"zone": []string{"rack1", "rack2"}[i]}
 	})
 	waitFormed(t, nodes, 2, 2)
-	eventually(t, 20*time.Second, "n0 sees n1 idle", func() error {
+	testutil.Until(t, 20*time.Second, "n0 sees n1 idle", func() error {
 		for _, nd := range nodes[0].clusterView() {
 			if nd.NodeID == nodes[1].id.NodeID && nd.Alive && nd.Available[sched.CPU] == sched.QuantityOf(4) {
 				return nil

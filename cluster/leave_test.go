@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nodeup/nodeup/internal/testutil"
 	"github.com/nodeup/nodeup/wire"
 )
 
@@ -27,7 +28,7 @@ func TestTwoVotersKeepLeaderOnGracefulStop(t *testing.T) {
 			if err := stopping.Shutdown(); err != nil {
 				t.Fatal(err)
 			}
-			eventually(t, 10*time.Second, "the remaining voter leads and commits", func() error {
+			testutil.Until(t, 10*time.Second, "the remaining voter leads and commits", func() error {
 				if !staying.IsLeader() {
 					return fmt.Errorf("%s is %s", staying.Name(), staying.raft.State())
 				}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nodeup/nodeup/internal/testutil"
 	"github.com/nodeup/nodeup/sched"
 	"github.com/nodeup/nodeup/wire"
 )
@@ -44,7 +45,7 @@ func TestLocalSchedQueue(t *testing.T) {
 	}
 	queued := func(n int) {
 		t.Helper()
-		eventually(t, 5*time.Second, fmt.Sprintf("%d queued", n), func() error {
+		testutil.Until(t, 5*time.Second, fmt.Sprintf("%d queued", n), func() error {
 			if q := queuedCount(s); q != n {
 				return fmt.Errorf("%d queued", q)
 			}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/hashicorp/memberlist"
 
+	"github.com/nodeup/nodeup/internal/testutil"
 	"github.com/nodeup/nodeup/rpc"
 	"github.com/nodeup/nodeup/store"
 	"github.com/nodeup/nodeup/wire"
@@ -81,7 +82,7 @@ func TestPartitionOutlastingFailureDetectionHeals(t *testing.T) {
 
 	newLeader := leaderOf(t, majority)
 	t.Logf("majority elected %s after %s", newLeader.Name(), time.Since(cut).Round(time.Millisecond))
-	eventually(t, 30*time.Second, "majority marks the cut-off nodes dead and autopilot drops them", func() error {
+	testutil.Until(t, 30*time.Second, "majority marks the cut-off nodes dead and autopilot drops them", func() error {
 		if err := kvSetVia(majority[0], "during", 3*time.Second); err != nil {
 			return err
 		}
@@ -113,7 +114,7 @@ func TestPartitionOutlastingFailureDetectionHeals(t *testing.T) {
 	// (A cut-off node that reaches the leader again re-registers, which
 	// marks it alive in the table until the next reconcile; gossip is what
 	// keeps it alive.)
-	eventually(t, 20*time.Second, "cut-off nodes alive in the new leader's gossip and table", func() error {
+	testutil.Until(t, 20*time.Second, "cut-off nodes alive in the new leader's gossip and table", func() error {
 		for _, mem := range newLeader.members.snapshot() {
 			if mem.Status != store.NodeAlive {
 				return fmt.Errorf("gossip has %s %s", mem.Name, mem.Status)
@@ -131,7 +132,7 @@ func TestPartitionOutlastingFailureDetectionHeals(t *testing.T) {
 		return nil
 	})
 	t.Logf("cut-off nodes alive in gossip and the table %s after the heal", time.Since(healed).Round(time.Millisecond))
-	eventually(t, 30*time.Second, "every node sees five alive nodes and five voters, and the cut-off ones take writes", func() error {
+	testutil.Until(t, 30*time.Second, "every node sees five alive nodes and five voters, and the cut-off ones take writes", func() error {
 		for _, nd := range nodes {
 			status, st, err := nodeStatuses(nd)
 			if err != nil {

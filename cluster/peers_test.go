@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nodeup/nodeup/internal/testutil"
 )
 
 // rememberedPeers reads nd's peers.json and returns the IDs it lists.
@@ -28,7 +30,7 @@ func rememberedPeers(dir string) (map[string]peerRecord, error) {
 // waitRemembers waits until every node's peers.json lists all the others.
 func waitRemembers(t *testing.T, nodes []*Node) {
 	t.Helper()
-	eventually(t, 10*time.Second, "peers.json lists every other node", func() error {
+	testutil.Until(t, 10*time.Second, "peers.json lists every other node", func() error {
 		for _, nd := range nodes {
 			got, err := rememberedPeers(nd.DataDir())
 			if err != nil {

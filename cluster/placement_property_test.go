@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nodeup/nodeup/internal/testutil"
 	"github.com/nodeup/nodeup/sched"
 	"github.com/nodeup/nodeup/store"
 	"github.com/nodeup/nodeup/wire"
@@ -138,7 +139,7 @@ func TestPlacementConcurrentCreatesAndRemovesKeepInvariants(t *testing.T) {
 			}
 		}
 	}
-	eventually(t, 20*time.Second, "all reservations given back", func() error {
+	testutil.Until(t, 20*time.Second, "all reservations given back", func() error {
 		if r := reservedCPU(t, leader); r != 0 {
 			return fmt.Errorf("%s CPU still reserved in the state", r)
 		}

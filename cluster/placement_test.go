@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nodeup/nodeup/internal/testutil"
 	"github.com/nodeup/nodeup/sched"
 	"github.com/nodeup/nodeup/store"
 	"github.com/nodeup/nodeup/wire"
@@ -45,7 +46,7 @@ func getPG(nd *Node, id string) (*wire.PGInfo, error) {
 func waitPG(t *testing.T, nd *Node, id string, timeout time.Duration, cond func(*wire.PGInfo) error) *wire.PGInfo {
 	t.Helper()
 	var info *wire.PGInfo
-	eventually(t, timeout, "placement group "+id, func() error {
+	testutil.Until(t, timeout, "placement group "+id, func() error {
 		var err error
 		if info, err = getPG(nd, id); err != nil {
 			return err
@@ -117,7 +118,7 @@ func TestPlacementRaceForLastResources(t *testing.T) {
 	if a.State != "CREATED" || a.Bundles[0].NodeID == a.Bundles[1].NodeID {
 		t.Fatalf("STRICT_SPREAD group: %+v", a)
 	}
-	eventually(t, 5*time.Second, "bundles committed on nodes", func() error { return checkNodePools(nodes, a) })
+	testutil.Until(t, 5*time.Second, "bundles committed on nodes", func() error { return checkNodePools(nodes, a) })
 
 	// Two groups race for the one node still free: exactly one gets it,
 	// all of it; the other holds nothing and waits.
@@ -144,14 +145,14 @@ func TestPlacementRaceForLastResources(t *testing.T) {
 	if got := reservedCPU(t, nodes[0]); got != sched.QuantityOf(6) {
 		t.Fatalf("reserved CPU %s, want 6", got)
 	}
-	eventually(t, 5*time.Second, "pools after the race", func() error { return checkNodePools(nodes, a, win) })
+	testutil.Until(t, 5*time.Second, "pools after the race", func() error { return checkNodePools(nodes, a, win) })
 
 	// Removing the winner lets the loser in.
 	if err := pgCall(nodes[2], wire.MethodPGRemove, &wire.PGRemoveRequest{ID: win.ID}, nil); err != nil {
 		t.Fatal(err)
 	}
 	lose = waitPG(t, nodes[0], lose.ID, 10*time.Second, isState(store.PGCreated))
-	eventually(t, 5*time.Second, "pools after the loser got in", func() error { return checkNodePools(nodes, a, lose) })
+	testutil.Until(t, 5*time.Second, "pools after the loser got in", func() error { return checkNodePools(nodes, a, lose) })
 	for _, g := range []*wire.PGInfo{a, lose} {
 		if err := pgCall(nodes[0], wire.MethodPGRemove, &wire.PGRemoveRequest{ID: g.ID}, nil); err != nil {
 			t.Fatal(err)
@@ -222,7 +223,7 @@ func TestPlacementRescheduleOnNodeDeath(t *testing.T) {
 		}
 		return nil
 	})
-	eventually(t, 5*time.Second, "bundle committed on the new node", func() error {
+	testutil.Until(t, 5*time.Second, "bundle committed on the new node", func() error {
 		if other.local.totals()["foo_group_0_"+g.ID] != sched.QuantityOf(1) {
 			return fmt.Errorf("node %s does not offer the bundle", other.Name())
 		}
@@ -257,7 +258,7 @@ func TestPlacementSurvivesLeaderFailover(t *testing.T) {
 			t.Fatalf("bundle %d moved from %s to %s across the failover", i, g.Bundles[i].NodeName, got.Bundles[i].NodeName)
 		}
 	}
-	eventually(t, 10*time.Second, "stray prepared bundle released", func() error {
+	testutil.Until(t, 10*time.Second, "stray prepared bundle released", func() error {
 		if cpu := nodes[2].local.available()[sched.CPU]; cpu != sched.QuantityOf(2) {
 			return fmt.Errorf("node %s has %s CPU free", nodes[2].Name(), cpu)
 		}

@@ -20,24 +20,12 @@ import (
 // faults of a new node.
 func BenchmarkPull64MiB(b *testing.B) {
 	const size = 64 << 20
-	dir := b.TempDir()
-	var nodes []*Node
-	for i := range 2 {
-		cfg := testConfig(b, dir, fmt.Sprintf("n%d", i))
+	nodes := testCluster(b, 2, func(i int, cfg *Config) {
 		cfg.ObjectStoreMemory = 256 << 20
 		if i == 0 {
-			cfg.Head = true
 			cfg.ObjectStoreMemory = 8 << 30 // sparse: only the pulled copies take memory
-		} else {
-			cfg.Join = []string{nodes[0].RPCAddr()}
 		}
-		nd, err := Start(context.Background(), cfg)
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(nd.Kill)
-		nodes = append(nodes, nd)
-	}
+	})
 	src := make([]byte, size)
 	for i := range src {
 		src[i] = byte(i * 7)

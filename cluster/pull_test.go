@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nodeup/nodeup/internal/testutil"
 	"github.com/nodeup/nodeup/rpc"
 	"github.com/nodeup/nodeup/wire"
 )
@@ -128,7 +129,7 @@ func fakePeer(t *testing.T, answer rpc.Handler) string {
 // fakePeerOfVersion is fakePeer speaking protocol version.
 func fakePeerOfVersion(t *testing.T, version uint16, answer rpc.Handler) string {
 	t.Helper()
-	s := rpc.NewServer(testLogger(), version)
+	s := rpc.NewServer(testutil.Logger(), version)
 	s.Register(wire.MethodObjectRead, answer)
 	l := listenConns(t, func(conn net.Conn) {
 		var pre [1]byte

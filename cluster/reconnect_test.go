@@ -4,13 +4,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nodeup/nodeup/internal/testutil"
 	"github.com/nodeup/nodeup/store"
 )
 
 // Only members that failed (not left) less than the timeout ago are retried;
 // live ones are counted, this node once.
 func TestReconnectTargets(t *testing.T) {
-	m, err := newMembership(gossipMeta{ID: "self"}, testLogger())
+	m, err := newMembership(gossipMeta{ID: "self"}, testutil.Logger())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,7 +33,7 @@ func TestReconnectTargets(t *testing.T) {
 // Remembered peers are tried until gossip shows them, and, across restarts,
 // until ReconnectTimeout after the time the file says they failed.
 func TestRememberedPeersAreReconnectTargets(t *testing.T) {
-	m, err := newMembership(gossipMeta{ID: "self"}, testLogger())
+	m, err := newMembership(gossipMeta{ID: "self"}, testutil.Logger())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nodeup/nodeup/internal/testutil"
 	"github.com/nodeup/nodeup/sched"
 	"github.com/nodeup/nodeup/store"
 )
@@ -90,7 +91,7 @@ func heartbeatsAfter(t *testing.T, leader, nd *Node, n int) {
 		leader.leader.mu.Lock()
 		since := leader.leader.soft[nd.ID()].at
 		leader.leader.mu.Unlock()
-		eventually(t, 10*time.Second, "a heartbeat from "+nd.Name(), func() error {
+		testutil.Until(t, 10*time.Second, "a heartbeat from "+nd.Name(), func() error {
 			leader.leader.mu.Lock()
 			defer leader.leader.mu.Unlock()
 			if !leader.leader.soft[nd.ID()].at.After(since) {
@@ -133,7 +134,7 @@ func TestNodeStopsActorsTheTableMovedPast(t *testing.T) {
 			fa := startFakeActor(t, nd, id, 0)
 			recordActor(t, nd, rec)
 			if tc.stopped {
-				eventually(t, 10*time.Second, "stale actor process stopped", func() error {
+				testutil.Until(t, 10*time.Second, "stale actor process stopped", func() error {
 					if !exited(fa.actor) {
 						return fmt.Errorf("pid %d still runs", fa.actor.cmd.Process.Pid)
 					}
@@ -186,7 +187,7 @@ func TestCutOffActorStoppedAfterHeal(t *testing.T) {
 		NodeID: victim.ID(), NodeName: victim.Name(), NodeAddr: victim.RPCAddr()})
 
 	heal := partition(t, []*Node{victim}, rest)
-	eventually(t, 30*time.Second, "actor DEAD after its node is cut off", func() error {
+	testutil.Until(t, 30*time.Second, "actor DEAD after its node is cut off", func() error {
 		a, err := leader.State().ActorByID(id)
 		if err != nil || a.State != store.ActorDead {
 			return fmt.Errorf("actor %+v, %v", a, err)
@@ -198,7 +199,7 @@ func TestCutOffActorStoppedAfterHeal(t *testing.T) {
 	}
 	healed := time.Now()
 	heal()
-	eventually(t, 20*time.Second, "the old actor process stopped after the heal", func() error {
+	testutil.Until(t, 20*time.Second, "the old actor process stopped after the heal", func() error {
 		if !exited(fa.actor) {
 			return fmt.Errorf("pid %d still runs", fa.actor.cmd.Process.Pid)
 		}
@@ -207,7 +208,7 @@ func TestCutOffActorStoppedAfterHeal(t *testing.T) {
 	t.Logf("old actor process stopped %s after the heal", time.Since(healed).Round(time.Millisecond))
 	// The job's task worker is stopped after the actor's exit is handled,
 	// a moment after the actor process is gone.
-	eventually(t, 10*time.Second, "the DEAD actor's job ends its task worker", func() error {
+	testutil.Until(t, 10*time.Second, "the DEAD actor's job ends its task worker", func() error {
 		if !exited(fa.task) {
 			return fmt.Errorf("task worker pid %d still runs", fa.task.cmd.Process.Pid)
 		}

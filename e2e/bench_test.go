@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nodeup/nodeup/internal/testutil"
 )
 
 // benchReport is the part of `nodeup bench --json` the tests read.
@@ -96,7 +98,7 @@ func TestBench(t *testing.T) {
 // metric is skipped with a reason on a one-node cluster.
 func TestBenchAgainstNode(t *testing.T) {
 	head := startNode(t, t.TempDir(), "n0", []string{"start", "--head"})
-	eventually(t, 20*time.Second, "head answers", func() error { _, err := status(t, head.addr()); return err })
+	testutil.Until(t, 20*time.Second, "head answers", func() error { _, err := status(t, head.addr()); return err })
 	rep, _ := runBench(t, nil, "--address", head.addr(), "--duration", "1ms", "--runs", "1",
 		"--filter", "^(single_client_tasks_async|single_client_put_gigabytes|cross_node_object_pull_gigabytes)$")
 	var got []string

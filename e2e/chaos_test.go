@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/nodeup/nodeup/internal/testutil"
 )
 
 // The chaos suite (issue 13): process clusters run the chaosload workload
@@ -57,7 +59,7 @@ func chaosLong(t *testing.T) {
 // chaosDriver is a running chaosload.
 type chaosDriver struct {
 	cmd     *exec.Cmd
-	out     *syncBuffer
+	out     *testutil.SyncBuffer
 	summary string
 	done    chan error
 }
@@ -69,7 +71,7 @@ func startChaosDriver(t *testing.T, addr string, d time.Duration, prefix ...stri
 	t.Helper()
 	bin := buildTestdata(t, "chaosload")
 	dir := t.TempDir()
-	cd := &chaosDriver{out: &syncBuffer{}, summary: filepath.Join(dir, "summary.json"), done: make(chan error, 1)}
+	cd := &chaosDriver{out: &testutil.SyncBuffer{}, summary: filepath.Join(dir, "summary.json"), done: make(chan error, 1)}
 	ready := filepath.Join(dir, "ready")
 	argv := append(append([]string{}, prefix...), bin, "-duration", d.String(), "-out", cd.summary, "-ready", ready)
 	cd.cmd = exec.Command(argv[0], argv[1:]...)
@@ -85,7 +87,7 @@ func startChaosDriver(t *testing.T, addr string, d time.Duration, prefix ...stri
 			t.Logf("--- driver output ---\n%s", cd.out.String())
 		}
 	})
-	eventually(t, 60*time.Second, "the workload's actors answer", func() error {
+	testutil.Until(t, 60*time.Second, "the workload's actors answer", func() error {
 		select {
 		case err := <-cd.done:
 			t.Fatalf("driver ended before it was ready: %v\n%s", err, cd.out.String())
@@ -134,7 +136,7 @@ func (cd *chaosDriver) finish(t *testing.T, limit time.Duration) chaosSummary {
 // gone.
 func resourcesBack(t *testing.T, status func() (*statusJSON, error)) {
 	t.Helper()
-	eventually(t, 30*time.Second, "every alive node's CPU free after the job", func() error {
+	testutil.Until(t, 30*time.Second, "every alive node's CPU free after the job", func() error {
 		st, err := status()
 		if err != nil {
 			return err
@@ -223,7 +225,7 @@ func startChaosThree(t *testing.T) []*proc {
 	t.Helper()
 	root := t.TempDir()
 	head := startNode(t, root, "n0", []string{"start", "--head"})
-	eventually(t, 20*time.Second, "head answers", func() error { _, err := status(t, head.addr()); return err })
+	testutil.Until(t, 20*time.Second, "head answers", func() error { _, err := status(t, head.addr()); return err })
 	nodes := []*proc{head}
 	for _, name := range []string{"n1", "n2"} {
 		nodes = append(nodes, startNode(t, root, name, []string{"join", head.addr()}))
@@ -251,7 +253,7 @@ func TestChaosShort(t *testing.T) {
 		t.Fatal(err)
 	}
 	killed := time.Now()
-	eventually(t, 30*time.Second, "n2 dead in the table", func() error {
+	testutil.Until(t, 30*time.Second, "n2 dead in the table", func() error {
 		st, err := status(t, n0.addr())
 		if err != nil {
 			return err
@@ -285,7 +287,7 @@ func nodeStates(t *testing.T, addr string) (map[string]string, error) {
 // node in state, and returns how long that took.
 func waitState(t *testing.T, addr, state string, within time.Duration, names ...string) time.Duration {
 	t.Helper()
-	return eventually(t, within, fmt.Sprintf("%v %s in the table", names, state), func() error {
+	return testutil.Until(t, within, fmt.Sprintf("%v %s in the table", names, state), func() error {
 		s, err := nodeStates(t, addr)
 		if err != nil {
 			return err
@@ -323,7 +325,7 @@ func TestChaosKillLeader(t *testing.T) {
 	}
 	<-leader.done
 	killed := time.Now()
-	took := eventually(t, 30*time.Second, "a new leader", func() error {
+	took := testutil.Until(t, 30*time.Second, "a new leader", func() error {
 		st, err := status(t, via.addr())
 		if err != nil {
 			return err
@@ -392,7 +394,7 @@ func TestChaosPartition(t *testing.T) {
 	minority := []int{0, 1}
 	cut := time.Now()
 	lab.cut(minority...)
-	eventually(t, 60*time.Second, "cut-off nodes dead", func() error {
+	testutil.Until(t, 60*time.Second, "cut-off nodes dead", func() error {
 		st, err := lab.status(2)
 		if err != nil {
 			return err
@@ -406,7 +408,7 @@ func TestChaosPartition(t *testing.T) {
 	time.Sleep(35*time.Second - time.Since(cut)) // the partition lasts 35 s
 	healed := time.Now()
 	lab.heal(minority...)
-	eventually(t, 60*time.Second, "every node sees 5 alive", func() error {
+	testutil.Until(t, 60*time.Second, "every node sees 5 alive", func() error {
 		for i := 0; i < n; i++ {
 			st, err := lab.status(i)
 			if err != nil {

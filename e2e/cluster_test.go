@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/nodeup/nodeup/internal/testutil"
 )
 
 func TestThreeProcessesFailoverAndRejoin(t *testing.T) {
@@ -38,7 +40,7 @@ func TestThreeProcessesFailoverAndRejoin(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = leader.wait()
-	took := eventually(t, 10*time.Second, "new leader after kill -9", func() error {
+	took := testutil.Until(t, 10*time.Second, "new leader after kill -9", func() error {
 		st, err := status(t, rest[0].addr())
 		if err != nil {
 			return err
@@ -49,7 +51,7 @@ func TestThreeProcessesFailoverAndRejoin(t *testing.T) {
 		return nil
 	})
 	t.Logf("new leader %s after kill -9 of the leader", took.Round(time.Millisecond))
-	took += eventually(t, 20*time.Second, "killed leader dead, others alive", func() error {
+	took += testutil.Until(t, 20*time.Second, "killed leader dead, others alive", func() error {
 		st, err := status(t, rest[1].addr())
 		if err != nil {
 			return err
@@ -74,7 +76,7 @@ func TestThreeProcessesFailoverAndRejoin(t *testing.T) {
 	leader.args[1] = rest[0].addr() // "join <peer>": the old head joins a live member
 	leader.args[0] = "join"
 	leader.run(t)
-	eventually(t, 30*time.Second, "restarted node rejoins as itself", func() error {
+	testutil.Until(t, 30*time.Second, "restarted node rejoins as itself", func() error {
 		st, err := status(t, rest[0].addr())
 		if err != nil {
 			return err
@@ -103,7 +105,7 @@ func TestSigtermLeavesAndStopCommand(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("node did not exit within 20s of SIGTERM")
 	}
-	eventually(t, 5*time.Second, "left after SIGTERM", func() error {
+	testutil.Until(t, 5*time.Second, "left after SIGTERM", func() error {
 		st, err := status(t, procs[0].addr())
 		if err != nil {
 			return err
@@ -132,7 +134,7 @@ func TestSigtermLeavesAndStopCommand(t *testing.T) {
 func TestGarbageOnPortsDoesNotCrash(t *testing.T) {
 	root := t.TempDir()
 	head := startNode(t, root, "n0", []string{"start", "--head"})
-	eventually(t, 20*time.Second, "head answers", func() error { _, err := status(t, head.addr()); return err })
+	testutil.Until(t, 20*time.Second, "head answers", func() error { _, err := status(t, head.addr()); return err })
 	gossipPort := head.args[7]
 	rng := rand.New(rand.NewSource(1))
 	for i := 0; i < 200; i++ {

@@ -7,17 +7,19 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/nodeup/nodeup/internal/testutil"
 )
 
 // TestSIGHUPKeepsRunning sends SIGHUP (what systemd's reload sends) to a
 // running node: it logs one line and keeps serving, instead of dying.
 func TestSIGHUPKeepsRunning(t *testing.T) {
 	head := startNode(t, t.TempDir(), "n0", []string{"start", "--head"})
-	eventually(t, 20*time.Second, "head answers", func() error { _, err := status(t, head.addr()); return err })
+	testutil.Until(t, 20*time.Second, "head answers", func() error { _, err := status(t, head.addr()); return err })
 	if err := head.cmd.Process.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 5*time.Second, "SIGHUP logged", func() error {
+	testutil.Until(t, 5*time.Second, "SIGHUP logged", func() error {
 		select {
 		case <-head.done:
 			t.Fatalf("node exited on SIGHUP: %v", head.wait())
@@ -39,7 +41,7 @@ func TestSIGHUPKeepsRunning(t *testing.T) {
 // the file and the remedy.
 func TestDamagedRaftDataOneLine(t *testing.T) {
 	head := startNode(t, t.TempDir(), "n0", []string{"start", "--head"})
-	eventually(t, 20*time.Second, "head answers", func() error { _, err := status(t, head.addr()); return err })
+	testutil.Until(t, 20*time.Second, "head answers", func() error { _, err := status(t, head.addr()); return err })
 	signalTerm(head)
 	if err := head.wait(); err != nil {
 		t.Fatalf("node exited with %v after SIGTERM", err)

@@ -4,12 +4,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/nodeup/nodeup/internal/testutil"
 )
 
 // TestFrozenNodeTasksRetried (issue 13, item 4): a node frozen mid-task
@@ -38,7 +39,7 @@ func TestFrozenNodeLeaseRequestRetried(t *testing.T) { runFrozen(t, "lease") }
 func runFrozen(t *testing.T, mode string) {
 	root := t.TempDir()
 	head := startNode(t, root, "n0", []string{"start", "--head"})
-	eventually(t, 20*time.Second, "head answers", func() error { _, err := status(t, head.addr()); return err })
+	testutil.Until(t, 20*time.Second, "head answers", func() error { _, err := status(t, head.addr()); return err })
 	n1 := startNode(t, root, "n1", []string{"join", head.addr()})
 	startNode(t, root, "n2", []string{"join", head.addr()})
 	// Three voters: the two that are not frozen keep a leader, whose view
@@ -48,7 +49,7 @@ func runFrozen(t *testing.T, mode string) {
 	marker := filepath.Join(root, "pid")
 	cmd := exec.Command(driver, mode, marker)
 	cmd.Env = append(os.Environ(), "NODEUP_ADDRESS="+head.addr())
-	out := &syncBuffer{}
+	out := &testutil.SyncBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -62,7 +63,7 @@ func runFrozen(t *testing.T, mode string) {
 		}
 	})
 	var pid int
-	eventually(t, 30*time.Second, "driver ready to freeze n1", func() error {
+	testutil.Until(t, 30*time.Second, "driver ready to freeze n1", func() error {
 		select {
 		case err := <-done:
 			t.Fatalf("driver ended before its task started: %v\n%s", err, out.String())
@@ -107,13 +108,9 @@ func runFrozen(t *testing.T, mode string) {
 // returns the binary's path.
 func buildTestdata(t *testing.T, name string) string {
 	t.Helper()
-	_, file, _, _ := runtime.Caller(0)
 	bin := filepath.Join(t.TempDir(), name)
-	build := exec.Command("go", "build", "-o", bin, "./e2e/testdata/"+name)
-	build.Dir = filepath.Dir(filepath.Dir(file))
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build %s: %v\n%s", name, err, out)
+	if err := testutil.GoBuild(bin, "./e2e/testdata/"+name); err != nil {
+		t.Fatal(err)
 	}
 	return bin
 }

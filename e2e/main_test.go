@@ -5,17 +5,16 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/nodeup/nodeup/internal/testutil"
 )
 
 // nodeupBin is the binary under test, built once by TestMain.
@@ -27,38 +26,13 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	nodeupBin = filepath.Join(dir, "nodeup")
-	_, file, _, _ := runtime.Caller(0)
-	build := exec.Command("go", "build", "-o", nodeupBin, ".")
-	build.Dir = filepath.Dir(filepath.Dir(file))
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "build nodeup: %v\n%s", err, out)
+	if nodeupBin, err = testutil.BuildNodeup(dir); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
-}
-
-// freePort returns a port free for TCP and UDP on 127.0.0.1 right now.
-func freePort(t *testing.T) int {
-	t.Helper()
-	for i := 0; i < 50; i++ {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		port := l.Addr().(*net.TCPAddr).Port
-		u, err := net.ListenPacket("udp", fmt.Sprintf("127.0.0.1:%d", port))
-		l.Close()
-		if err == nil {
-			u.Close()
-			return port
-		}
-	}
-	t.Fatal("no free port")
-	return 0
 }
 
 // proc is one node process.
@@ -72,33 +46,14 @@ type proc struct {
 	args                 []string
 	prefix               []string // a command nodeup runs under (ip netns exec <ns>), if any
 	cmd                  *exec.Cmd
-	log                  *syncBuffer
-	done                 chan struct{} // closed when the process has exited
-	err                  error         // its exit status, set before done closes
+	log                  *testutil.SyncBuffer
+	done                 <-chan struct{} // closed when the process has exited
+	ps                   *testutil.Process
 }
 
 // wait returns the process's exit status once it has exited.
 func (p *proc) wait() error {
-	<-p.done
-	return p.err
-}
-
-// syncBuffer is a bytes.Buffer safe for the exec copier and the test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
+	return p.ps.Wait()
 }
 
 func (p *proc) addr() string { return "127.0.0.1:" + strconv.Itoa(p.port) }
@@ -106,7 +61,7 @@ func (p *proc) addr() string { return "127.0.0.1:" + strconv.Itoa(p.port) }
 // startNode runs `nodeup <verb...> <node flags>` in the background.
 func startNode(t *testing.T, root, name string, verb []string, extra ...string) *proc {
 	t.Helper()
-	p := &proc{name: name, dataDir: filepath.Join(root, name), port: freePort(t), gossipPort: freePort(t), httpPort: freePort(t)}
+	p := &proc{name: name, dataDir: filepath.Join(root, name), port: testutil.FreePort(t), gossipPort: testutil.FreePort(t), httpPort: testutil.FreePort(t)}
 	p.args = append(append([]string{}, verb...),
 		"--bind", "127.0.0.1", "--port", strconv.Itoa(p.port), "--gossip-port", strconv.Itoa(p.gossipPort),
 		"--http-port", strconv.Itoa(p.httpPort), "--data-dir", p.dataDir, "--node-name", name, "--num-cpus", "2", "--memory", "1GiB")
@@ -117,34 +72,14 @@ func startNode(t *testing.T, root, name string, verb []string, extra ...string) 
 
 func (p *proc) run(t *testing.T) {
 	t.Helper()
-	p.log = &syncBuffer{}
-	argv := append(append(append([]string{}, p.prefix...), nodeupBin), p.args...)
-	p.cmd = exec.Command(argv[0], argv[1:]...)
-	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
-	p.cmd.Env = append(os.Environ(), "TMPDIR="+filepath.Dir(p.dataDir))
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	p.done = done
-	cmd := p.cmd
-	go func() {
-		p.err = cmd.Wait()
-		close(done)
-	}()
 	t.Cleanup(func() {
-		// Gracefully first, so the node removes its shared-memory arena.
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-done:
-		case <-time.After(15 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
 		if t.Failed() {
 			t.Logf("--- log of %s ---\n%s", p.name, p.log.String())
 		}
 	})
+	argv := append(append(append([]string{}, p.prefix...), nodeupBin), p.args...)
+	p.ps = testutil.StartProcess(t, argv, []string{"TMPDIR=" + filepath.Dir(p.dataDir)})
+	p.cmd, p.log, p.done = p.ps.Cmd, p.ps.Log, p.ps.Done()
 }
 
 // nodeup runs a client verb and returns stdout, stderr and the exit code.
@@ -196,20 +131,6 @@ func status(t *testing.T, addr string) (*statusJSON, error) {
 	return &st, nil
 }
 
-func eventually(t *testing.T, timeout time.Duration, what string, cond func() error) time.Duration {
-	t.Helper()
-	start := time.Now()
-	var err error
-	for time.Since(start) < timeout {
-		if err = cond(); err == nil {
-			return time.Since(start)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatalf("%s: not within %s: %v", what, timeout, err)
-	return 0
-}
-
 func alive(st *statusJSON) int {
 	n := 0
 	for _, nd := range st.Nodes {
@@ -228,7 +149,7 @@ func startThree(t *testing.T) []*proc {
 	t.Helper()
 	root := t.TempDir()
 	head := startNode(t, root, "n0", []string{"start", "--head"}, "--resources", "node0=2,TPU-v3=2")
-	eventually(t, 20*time.Second, "head answers", func() error { _, err := status(t, head.addr()); return err })
+	testutil.Until(t, 20*time.Second, "head answers", func() error { _, err := status(t, head.addr()); return err })
 	gpus := []string{"--num-gpus", "4", "--gpu-model", "H100"}
 	n1 := startNode(t, root, "n1", []string{"join", head.addr()}, append([]string{"--resources", `{"node1": 2}`}, gpus...)...)
 	n2 := startNode(t, root, "n2", []string{"join", head.addr()}, append([]string{"--resources", "node2=2"}, gpus...)...)
@@ -242,7 +163,7 @@ func startThree(t *testing.T) []*proc {
 // voters and there is a leader, and returns how long that took.
 func waitFormed(t *testing.T, addr string, n int) time.Duration {
 	t.Helper()
-	return eventually(t, 30*time.Second, fmt.Sprintf("%d-node cluster forms", n), func() error {
+	return testutil.Until(t, 30*time.Second, fmt.Sprintf("%d-node cluster forms", n), func() error {
 		st, err := status(t, addr)
 		if err != nil {
 			return err
@@ -264,17 +185,13 @@ func waitFormed(t *testing.T, addr string, n int) time.Duration {
 // directory and returns it.
 func buildExamples(t *testing.T, names ...string) string {
 	t.Helper()
-	_, file, _, _ := runtime.Caller(0)
 	dir := t.TempDir()
-	args := []string{"build", "-o", dir + "/"}
+	var pkgs []string
 	for _, n := range names {
-		args = append(args, "./examples/"+n)
+		pkgs = append(pkgs, "./examples/"+n)
 	}
-	build := exec.Command("go", args...)
-	build.Dir = filepath.Dir(filepath.Dir(file))
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build %v: %v\n%s", names, err, out)
+	if err := testutil.GoBuild(dir+"/", pkgs...); err != nil {
+		t.Fatal(err)
 	}
 	return dir
 }

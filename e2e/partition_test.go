@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nodeup/nodeup/internal/testutil"
 )
 
 // netnsLab is a set of network namespaces, one per node, each with one
@@ -143,11 +145,11 @@ func (l *netnsLab) status(i int) (*statusJSON, error) {
 func (l *netnsLab) startCluster(root string) []*proc {
 	l.t.Helper()
 	nodes := []*proc{l.start(root, 0, "start", "--head")}
-	eventually(l.t, 20*time.Second, "head answers", func() error { _, err := l.status(0); return err })
+	testutil.Until(l.t, 20*time.Second, "head answers", func() error { _, err := l.status(0); return err })
 	for i := 1; i < l.nodes; i++ {
 		nodes = append(nodes, l.start(root, i, "join", l.addr(0)+":7370"))
 	}
-	eventually(l.t, 60*time.Second, fmt.Sprintf("%d alive nodes and %d voters", l.nodes, l.nodes), func() error {
+	testutil.Until(l.t, 60*time.Second, fmt.Sprintf("%d alive nodes and %d voters", l.nodes, l.nodes), func() error {
 		st, err := l.status(2)
 		if err != nil {
 			return err
@@ -196,7 +198,7 @@ func TestNetnsPartitionHeals(t *testing.T) {
 	minority, majority := []int{0, 1}, []int{2, 3, 4}
 	cut := time.Now()
 	lab.cut(minority...)
-	took := eventually(t, 60*time.Second, "majority leader, cut-off nodes dead, autopilot down to 3 voters", func() error {
+	took := testutil.Until(t, 60*time.Second, "majority leader, cut-off nodes dead, autopilot down to 3 voters", func() error {
 		st, err := lab.status(majority[0])
 		if err != nil {
 			return err
@@ -231,7 +233,7 @@ func TestNetnsPartitionHeals(t *testing.T) {
 
 	healed := time.Now()
 	lab.heal(minority...)
-	took = eventually(t, 60*time.Second, "cut-off nodes alive in the table", func() error {
+	took = testutil.Until(t, 60*time.Second, "cut-off nodes alive in the table", func() error {
 		st, err := lab.status(majority[0])
 		if err != nil {
 			return err
@@ -242,7 +244,7 @@ func TestNetnsPartitionHeals(t *testing.T) {
 		return nil
 	})
 	t.Logf("cut-off nodes alive in the table %s after the heal", took.Round(time.Millisecond))
-	eventually(t, 60*time.Second, "every node sees 5 alive and 5 voters; the cut-off ones take writes", func() error {
+	testutil.Until(t, 60*time.Second, "every node sees 5 alive and 5 voters; the cut-off ones take writes", func() error {
 		for i := 0; i < n; i++ {
 			st, err := lab.status(i)
 			if err != nil {

@@ -29,6 +29,7 @@ func q(s string) sched.Quantity {
 }
 
 func TestAssignWholeFractionalMemory(t *testing.T) {
+	t.Parallel()
 	a := NewAllocator(testDevices(4, 40*gib))
 	two, err := a.Assign(Request{GPU: q("2")})
 	if err != nil {
@@ -83,6 +84,7 @@ func TestAssignWholeFractionalMemory(t *testing.T) {
 }
 
 func TestAssignErrors(t *testing.T) {
+	t.Parallel()
 	a := NewAllocator(testDevices(2, 16*gib))
 	cases := []struct {
 		req  Request
@@ -120,6 +122,7 @@ func TestAssignErrors(t *testing.T) {
 }
 
 func TestUnhealthyDeviceLeavesScheduling(t *testing.T) {
+	t.Parallel()
 	a := NewAllocator(testDevices(2, 16*gib))
 	held, _ := a.Assign(Request{GPU: q("0.5")})
 	if !a.SetHealth(held.Shares[0].Device.Index, false, "Xid 79") {
@@ -201,6 +204,7 @@ func checkNoOvercommit(t *testing.T, a *Allocator, live map[*Assignment]bool) {
 // device, refusals are justified, and releasing everything restores every
 // device exactly.
 func TestAllocatorProperty(t *testing.T) {
+	t.Parallel()
 	for seed := uint64(1); seed <= 200; seed++ {
 		r := rand.New(rand.NewPCG(seed, 7))
 		n := 1 + r.IntN(8)
@@ -304,6 +308,7 @@ func fitsSomewhere(req Request, devs []DeviceUsage) bool {
 // TestAllocatorConcurrent: goroutines assigning and releasing at random
 // (run with -race) never over-commit, and all devices are free at the end.
 func TestAllocatorConcurrent(t *testing.T) {
+	t.Parallel()
 	const mem = 24 * gib
 	a := NewAllocator(testDevices(4, mem))
 	var mu sync.Mutex
@@ -364,6 +369,7 @@ func TestAllocatorConcurrent(t *testing.T) {
 }
 
 func TestRequestFrom(t *testing.T) {
+	t.Parallel()
 	r := RequestFrom(sched.ResourceSet{sched.GPU: q("0.5"), MemoryResource: sched.QuantityOf(gib) + 1, sched.CPU: q("4")})
 	if r.GPU != q("0.5") || r.MemoryBytes != gib+1 {
 		t.Errorf("RequestFrom = %+v", r)
@@ -374,6 +380,7 @@ func TestRequestFrom(t *testing.T) {
 // holds whole, fractions up to the bundle's share of a device, never a
 // device the bundle does not hold.
 func TestWithinHandsOutOnlyTheReservation(t *testing.T) {
+	t.Parallel()
 	node := NewAllocator(testDevices(4, 40*gib))
 	other, _ := node.Assign(Request{GPU: q("1")}) // device 0 taken by a plain lease
 	two, err := node.Assign(Request{GPU: q("2")})
@@ -432,6 +439,7 @@ func TestWithinHandsOutOnlyTheReservation(t *testing.T) {
 // outside its bundle nor more of a device than the bundle reserved;
 // Feasible and Assign agree inside bundles as on the node.
 func TestWithinProperty(t *testing.T) {
+	t.Parallel()
 	for seed := uint64(1); seed <= 100; seed++ {
 		r := rand.New(rand.NewPCG(seed, 11))
 		mem := uint64(1+r.IntN(80)) * gib

@@ -7,6 +7,7 @@ import (
 )
 
 func TestShortModel(t *testing.T) {
+	t.Parallel()
 	cases := map[string]string{
 		"NVIDIA H100 80GB HBM3":      "H100",
 		"NVIDIA H100 PCIe":           "H100",

@@ -11,6 +11,7 @@ import (
 )
 
 func TestFrameRoundTrip(t *testing.T) {
+	t.Parallel()
 	at := time.Unix(1700000000, 123456789).UTC()
 	frames := []*Frame{
 		{Type: FrameHello, Version: ProtocolVersion, IntervalMS: 5000},
@@ -47,6 +48,7 @@ func TestFrameRoundTrip(t *testing.T) {
 }
 
 func TestReadFrameBad(t *testing.T) {
+	t.Parallel()
 	var buf bytes.Buffer
 	_ = WriteFrame(&buf, &Frame{Type: FrameHello, Version: 1})
 	whole := buf.Bytes()

@@ -22,6 +22,7 @@ func readSMI(t *testing.T, name string) []byte {
 }
 
 func TestParseSMIH100x8(t *testing.T) {
+	t.Parallel()
 	at := time.Unix(1700000000, 0)
 	res, err := ParseSMI(readSMI(t, "h100x8.txt"), at)
 	if err != nil {
@@ -108,6 +109,7 @@ func TestParseSMINoGPUsAndLost(t *testing.T) {
 }
 
 func TestParseSMIApps(t *testing.T) {
+	t.Parallel()
 	procs, err := ParseSMIApps(readSMI(t, "apps.txt"))
 	if err != nil {
 		t.Fatal(err)
@@ -145,6 +147,7 @@ func FuzzParseSMI(f *testing.F) {
 }
 
 func TestQuerySMIFakeBinary(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	script := filepath.Join(dir, "nvidia-smi")
 	body := "#!/bin/sh\ncase \"$1\" in --query-gpu*) cat " + filepath.Join(mustAbs(t, "testdata/smi"), "mixed_a100_v100.txt") + ";; *) cat " + filepath.Join(mustAbs(t, "testdata/smi"), "apps.txt") + ";; esac\n"

@@ -1,7 +1,6 @@
 package gpu
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -14,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nodeup/nodeup/internal/testutil"
 	"github.com/nodeup/nodeup/sched"
 )
 
@@ -101,27 +101,9 @@ func fakeHelper(mode string) int {
 	}
 }
 
-// logBuf collects a test's log output.
-type logBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuf) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-func testConfig(t *testing.T, mode string) (Config, *logBuf) {
+func testConfig(t *testing.T, mode string) (Config, *testutil.SyncBuffer) {
 	t.Helper()
-	logs := &logBuf{}
+	logs := &testutil.SyncBuffer{}
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
@@ -143,16 +125,15 @@ func testConfig(t *testing.T, mode string) (Config, *logBuf) {
 	}, logs
 }
 
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, what string, cond func() bool) {
+// waitStatus waits (at most 15 s) until ok accepts s's status.
+func waitStatus(t *testing.T, s *Supervisor, what string, ok func(Status) bool) {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
+	testutil.Until(t, 15*time.Second, what, func() error {
+		if st := s.Status(); !ok(st) {
+			return fmt.Errorf("status %+v", st)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 func start(t *testing.T, cfg Config) *Supervisor {
@@ -175,8 +156,7 @@ func TestSupervisorHelperDevicesAndTelemetry(t *testing.T) {
 	if r := s.Resources(); !r.Equal(want) {
 		t.Errorf("Resources = %v, want %v", r, want)
 	}
-	waitFor(t, "samples for both devices", func() bool {
-		st := s.Status()
+	waitStatus(t, s, "samples for both devices", func(st Status) bool {
 		return len(st.Devices) == 2 && st.Devices[0].Sample != nil && st.Devices[1].Sample != nil
 	})
 	st := s.Status()
@@ -204,8 +184,7 @@ func TestSupervisorRestartsCrashedHelper(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "two restarts and a running helper", func() bool {
-		st := s.Status()
+	waitStatus(t, s, "two restarts and a running helper", func(st Status) bool {
 		return st.HelperRestarts >= 2 && st.HelperRunning
 	})
 	// Crashes never took devices out or lost the live assignment.
@@ -226,8 +205,7 @@ func TestSupervisorRestartsCrashedHelper(t *testing.T) {
 func TestSupervisorKillsHungHelper(t *testing.T) {
 	cfg, logs := testConfig(t, "hang@1")
 	s := start(t, cfg)
-	waitFor(t, "a restart after the hang", func() bool {
-		st := s.Status()
+	waitStatus(t, s, "a restart after the hang", func(st Status) bool {
 		return st.HelperRestarts == 1 && st.HelperRunning
 	})
 	if l := logs.String(); !strings.Contains(l, "GPU helper hung: no frame for") {
@@ -241,8 +219,7 @@ func TestSupervisorKillsHungHelper(t *testing.T) {
 func TestSupervisorRestartsHelperSendingGarbage(t *testing.T) {
 	cfg, logs := testConfig(t, "garbage@1")
 	s := start(t, cfg)
-	waitFor(t, "a restart after the bad frame", func() bool {
-		st := s.Status()
+	waitStatus(t, s, "a restart after the bad frame", func(st Status) bool {
 		return st.HelperRestarts == 1 && st.HelperRunning
 	})
 	if l := logs.String(); !strings.Contains(l, "frame too large") {
@@ -355,7 +332,7 @@ func TestSupervisorFallsBackToSMI(t *testing.T) {
 			if err := os.WriteFile(out, []byte(strings.Join(ls[:3], "\n")+"\n"), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			waitFor(t, "device 3 unhealthy", func() bool { return !s.Status().Devices[3].Healthy })
+			waitStatus(t, s, "device 3 unhealthy", func(st Status) bool { return !st.Devices[3].Healthy })
 			if r := s.Resources(); r[sched.GPU] != sched.QuantityOf(3) {
 				t.Errorf("Resources = %v", r)
 			}
@@ -364,7 +341,7 @@ func TestSupervisorFallsBackToSMI(t *testing.T) {
 }
 
 func TestSupervisorNoGPUsLogsOneLine(t *testing.T) {
-	logs := &logBuf{}
+	logs := &testutil.SyncBuffer{}
 	cfg := Config{
 		DataDir: t.TempDir(),
 		Logger:  slog.New(slog.NewTextHandler(logs, nil)), // Info and up

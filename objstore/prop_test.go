@@ -88,6 +88,7 @@ func chainObjects(s *Store) func(func(*object) bool) {
 // bytes never change before it is released, even when its object is deleted
 // or evicted and its space is wanted.
 func TestRandomOps(t *testing.T) {
+	t.Parallel()
 	var fulls, evicted, deadViewed int
 	for seed := range uint64(20) {
 		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {

@@ -38,6 +38,7 @@ func within(b, arena []byte) bool {
 }
 
 func TestOpen(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	s, err := Open(dir, "arena", 5000, nil)
 	if err != nil {
@@ -66,6 +67,7 @@ func TestOpen(t *testing.T) {
 }
 
 func TestPutGetRoundTrip(t *testing.T) {
+	t.Parallel()
 	s := openTest(t, 1<<20)
 	want := pattern(3, 1000)
 	if err := s.Put("obj", want); err != nil {
@@ -94,6 +96,7 @@ func TestPutGetRoundTrip(t *testing.T) {
 }
 
 func TestZeroCopy(t *testing.T) {
+	t.Parallel()
 	s := openTest(t, 1<<16)
 	m, err := MapFile(s.Path())
 	if err != nil {
@@ -147,6 +150,7 @@ func TestZeroCopy(t *testing.T) {
 }
 
 func TestMappingBounds(t *testing.T) {
+	t.Parallel()
 	s := openTest(t, 8192)
 	m, err := MapFile(s.Path())
 	if err != nil {
@@ -178,6 +182,7 @@ func TestMappingBounds(t *testing.T) {
 }
 
 func TestErrors(t *testing.T) {
+	t.Parallel()
 	s := openTest(t, 1<<16)
 	if err := s.Put("a", []byte("x")); err != nil {
 		t.Fatal(err)
@@ -262,6 +267,7 @@ func TestErrors(t *testing.T) {
 }
 
 func TestFull(t *testing.T) {
+	t.Parallel()
 	s := openTest(t, 4096)
 	for i := range 4 {
 		if err := s.Put(fmt.Sprint("o", i), make([]byte, 1000)); err != nil { // 1024 aligned
@@ -300,6 +306,7 @@ func TestFull(t *testing.T) {
 }
 
 func TestCoalescing(t *testing.T) {
+	t.Parallel()
 	s := openTest(t, 1<<16)
 	var locs [3]Location
 	for i, id := range []string{"A", "B", "C"} {
@@ -328,6 +335,7 @@ func TestCoalescing(t *testing.T) {
 }
 
 func TestAllocatorCoalesce(t *testing.T) {
+	t.Parallel()
 	a := newAllocator(640)
 	var offs []int64
 	for range 10 {
@@ -353,6 +361,7 @@ func TestAllocatorCoalesce(t *testing.T) {
 }
 
 func TestEvictionLRU(t *testing.T) {
+	t.Parallel()
 	s := openTest(t, 8192) // eight 1024-byte slots
 	one := make([]byte, 1024)
 	for _, id := range []string{"p0", "s0", "s1", "s2", "s3", "p1", "s4", "s5"} {
@@ -415,6 +424,7 @@ func TestEvictionLRU(t *testing.T) {
 }
 
 func TestEvictionSkipsUnsealed(t *testing.T) {
+	t.Parallel()
 	s := openTest(t, 4096)
 	if _, err := s.CreateSecondary("pulling", 4096); err != nil {
 		t.Fatal(err)
@@ -439,6 +449,7 @@ func assertPresent(t *testing.T, s *Store, id string, want bool) {
 }
 
 func TestDeletePrefix(t *testing.T) {
+	t.Parallel()
 	s := openTest(t, 1<<16)
 	for _, id := range []string{"job1/a", "job1/b", "job2/a", "job10/a"} {
 		if err := s.Put(id, make([]byte, 100)); err != nil {
@@ -463,6 +474,7 @@ func TestDeletePrefix(t *testing.T) {
 }
 
 func TestReadAtChunks(t *testing.T) {
+	t.Parallel()
 	s := openTest(t, 1<<16)
 	want := pattern(9, 10000)
 	if err := s.Put("obj", want); err != nil {
@@ -498,6 +510,7 @@ func TestReadAtChunks(t *testing.T) {
 }
 
 func TestConcurrent(t *testing.T) {
+	t.Parallel()
 	s := openTest(t, 8<<20)
 	var wg sync.WaitGroup
 	for g := range 8 {
@@ -537,6 +550,7 @@ func TestConcurrent(t *testing.T) {
 }
 
 func TestWritableMappingFillsAnAllocatedObject(t *testing.T) {
+	t.Parallel()
 	s, err := Open(t.TempDir(), "arena", 1<<20, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -570,6 +584,7 @@ func TestWritableMappingFillsAnAllocatedObject(t *testing.T) {
 }
 
 func TestViewReadsInPlace(t *testing.T) {
+	t.Parallel()
 	s := openTest(t, 1<<16)
 	want := pattern(3, 10000)
 	if err := s.Put("obj", want); err != nil {
@@ -611,6 +626,7 @@ func TestViewReadsInPlace(t *testing.T) {
 }
 
 func TestViewHoldsSpaceOfADeletedObject(t *testing.T) {
+	t.Parallel()
 	s := openTest(t, 8192)
 	want := pattern(5, 8192)
 	if err := s.Put("obj", want); err != nil {
@@ -645,6 +661,7 @@ func TestViewHoldsSpaceOfADeletedObject(t *testing.T) {
 }
 
 func TestEvictionSkipsViewedCopies(t *testing.T) {
+	t.Parallel()
 	s := openTest(t, 4096) // two 2048-byte slots
 	for _, id := range []string{"s0", "s1"} {
 		if err := s.PutSecondary(id, make([]byte, 2048)); err != nil {
@@ -671,6 +688,7 @@ func TestEvictionSkipsViewedCopies(t *testing.T) {
 }
 
 func TestViewOutlivesClose(t *testing.T) {
+	t.Parallel()
 	s, err := Open(t.TempDir(), "arena", 1<<16, nil)
 	if err != nil {
 		t.Fatal(err)

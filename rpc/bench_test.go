@@ -2,9 +2,12 @@ package rpc
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"testing"
 	"time"
+
+	"github.com/nodeup/nodeup/internal/testutil"
 )
 
 // benchTask is shaped like a small task submission.
@@ -97,15 +100,13 @@ func BenchmarkIdleConnMemory(b *testing.B) {
 
 // waitConns waits until s serves n connections.
 func waitConns(b *testing.B, s *Server, n int) {
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+	testutil.Until(b, 10*time.Second, fmt.Sprintf("server has %d connections", n), func() error {
 		s.mu.Lock()
 		got := len(s.conns)
 		s.mu.Unlock()
-		if got == n {
-			return
+		if got != n {
+			return fmt.Errorf("%d connections", got)
 		}
-		if time.Now().After(deadline) {
-			b.Fatalf("server has %d connections, want %d", got, n)
-		}
-	}
+		return nil
+	})
 }

@@ -36,6 +36,7 @@ func bulkServer(src []byte, released chan<- int) *Server {
 }
 
 func TestCallIntoReadsBulkResults(t *testing.T) {
+	t.Parallel()
 	src := pattern(5 << 20)
 	released := make(chan int, 1)
 	c := dialTCP(t, serveTCP(t, bulkServer(src, released)))
@@ -71,6 +72,7 @@ func TestCallIntoReadsBulkResults(t *testing.T) {
 }
 
 func TestCallIntoRejectsWhatDoesNotFit(t *testing.T) {
+	t.Parallel()
 	src := pattern(1 << 20)
 	released := make(chan int, 1)
 	c := dialTCP(t, serveTCP(t, bulkServer(src, released)))
@@ -103,6 +105,7 @@ func TestCallIntoRejectsWhatDoesNotFit(t *testing.T) {
 }
 
 func TestCallIntoCancelledBeforeTheAnswerLeavesDstAlone(t *testing.T) {
+	t.Parallel()
 	release := make(chan struct{})
 	entered := make(chan struct{}, 1)
 	written := make(chan struct{})
@@ -189,6 +192,7 @@ func response(body []byte, extra int) []byte {
 }
 
 func TestCallIntoMalformedBodies(t *testing.T) {
+	t.Parallel()
 	ok := response([]byte{0xc4, 3, 'a', 'b', 'c'}, 0)
 	cases := []struct {
 		name  string
@@ -234,6 +238,7 @@ func TestCallIntoMalformedBodies(t *testing.T) {
 }
 
 func TestCallIntoHeaderLongerThanReadBuffer(t *testing.T) {
+	t.Parallel()
 	// A response whose header (a 40 KiB error string) does not fit the
 	// client's 32 KiB read buffer: the reader falls back to reading the
 	// payload whole, and still routes the bin into dst.
@@ -255,6 +260,7 @@ func TestCallIntoHeaderLongerThanReadBuffer(t *testing.T) {
 }
 
 func TestReadFrameHeaderLongerThanReadBuffer(t *testing.T) {
+	t.Parallel()
 	want := &Frame{Seq: 9, Kind: KindError, Error: strings.Repeat("x", 100), Code: "c", Body: []byte{0xc0}}
 	r := bufio.NewReaderSize(bytes.NewReader(encodeFrame(t, want)), 16)
 	got, err := ReadFrame(r)

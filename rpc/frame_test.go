@@ -38,6 +38,7 @@ func framesEqual(a, b *Frame) bool {
 }
 
 func TestFrameRoundTrip(t *testing.T) {
+	t.Parallel()
 	var stream bytes.Buffer
 	for _, f := range sampleFrames() {
 		stream.Write(encodeFrame(t, f))
@@ -58,6 +59,7 @@ func TestFrameRoundTrip(t *testing.T) {
 }
 
 func TestFrameNonCanonicalHeader(t *testing.T) {
+	t.Parallel()
 	// array16 header, int64 seq, uint8 kind, str8 method, nil error, str16 code.
 	payload := []byte{0xdc, 0, 5, 0xd3, 0, 0, 0, 0, 0, 0, 0, 7, 0xcc, 2, 0xd9, 1, 'M', 0xc0, 0xda, 0, 1, 'c', 0xc0}
 	data := append([]byte{0, 0, 0, byte(len(payload))}, payload...)
@@ -72,6 +74,7 @@ func TestFrameNonCanonicalHeader(t *testing.T) {
 }
 
 func TestFrameErrors(t *testing.T) {
+	t.Parallel()
 	valid := encodeFrame(t, sampleFrames()[0])
 	cases := map[string]struct {
 		data []byte
@@ -139,6 +142,7 @@ func TestTruncatedLargeFrameAllocatesLittle(t *testing.T) {
 }
 
 func TestWriteFrameTooLarge(t *testing.T) {
+	t.Parallel()
 	var buf bytes.Buffer
 	w := bufio.NewWriter(&buf)
 	err := WriteFrame(w, &Frame{Seq: 1, Body: make([]byte, MaxFrameSize)})

@@ -5,12 +5,15 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nodeup/nodeup/internal/testutil"
 )
 
 // fakePeer listens on loopback and runs serve on the first connection.
@@ -35,7 +38,7 @@ func fakePeer(t *testing.T, serve func(net.Conn)) string {
 // A server refuses a client of another version: it answers its own hello
 // and closes, runs nothing, and logs both versions.
 func TestServerRefusesOtherProtocolVersion(t *testing.T) {
-	var logs lockedBuffer
+	var logs testutil.SyncBuffer
 	s := NewServer(slog.New(slog.NewTextHandler(&logs, nil)), testVersion)
 	ran := make(chan struct{}, 1)
 	Handle(s, "Test.Echo", func(ctx context.Context, req *echoReq) (*echoResp, error) {
@@ -65,15 +68,18 @@ func TestServerRefusesOtherProtocolVersion(t *testing.T) {
 		t.Fatal("the server ran a request of a client speaking another protocol version")
 	default:
 	}
-	waitFor(t, func() bool {
-		return strings.Contains(logs.String(), "protocol version 10, this process speaks version 9")
-	},
-		"a warning naming both versions")
+	testutil.Until(t, 5*time.Second, "a warning naming both versions", func() error {
+		if !strings.Contains(logs.String(), "protocol version 10, this process speaks version 9") {
+			return fmt.Errorf("log: %q", logs.String())
+		}
+		return nil
+	})
 }
 
 // A client refuses a server of another version: the call fails with a
 // *VersionError naming both, as a transport error.
 func TestClientRefusesOtherProtocolVersion(t *testing.T) {
+	t.Parallel()
 	addr := fakePeer(t, func(c net.Conn) {
 		if _, err := io.ReadFull(c, make([]byte, HelloSize)); err != nil {
 			return
@@ -96,6 +102,7 @@ func TestClientRefusesOtherProtocolVersion(t *testing.T) {
 // A server from before the hello answers frames without one: the client
 // says the peer sent no hello instead of misreading the reply.
 func TestClientRefusesPeerWithoutHello(t *testing.T) {
+	t.Parallel()
 	addr := fakePeer(t, func(c net.Conn) {
 		br := bufio.NewReader(c)
 		_, _ = br.Discard(HelloSize) // an old server would read it as a frame length
@@ -108,16 +115,5 @@ func TestClientRefusesPeerWithoutHello(t *testing.T) {
 	var ve *VersionError
 	if !errors.As(err, &ve) || !ve.NoHello || !strings.Contains(err.Error(), "sent no protocol hello") {
 		t.Fatalf("call to a server without hello: %v; want *VersionError{NoHello: true}", err)
-	}
-}
-
-// waitFor polls cond for up to 5 s.
-func waitFor(t *testing.T, cond func() bool, what string) {
-	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); !cond(); {
-		if time.Now().After(deadline) {
-			t.Fatal("timed out waiting for " + what)
-		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }

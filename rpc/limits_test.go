@@ -1,7 +1,6 @@
 package rpc
 
 import (
-	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -12,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/nodeup/nodeup/internal/testutil"
 )
 
 // limitedServer serves the test methods on loopback under limits.
@@ -81,15 +82,10 @@ func TestMaxConns(t *testing.T) {
 	a.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	for { // the server notices a's close asynchronously
-		c := dialTCP(t, addr)
-		if err := c.Call(ctx, "Test.Echo", &echoReq{}, nil); err == nil {
-			break
-		} else if ctx.Err() != nil {
-			t.Fatalf("no room after a connection closed: %v", err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	// The server notices a's close asynchronously.
+	testutil.Until(t, 5*time.Second, "room for a connection after one closed", func() error {
+		return dialTCP(t, addr).Call(ctx, "Test.Echo", &echoReq{}, nil)
+	})
 }
 
 func TestRequestsOverThePendingLimitsAreRefused(t *testing.T) {
@@ -149,26 +145,8 @@ func TestUnknownMethodBodyIsNotKept(t *testing.T) {
 	}
 }
 
-// lockedBuffer is a bytes.Buffer safe for a logger and a test to share.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 func TestBadFrameWarningsAreRateLimited(t *testing.T) {
-	var logs lockedBuffer
+	var logs testutil.SyncBuffer
 	s := NewServer(slog.New(slog.NewTextHandler(&logs, nil)), testVersion)
 	addr := serveTCP(t, s)
 	bad := []byte{0, 0, 0, 1, 0x01}

@@ -115,6 +115,7 @@ func checkEcho(t *testing.T, c *Client, n int) {
 }
 
 func TestRoundTripPipe(t *testing.T) {
+	t.Parallel()
 	c := pipeClient(t, newTestServer(nil))
 	checkEcho(t, c, 21)
 	// A nil request decodes as the zero value; a nil resp discards.
@@ -128,11 +129,13 @@ func TestRoundTripPipe(t *testing.T) {
 }
 
 func TestRoundTripTCP(t *testing.T) {
+	t.Parallel()
 	c := dialTCP(t, serveTCP(t, newTestServer(nil)))
 	checkEcho(t, c, 21)
 }
 
 func TestRoundTripUnixWithPreamble(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "rpc.sock")
 	l, err := net.Listen("unix", path)
 	if err != nil {
@@ -164,6 +167,7 @@ func TestRoundTripUnixWithPreamble(t *testing.T) {
 }
 
 func TestConcurrentCalls(t *testing.T) {
+	t.Parallel()
 	c := dialTCP(t, serveTCP(t, newTestServer(nil)))
 	const n = 1000
 	var wg sync.WaitGroup
@@ -225,6 +229,7 @@ func TestContextDeadline(t *testing.T) {
 }
 
 func TestRemoteErrors(t *testing.T) {
+	t.Parallel()
 	c := dialTCP(t, serveTCP(t, newTestServer(nil)))
 	ctx := context.Background()
 
@@ -255,6 +260,7 @@ func TestRemoteErrors(t *testing.T) {
 }
 
 func TestHandlerPanic(t *testing.T) {
+	t.Parallel()
 	c := dialTCP(t, serveTCP(t, newTestServer(nil)))
 	err := c.Call(context.Background(), "Test.Panic", &echoReq{}, nil)
 	var re *Error
@@ -298,6 +304,7 @@ func TestGarbageClosesOnlyThatConn(t *testing.T) {
 }
 
 func TestResponseFrameToServerClosesConn(t *testing.T) {
+	t.Parallel()
 	s := newTestServer(nil)
 	cc, sc := net.Pipe()
 	done := make(chan struct{})
@@ -315,6 +322,7 @@ func TestResponseFrameToServerClosesConn(t *testing.T) {
 }
 
 func TestConnectionLossFailsPendingCalls(t *testing.T) {
+	t.Parallel()
 	s := NewServer(quietLogger(), testVersion)
 	entered := make(chan struct{})
 	s.Register("Test.Hang", func(ctx context.Context, body []byte) (any, error) {
@@ -343,6 +351,7 @@ func TestConnectionLossFailsPendingCalls(t *testing.T) {
 }
 
 func TestClientClose(t *testing.T) {
+	t.Parallel()
 	c := pipeClient(t, newTestServer(nil))
 	checkEcho(t, c, 1)
 	if err := c.Close(); err != nil {
@@ -355,6 +364,7 @@ func TestClientClose(t *testing.T) {
 }
 
 func TestRequestTooLarge(t *testing.T) {
+	t.Parallel()
 	c := pipeClient(t, newTestServer(nil))
 	err := c.Call(context.Background(), "Test.Raw", make([]byte, MaxFrameSize), nil)
 	if !errors.Is(err, ErrFrameTooLarge) || IsTransport(err) {
@@ -364,6 +374,7 @@ func TestRequestTooLarge(t *testing.T) {
 }
 
 func TestDialFailure(t *testing.T) {
+	t.Parallel()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -382,6 +393,7 @@ func TestDialFailure(t *testing.T) {
 }
 
 func TestPoolRedials(t *testing.T) {
+	t.Parallel()
 	s := newTestServer(nil)
 	addr := serveTCP(t, s)
 	p := NewPool(nil, testVersion, time.Second)
@@ -414,6 +426,7 @@ func TestPoolRedials(t *testing.T) {
 // A pool with SetDialer connects only through it: a refusing dialer's error
 // comes back as a transport error naming the address.
 func TestPoolSetDialer(t *testing.T) {
+	t.Parallel()
 	addr := serveTCP(t, newTestServer(nil))
 	p := NewPool(nil, testVersion, time.Second)
 	defer p.Close()
@@ -445,6 +458,7 @@ func TestPoolSetDialer(t *testing.T) {
 }
 
 func TestDuplicateRegisterPanics(t *testing.T) {
+	t.Parallel()
 	s := NewServer(quietLogger(), testVersion)
 	s.Register("A.B", func(context.Context, []byte) (any, error) { return nil, nil })
 	defer func() {
@@ -458,6 +472,7 @@ func TestDuplicateRegisterPanics(t *testing.T) {
 // TestDrainWaitsForRunningHandlers: after Close, Drain reports running
 // handlers until the last returns, and no handler starts after Close.
 func TestDrainWaitsForRunningHandlers(t *testing.T) {
+	t.Parallel()
 	s := NewServer(quietLogger(), testVersion)
 	entered, release := make(chan struct{}), make(chan struct{})
 	var late atomic.Bool

@@ -54,6 +54,7 @@ func wantErrContains(t *testing.T, err error, target error, parts ...string) {
 }
 
 func TestParsePlacementStrategy(t *testing.T) {
+	t.Parallel()
 	for in, want := range map[string]PlacementStrategy{
 		"PACK": Pack, "SPREAD": Spread, " strict_pack ": StrictPack, "Strict_Spread": StrictSpread,
 	} {
@@ -74,6 +75,7 @@ func TestParsePlacementStrategy(t *testing.T) {
 }
 
 func TestValidateBundles(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		b     []ResourceSet
 		parts []string
@@ -96,6 +98,7 @@ func TestValidateBundles(t *testing.T) {
 }
 
 func TestPackOneNodeWhenPossible(t *testing.T) {
+	t.Parallel()
 	nodes := []Node{
 		nd(t, "big", "CPU=16", ""),
 		nd(t, "mid", "CPU=8", ""),
@@ -129,6 +132,7 @@ func distinct(ids []string) int {
 }
 
 func TestSpreadDistinctThenReuse(t *testing.T) {
+	t.Parallel()
 	nodes := []Node{nd(t, "a", "CPU=4", ""), nd(t, "b", "CPU=4", ""), nd(t, "c", "CPU=4", "CPU=1")}
 	got, err := PlaceBundles(nodes, bundles(t, "CPU=1", "CPU=1", "CPU=1"), Spread, nil)
 	if err != nil {
@@ -156,6 +160,7 @@ func TestSpreadDistinctThenReuse(t *testing.T) {
 }
 
 func TestStrictPack(t *testing.T) {
+	t.Parallel()
 	nodes := []Node{nd(t, "a", "CPU=8,GPU=2", "CPU=2,GPU=2"), nd(t, "b", "CPU=4", "")}
 	got, err := PlaceBundles(nodes, bundles(t, "CPU=1", "CPU=1,GPU=1"), StrictPack, nil)
 	if err != nil || !slices.Equal(got, []string{"a", "a"}) {
@@ -179,6 +184,7 @@ func TestStrictPack(t *testing.T) {
 }
 
 func TestStrictSpreadMatching(t *testing.T) {
+	t.Parallel()
 	// Bundle 0 (custom Y, placed first) prefers a; bundle 1 fits only a:
 	// the matching must move bundle 0 to b.
 	nodes := []Node{nd(t, "a", "CPU=4,Y=1", ""), nd(t, "b", "CPU=1,Y=2", "")}
@@ -197,6 +203,7 @@ func TestStrictSpreadMatching(t *testing.T) {
 }
 
 func TestInfeasibleMessages(t *testing.T) {
+	t.Parallel()
 	nodes := []Node{nd(t, "a", "CPU=4", ""), nd(t, "b", "CPU=4", ""), {ID: "dead", Total: rs(t, "CPU=64,GPU=8"), Alive: false}}
 	_, err := PlaceBundles(nodes, bundles(t, "CPU=1", "GPU=1"), Pack, nil)
 	wantErrContains(t, err, ErrInfeasible, "bundle 1 {GPU=1} can never be placed: no eligible alive node has any GPU in total (needs 1)")
@@ -220,6 +227,7 @@ func TestInfeasibleMessages(t *testing.T) {
 }
 
 func TestPendingMessages(t *testing.T) {
+	t.Parallel()
 	nodes := []Node{nd(t, "a", "CPU=4", "CPU=2"), nd(t, "b", "CPU=4", "CPU=2")}
 	_, err := PlaceBundles(nodes, bundles(t, "CPU=2", "CPU=2", "CPU=2"), Pack, nil)
 	wantErrContains(t, err, ErrPending, "every bundle fits somewhere alone, but not all 3 together in what is free now")
@@ -239,6 +247,7 @@ func TestPendingMessages(t *testing.T) {
 }
 
 func TestPlaceBundlesDoesNotModifyInputs(t *testing.T) {
+	t.Parallel()
 	nodes := []Node{nd(t, "a", "CPU=4", "CPU=3"), nd(t, "b", "CPU=4", "")}
 	bs := bundles(t, "CPU=2", "CPU=2", "CPU=2")
 	snapN := cloneNodes(nodes)
@@ -277,6 +286,7 @@ func setsEqual(a, b []ResourceSet) bool {
 }
 
 func TestPlaceBundlesKeepsCurrent(t *testing.T) {
+	t.Parallel()
 	// STRICT_SPREAD over a, b, c; c died. d is free: the moved bundle must
 	// go there, not to a (which has more room) since a holds a bundle.
 	nodes := []Node{nd(t, "a", "CPU=8", ""), nd(t, "b", "CPU=8", ""), {ID: "c", Total: rs(t, "CPU=8"), Alive: false}, nd(t, "d", "CPU=2", "")}
@@ -322,6 +332,7 @@ func TestPlaceBundlesKeepsCurrent(t *testing.T) {
 }
 
 func TestCheckStrategy(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		s     PlacementStrategy
 		nodes []string

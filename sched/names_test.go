@@ -8,6 +8,7 @@ import (
 )
 
 func TestValidateResourceName(t *testing.T) {
+	t.Parallel()
 	for _, name := range []string{
 		CPU, GPU, Memory, ObjectStoreMemory,
 		"TPU-v3", "node:abc", "accelerator_type:H100", "a/b.c", "x",
@@ -43,6 +44,7 @@ func TestValidateResourceName(t *testing.T) {
 }
 
 func TestNameHelpers(t *testing.T) {
+	t.Parallel()
 	if got := NodeResource("abc"); got != "node:abc" {
 		t.Errorf("NodeResource = %q", got)
 	}

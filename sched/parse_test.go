@@ -7,6 +7,7 @@ import (
 )
 
 func TestParseResourcesGood(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		in   string
 		want ResourceSet
@@ -33,6 +34,7 @@ func TestParseResourcesGood(t *testing.T) {
 }
 
 func TestParseResourcesBad(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		in      string
 		mention []string

@@ -6,6 +6,7 @@ import "testing"
 // and work that takes any bundle share the bundle's resources, as in Ray
 // (the pinned demand takes the wildcard name too).
 func TestPlacementGroupDemandCannotOvercommitABundle(t *testing.T) {
+	t.Parallel()
 	const pg = "0a1b2c3d"
 	bundle := ResourceSet{CPU: QuantityOf(1)}
 	avail := BundleResources(pg, 0, bundle)
@@ -30,6 +31,7 @@ func TestPlacementGroupDemandCannotOvercommitABundle(t *testing.T) {
 }
 
 func TestPlacementGroupOfPrefersTheIndex(t *testing.T) {
+	t.Parallel()
 	for range 20 { // map order varies: the indexed marker must win every time
 		pg, idx, ok := PlacementGroupOf(PlacementGroupDemand("0a1b2c3d", 2, ResourceSet{CPU: QuantityOf(1)}))
 		if !ok || pg != "0a1b2c3d" || idx != 2 {
@@ -45,6 +47,7 @@ func TestPlacementGroupOfPrefersTheIndex(t *testing.T) {
 }
 
 func TestBaseDemandUndoesPlacementGroupDemand(t *testing.T) {
+	t.Parallel()
 	const pg = "0a1b2c3d"
 	base := ResourceSet{GPU: QuantityOf(1) / 2, CPU: QuantityOf(1), "gpu_memory": QuantityOf(1 << 30)}
 	for _, idx := range []int{-1, 0, 12} {

@@ -57,6 +57,7 @@ func findNode(s Snapshot, id string) *Node {
 }
 
 func TestPropertyDecide(t *testing.T) {
+	t.Parallel()
 	r := rand.New(rand.NewPCG(propSeed, 11))
 	for i := range 20000 {
 		s, req := randomPolicyCase(r)
@@ -113,6 +114,7 @@ func TestPropertyDecide(t *testing.T) {
 // k consecutive SPREAD decisions over n feasible nodes give each
 // ⌊k/n⌋ or ⌈k/n⌉ of them, whatever the starting position.
 func TestPropertySpreadIsEven(t *testing.T) {
+	t.Parallel()
 	r := rand.New(rand.NewPCG(propSeed, 12))
 	for i := range 2000 {
 		s, req := randomPolicyCase(r)
@@ -150,6 +152,7 @@ func TestPropertySpreadIsEven(t *testing.T) {
 // with it free, else feasible), k = max(1, 20% of the nodes), and on
 // large clusters does not always pick the same one.
 func TestPropertyHybridTopK(t *testing.T) {
+	t.Parallel()
 	r := rand.New(rand.NewPCG(propSeed, 13))
 	varied := 0
 	for i := range 300 {

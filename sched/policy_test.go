@@ -46,6 +46,7 @@ func runPolicyCases(t *testing.T, cases []policyCase) {
 func cpu(t *testing.T, n string) ResourceSet { return rs(t, "CPU="+n) }
 
 func TestHybridPolicy(t *testing.T) {
+	t.Parallel()
 	idle := nd(t, "b", "CPU=4", "")
 	half := nd(t, "c", "CPU=4", "CPU=2")
 	runPolicyCases(t, []policyCase{
@@ -70,6 +71,7 @@ func TestHybridPolicy(t *testing.T) {
 }
 
 func TestCriticalLoad(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		total, avail string
 		want         float64
@@ -93,6 +95,7 @@ func TestCriticalLoad(t *testing.T) {
 }
 
 func TestSpreadPolicy(t *testing.T) {
+	t.Parallel()
 	nodes := []Node{nd(t, "c", "CPU=4", ""), nd(t, "a", "CPU=4", "CPU=0"), nd(t, "b", "CPU=1", ""), dead(nd(t, "d", "CPU=4", ""))}
 	s := Snapshot{Nodes: nodes, Local: "a"}
 	var got []string
@@ -113,6 +116,7 @@ func TestSpreadPolicy(t *testing.T) {
 }
 
 func TestNodeAffinityPolicy(t *testing.T) {
+	t.Parallel()
 	nodes := []Node{nd(t, "a", "CPU=4", ""), labelled(nd(t, "b", "CPU=4", "CPU=0"), "zone", "r2"), dead(nd(t, "c", "CPU=4", ""))}
 	hard := func(node string) Strategy { return Strategy{Kind: StrategyNodeAffinity, Node: node} }
 	soft := func(node string) Strategy { return Strategy{Kind: StrategyNodeAffinity, Node: node, Soft: true} }
@@ -134,6 +138,7 @@ func TestNodeAffinityPolicy(t *testing.T) {
 }
 
 func TestLabelSelectorsHoldWithEveryStrategy(t *testing.T) {
+	t.Parallel()
 	nodes := []Node{labelled(nd(t, "a", "CPU=4", ""), "zone", "r1"), labelled(nd(t, "b", "CPU=4", ""), "zone", "r2")}
 	r2 := LabelSelector{"zone": In("r2")}
 	for _, kind := range []StrategyKind{StrategyHybrid, StrategySpread} {
@@ -148,6 +153,7 @@ func TestLabelSelectorsHoldWithEveryStrategy(t *testing.T) {
 }
 
 func TestBundlePolicy(t *testing.T) {
+	t.Parallel()
 	nodes := []Node{nd(t, "a", "CPU=4", ""), nd(t, "b", "CPU=4", ""), dead(nd(t, "c", "CPU=4", ""))}
 	pgDemand := PlacementGroupDemand("pg1", 0, cpu(t, "1"))
 	bundle := func(nodes ...string) *BundleNodes {
@@ -165,6 +171,7 @@ func TestBundlePolicy(t *testing.T) {
 }
 
 func TestMoveTarget(t *testing.T) {
+	t.Parallel()
 	nodes := []Node{nd(t, "a", "CPU=4", "CPU=0"), nd(t, "b", "CPU=4", "CPU=1"), nd(t, "c", "CPU=4", "CPU=3"), nd(t, "d", "CPU=2", "CPU=1")}
 	s := Snapshot{Nodes: nodes, Local: "a"}
 	for _, c := range []struct {
@@ -187,6 +194,7 @@ func TestMoveTarget(t *testing.T) {
 }
 
 func TestStrategyValidate(t *testing.T) {
+	t.Parallel()
 	if err := (Strategy{Kind: "PACK"}).Validate(); err == nil || !strings.Contains(err.Error(), `"PACK"`) {
 		t.Fatalf("unknown kind: %v", err)
 	}

@@ -147,6 +147,7 @@ func checkAssignment(nodes []Node, bs []ResourceSet, s PlacementStrategy, got []
 }
 
 func TestPropertyPlaceBundlesMatchesBruteForce(t *testing.T) {
+	t.Parallel()
 	r := rand.New(rand.NewPCG(propSeed, 1))
 	counts := map[string]int{}
 	for c := range 4000 {
@@ -230,6 +231,7 @@ func TestPropertyPlaceBundlesMatchesBruteForce(t *testing.T) {
 // moved ones on alive nodes within their free room, and the whole group
 // still obeys its strategy. A failure leaves nothing to check but its kind.
 func TestPropertyPlaceBundlesKeepsCurrent(t *testing.T) {
+	t.Parallel()
 	r := rand.New(rand.NewPCG(propSeed, 2))
 	counts := map[string]int{}
 	for c := range 3000 {

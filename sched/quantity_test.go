@@ -10,6 +10,7 @@ import (
 )
 
 func TestParseQuantityGood(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		in   string
 		want Quantity
@@ -37,6 +38,7 @@ func TestParseQuantityGood(t *testing.T) {
 }
 
 func TestParseQuantityBad(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct{ in, reason string }{
 		{"", "empty"},
 		{"-1", "must not be negative"},
@@ -84,6 +86,7 @@ func TestParseQuantityBad(t *testing.T) {
 }
 
 func TestQuantityString(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		q    Quantity
 		want string
@@ -105,6 +108,7 @@ func TestQuantityString(t *testing.T) {
 }
 
 func TestQuantityStringRoundTrip(t *testing.T) {
+	t.Parallel()
 	rng := rand.New(rand.NewPCG(1, 2))
 	for i := 0; i < 10000; i++ {
 		var q Quantity
@@ -124,6 +128,7 @@ func TestQuantityStringRoundTrip(t *testing.T) {
 }
 
 func TestQuantityOfAndFloat(t *testing.T) {
+	t.Parallel()
 	if got := QuantityOf(3); got != 30000 {
 		t.Errorf("QuantityOf(3) = %d", got)
 	}
@@ -145,6 +150,7 @@ func TestQuantityOfAndFloat(t *testing.T) {
 }
 
 func TestQuantityFromFloat(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		in   float64
 		want Quantity
@@ -197,6 +203,7 @@ func TestQuantityFromFloat(t *testing.T) {
 // float64 round-trip guarantee; 2^49 units is 15 digits) must come back as
 // the quantity ParseQuantity gives for the decimal text.
 func TestQuantityFromFloatMatchesParse(t *testing.T) {
+	t.Parallel()
 	rng := rand.New(rand.NewPCG(3, 4))
 	for i := 0; i < 100000; i++ {
 		q := Quantity(rng.Int64N(int64(1) << (10 + i%40)))

@@ -9,6 +9,7 @@ import (
 )
 
 func TestResourceSetArithmetic(t *testing.T) {
+	t.Parallel()
 	node := ResourceSet{CPU: QuantityOf(4), GPU: QuantityOf(1), Memory: QuantityOf(1 << 30)}
 	demand := ResourceSet{CPU: 5000, GPU: QuantityOf(1)}
 
@@ -62,6 +63,7 @@ func TestResourceSetArithmetic(t *testing.T) {
 }
 
 func TestCoversAndMissing(t *testing.T) {
+	t.Parallel()
 	have := ResourceSet{CPU: QuantityOf(2), "TPU-v3": QuantityOf(2)}
 	for _, tc := range []struct {
 		demand     ResourceSet
@@ -92,6 +94,7 @@ func TestCoversAndMissing(t *testing.T) {
 }
 
 func TestResourceSetReadersNilSafe(t *testing.T) {
+	t.Parallel()
 	var r ResourceSet
 	if r.String() != "" || len(r.Names()) != 0 || !r.IsZero() || !r.Equal(ResourceSet{}) || !r.Equal(ResourceSet{CPU: 0}) {
 		t.Error("nil set readers")
@@ -113,6 +116,7 @@ func TestResourceSetReadersNilSafe(t *testing.T) {
 }
 
 func TestResourceSetStringNamesFloats(t *testing.T) {
+	t.Parallel()
 	r := ResourceSet{"TPU-v3": QuantityOf(2), CPU: QuantityOf(2), GPU: 5000, "node:abc": 1}
 	if got, want := r.String(), "CPU=2, GPU=0.5, TPU-v3=2, node:abc=0.0001"; got != want {
 		t.Errorf("String() = %q, want %q", got, want)
@@ -140,6 +144,7 @@ func randomSet(rng *rand.Rand) ResourceSet {
 }
 
 func TestAddSubInverseProperty(t *testing.T) {
+	t.Parallel()
 	rng := rand.New(rand.NewPCG(5, 6))
 	for i := 0; i < 20000; i++ {
 		a, b := randomSet(rng), randomSet(rng)
@@ -162,6 +167,7 @@ func TestAddSubInverseProperty(t *testing.T) {
 }
 
 func TestResourceSetJSONRoundTrip(t *testing.T) {
+	t.Parallel()
 	in := ResourceSet{CPU: 25000, Memory: QuantityOf(1 << 30), "TPU-v3": Unit}
 	b, err := json.Marshal(in)
 	if err != nil {

@@ -16,6 +16,7 @@ func testActor(id, ns, name string) Actor {
 }
 
 func TestActorRegisterNamesAndGetIfExists(t *testing.T) {
+	t.Parallel()
 	f := NewFSM(nil)
 	res := mustApply(t, f, 1, ActorRegisterType, ActorRegisterRequest{Actor: testActor("a1", "ns", "counter")}).(*ActorRegisterResult)
 	if res.ID != "a1" || res.Existing {
@@ -51,6 +52,7 @@ func TestActorRegisterNamesAndGetIfExists(t *testing.T) {
 }
 
 func TestActorUpdateDeadIsFinalAndFreesName(t *testing.T) {
+	t.Parallel()
 	f := NewFSM(nil)
 	mustApply(t, f, 1, ActorRegisterType, ActorRegisterRequest{Actor: testActor("a1", "ns", "c")})
 	a := testActor("a1", "ns", "c")
@@ -89,6 +91,7 @@ func TestActorUpdateDeadIsFinalAndFreesName(t *testing.T) {
 }
 
 func TestActorsSurviveSnapshotRestore(t *testing.T) {
+	t.Parallel()
 	f := NewFSM(nil)
 	mustApply(t, f, 1, ActorRegisterType, ActorRegisterRequest{Actor: testActor("a1", "ns", "c")})
 	mustApply(t, f, 2, ActorRegisterType, ActorRegisterRequest{Actor: testActor("a2", "ns", "")})
@@ -105,6 +108,7 @@ func TestActorsSurviveSnapshotRestore(t *testing.T) {
 // TestDeadActorsArePruned: the table keeps the newest MaxDeadActors dead
 // actors, never a live one, and a restored snapshot keeps counting.
 func TestDeadActorsArePruned(t *testing.T) {
+	t.Parallel()
 	f := NewFSM(nil)
 	idx := uint64(1)
 	mustApply(t, f, idx, ActorRegisterType, ActorRegisterRequest{Actor: testActor("live", "ns", "keep")})
@@ -147,6 +151,7 @@ func TestDeadActorsArePruned(t *testing.T) {
 // leader abandoned when its node died, recorded late) is refused: the newer
 // placement stands.
 func TestActorUpdateKeepsTheNewerIncarnation(t *testing.T) {
+	t.Parallel()
 	f := NewFSM(nil)
 	mustApply(t, f, 1, ActorRegisterType, ActorRegisterRequest{Actor: testActor("a1", "ns", "")})
 	newer := testActor("a1", "ns", "")

@@ -9,6 +9,7 @@ import (
 )
 
 func TestMessageTypeNumbersAreStable(t *testing.T) {
+	t.Parallel()
 	// These values are persisted in Raft logs: they must never change.
 	want := map[MessageType]uint8{
 		ClusterInitType:         0,
@@ -32,6 +33,7 @@ func TestMessageTypeNumbersAreStable(t *testing.T) {
 }
 
 func TestEncodeDecodeRoundTrip(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		mt  MessageType
 		req any
@@ -69,6 +71,7 @@ func TestEncodeDecodeRoundTrip(t *testing.T) {
 }
 
 func TestEncodeRejectsMismatch(t *testing.T) {
+	t.Parallel()
 	if _, err := Encode(KVSetType, &KVDeleteRequest{Key: "k"}); !errors.Is(err, ErrInvalidRequest) {
 		t.Errorf("mismatched request: err = %v", err)
 	}
@@ -84,6 +87,7 @@ func TestEncodeRejectsMismatch(t *testing.T) {
 }
 
 func TestDecodeRejectsBadData(t *testing.T) {
+	t.Parallel()
 	good, err := Encode(NodeStatusType, NodeStatusRequest{NodeID: "n1", Status: NodeDead})
 	if err != nil {
 		t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 )
 
 func TestApplyClusterInit(t *testing.T) {
+	t.Parallel()
 	f := NewFSM(nil)
 	if m, err := f.State().ClusterMeta(); err != nil || m != nil {
 		t.Fatalf("ClusterMeta before init = %v, %v", m, err)
@@ -42,6 +43,7 @@ func TestApplyClusterInit(t *testing.T) {
 }
 
 func TestApplyNodeRegister(t *testing.T) {
+	t.Parallel()
 	f := NewFSM(nil)
 	n := testNode("n1")
 	if res := mustApply(t, f, 10, NodeRegisterType, NodeRegisterRequest{Node: n}); res != nil {
@@ -100,6 +102,7 @@ func TestApplyNodeRegister(t *testing.T) {
 }
 
 func TestApplyNodeRegisterInvalid(t *testing.T) {
+	t.Parallel()
 	f := NewFSM(nil)
 	for name, n := range map[string]Node{
 		"empty ID":       {},
@@ -119,6 +122,7 @@ func TestApplyNodeRegisterInvalid(t *testing.T) {
 }
 
 func TestApplyNodeStatus(t *testing.T) {
+	t.Parallel()
 	f := NewFSM(nil)
 	mustApply(t, f, 1, NodeRegisterType, NodeRegisterRequest{Node: testNode("n1")})
 	mustApply(t, f, 2, NodeStatusType, NodeStatusRequest{NodeID: "n1", Status: NodeSuspect, At: 5000})
@@ -148,6 +152,7 @@ func TestApplyNodeStatus(t *testing.T) {
 }
 
 func TestApplyNodeDeregister(t *testing.T) {
+	t.Parallel()
 	f := NewFSM(nil)
 	mustApply(t, f, 1, NodeRegisterType, NodeRegisterRequest{Node: testNode("n1")})
 	mustApply(t, f, 2, NodeRegisterType, NodeRegisterRequest{Node: testNode("n2")})
@@ -167,6 +172,7 @@ func TestApplyNodeDeregister(t *testing.T) {
 }
 
 func TestApplyKV(t *testing.T) {
+	t.Parallel()
 	f := NewFSM(nil)
 	res := mustApply(t, f, 5, KVSetType, KVSetRequest{Key: "k", Value: []byte("v1")})
 	if r, ok := res.(*KVSetResult); !ok || *r != (KVSetResult{OK: true, Index: 5}) {
@@ -197,6 +203,7 @@ func TestApplyKV(t *testing.T) {
 }
 
 func TestApplyKVCAS(t *testing.T) {
+	t.Parallel()
 	f := NewFSM(nil)
 	kvSet := func(index uint64, req KVSetRequest) KVSetResult {
 		t.Helper()
@@ -234,6 +241,7 @@ func TestApplyKVCAS(t *testing.T) {
 }
 
 func TestApplyRejectsBadEntries(t *testing.T) {
+	t.Parallel()
 	f := NewFSM(nil)
 	populate(t, f)
 	before := dumpState(t, f.State())
@@ -260,6 +268,7 @@ func TestApplyRejectsBadEntries(t *testing.T) {
 }
 
 func TestApplyIgnoresNonCommandLogs(t *testing.T) {
+	t.Parallel()
 	f := NewFSM(nil)
 	good, _ := Encode(KVSetType, KVSetRequest{Key: "k"})
 	for _, lt := range []raft.LogType{raft.LogNoop, raft.LogBarrier, raft.LogConfiguration} {

@@ -21,6 +21,7 @@ func pgWrite(t *testing.T, f *FSM, index uint64, ops ...PlacementGroupOp) []erro
 }
 
 func TestPlacementGroupReservationsRespectCapacity(t *testing.T) {
+	t.Parallel()
 	f := NewFSM(nil)
 	mustApply(t, f, 1, NodeRegisterType, NodeRegisterRequest{Node: testNode("n1")}) // 4 CPU
 	mustApply(t, f, 2, NodeRegisterType, NodeRegisterRequest{Node: testNode("n2")})
@@ -83,6 +84,7 @@ func TestPlacementGroupReservationsRespectCapacity(t *testing.T) {
 }
 
 func TestPlacementGroupLoseAndSnapshot(t *testing.T) {
+	t.Parallel()
 	f := NewFSM(nil)
 	mustApply(t, f, 1, NodeRegisterType, NodeRegisterRequest{Node: testNode("n1")})
 	mustApply(t, f, 2, NodeRegisterType, NodeRegisterRequest{Node: testNode("n2")})
@@ -114,6 +116,7 @@ func TestPlacementGroupLoseAndSnapshot(t *testing.T) {
 }
 
 func TestPlacementGroupRemovedArePruned(t *testing.T) {
+	t.Parallel()
 	f := NewFSM(nil)
 	idx := uint64(1)
 	createRemove := func(f *FSM, i int) {

@@ -48,6 +48,7 @@ func persist(t testing.TB, f *FSM) []byte {
 }
 
 func TestSnapshotRestoreRoundTrip(t *testing.T) {
+	t.Parallel()
 	src := NewFSM(nil)
 	populate(t, src)
 	want := dumpState(t, src.State())
@@ -99,6 +100,7 @@ func TestSnapshotRestoreRoundTrip(t *testing.T) {
 }
 
 func TestSnapshotEmptyState(t *testing.T) {
+	t.Parallel()
 	data := persist(t, NewFSM(nil))
 	f := NewFSM(nil)
 	populate(t, f)
@@ -112,6 +114,7 @@ func TestSnapshotEmptyState(t *testing.T) {
 }
 
 func TestSnapshotIsPointInTime(t *testing.T) {
+	t.Parallel()
 	f := NewFSM(nil)
 	populate(t, f)
 	want := dumpState(t, f.State())
@@ -137,6 +140,7 @@ func TestSnapshotIsPointInTime(t *testing.T) {
 }
 
 func TestSnapshotPersistFailureCancels(t *testing.T) {
+	t.Parallel()
 	f := NewFSM(nil)
 	populate(t, f)
 	snap, _ := f.Snapshot()
@@ -150,6 +154,7 @@ func TestSnapshotPersistFailureCancels(t *testing.T) {
 }
 
 func TestRestoreReplacesStateAndWakesWatchers(t *testing.T) {
+	t.Parallel()
 	src := NewFSM(nil)
 	mustApply(t, src, 1, KVSetType, KVSetRequest{Key: "only"})
 	data := persist(t, src)
@@ -188,6 +193,7 @@ func encodeStream(t testing.TB, hdr snapshotHeader, records ...any) []byte {
 }
 
 func TestRestoreRejectsGarbage(t *testing.T) {
+	t.Parallel()
 	good := func() []byte {
 		f := NewFSM(nil)
 		populate(t, f)
@@ -228,6 +234,7 @@ func TestRestoreRejectsGarbage(t *testing.T) {
 }
 
 func TestRestoreClosesReader(t *testing.T) {
+	t.Parallel()
 	rc := &closeRecorder{Reader: bytes.NewReader([]byte("junk"))}
 	_ = NewFSM(nil).Restore(rc)
 	if !rc.closed {
@@ -264,6 +271,7 @@ func FuzzRestore(f *testing.F) {
 }
 
 func TestSnapshotRecordNumbersAreStable(t *testing.T) {
+	t.Parallel()
 	// These values are persisted in snapshots: they must never change.
 	want := map[snapshotRecordType]uint8{recordMeta: 1, recordNode: 2, recordKV: 3, recordActor: 4,
 		recordPlacementGroup: 5, recordEnd: 0xff}

@@ -34,6 +34,7 @@ func dumpState(t testing.TB, s *StateStore) stateDump {
 }
 
 func TestStateReadsSortedAndFiltered(t *testing.T) {
+	t.Parallel()
 	f := NewFSM(nil)
 	for i, id := range []string{"c", "a", "b"} {
 		n := testNode(id)
@@ -87,6 +88,7 @@ func TestStateReadsSortedAndFiltered(t *testing.T) {
 }
 
 func TestStateReturnsCopies(t *testing.T) {
+	t.Parallel()
 	f := NewFSM(nil)
 	req := NodeRegisterRequest{Node: testNode("n1")}
 	mustApply(t, f, 1, NodeRegisterType, &req)
@@ -189,6 +191,7 @@ func keys(list []*KVEntry) string {
 // TestStateConcurrentReads runs readers against applies and restores; run
 // with -race.
 func TestStateConcurrentReads(t *testing.T) {
+	t.Parallel()
 	f := NewFSM(nil)
 	populate(t, f)
 	snap := persist(t, f)
@@ -238,6 +241,7 @@ func TestStateConcurrentReads(t *testing.T) {
 }
 
 func TestNodeStatusLive(t *testing.T) {
+	t.Parallel()
 	for s, want := range map[NodeStatus]bool{NodeAlive: true, NodeSuspect: true, NodeDead: false, NodeLeft: false} {
 		if s.Live() != want {
 			t.Errorf("%s.Live() = %v, want %v", s, s.Live(), want)

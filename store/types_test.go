@@ -6,6 +6,7 @@ import (
 )
 
 func TestNodeStatusValid(t *testing.T) {
+	t.Parallel()
 	for _, s := range []NodeStatus{NodeAlive, NodeSuspect, NodeDead, NodeLeft} {
 		if !s.Valid() {
 			t.Errorf("%q.Valid() = false", s)
@@ -19,6 +20,7 @@ func TestNodeStatusValid(t *testing.T) {
 }
 
 func TestCopiesAreDeep(t *testing.T) {
+	t.Parallel()
 	n := testNode("n1")
 	c := n.Copy()
 	if !reflect.DeepEqual(&n, c) {

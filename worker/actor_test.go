@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nodeup/nodeup/internal/testutil"
 	"github.com/nodeup/nodeup/wire"
 )
 
@@ -182,17 +183,14 @@ func actorState(t *testing.T, ctx context.Context, id string) ActorInfo {
 // waitActorState polls the leader until the actor is in state.
 func waitActorState(t *testing.T, ctx context.Context, id, state string) ActorInfo {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		a := actorState(t, ctx, id)
-		if a.State == state {
-			return a
+	var a ActorInfo
+	testutil.Until(t, 30*time.Second, fmt.Sprintf("actor %s %s", id, state), func() error {
+		if a = actorState(t, ctx, id); a.State != state {
+			return fmt.Errorf("actor is %s (%s)", a.State, a.DeathCause)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("actor %s is %s (%s), want %s", id, a.State, a.DeathCause, state)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
+	return a
 }
 
 func TestNamedAndDetachedActorsAcrossDrivers(t *testing.T) {
@@ -220,7 +218,7 @@ func TestNamedAndDetachedActorsAcrossDrivers(t *testing.T) {
 		t.Fatal(err)
 	}
 	Shutdown() // driver 1 ends: its owned actor dies, the detached one lives
-	if err := Init(ctx, Address(nodes[0].RPCAddr()), Logger(quietLogger())); err != nil {
+	if err := Init(ctx, Address(nodes[0].RPCAddr()), Logger(testutil.Logger())); err != nil {
 		t.Fatal(err)
 	}
 	h, err := GetActor[logActor](ctx, "registry")
@@ -317,13 +315,12 @@ func TestActorRestartsThenDies(t *testing.T) {
 func TestActorsSurviveLeaderFailover(t *testing.T) {
 	nodes := startCluster(t, 3, nil)
 	ctx := ctxT(t)
-	deadline := time.Now().Add(30 * time.Second)
-	for voters(t, ctx, nodes[0].RPCAddr()) < 3 {
-		if time.Now().After(deadline) {
-			t.Fatal("the cluster never reached 3 Raft voters")
+	testutil.Until(t, 30*time.Second, "3 Raft voters", func() error {
+		if v := voters(t, ctx, nodes[0].RPCAddr()); v < 3 {
+			return fmt.Errorf("%d voters", v)
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 	leader := -1
 	for i, nd := range nodes {
 		if nd.IsLeader() {
@@ -337,7 +334,7 @@ func TestActorsSurviveLeaderFailover(t *testing.T) {
 	// us; the actor lives on the third node.
 	driver, other := (leader+1)%3, (leader+2)%3
 	Shutdown()
-	if err := Init(ctx, Address(nodes[driver].RPCAddr()), Logger(quietLogger())); err != nil {
+	if err := Init(ctx, Address(nodes[driver].RPCAddr()), Logger(testutil.Logger())); err != nil {
 		t.Fatal(err)
 	}
 	h, err := Must(logActorClass.Options(Resources(map[string]float64{fmt.Sprintf("node%d", other): 1}), Detached())).Remote(ctx, "before")
@@ -486,20 +483,16 @@ func TestSignalWaitersHoldNoCPU(t *testing.T) {
 	for i := 0; i < n; i++ {
 		refs = append(refs, waiter.Remote(ctx, s, log))
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	testutil.Until(t, 30*time.Second, fmt.Sprintf("all %d waiters waiting (waiters must not hold CPUs)", n), func() error {
 		got, err := entriesCall.Remote(ctx, log).Get(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(got) == n+1 {
-			break
+		if len(got) != n+1 {
+			return fmt.Errorf("only %d of %d waiters are waiting", len(got)-1, n)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("only %d of %d waiters are waiting: waiters hold CPUs", len(got)-1, n)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 	if ready, _, _ := Wait(ctx, refs, n, 100*time.Millisecond); len(ready) != 0 {
 		t.Fatalf("%d waiters returned before Send", len(ready))
 	}

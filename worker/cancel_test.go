@@ -3,11 +3,14 @@ package worker
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nodeup/nodeup/internal/testutil"
 )
 
 // Tasks for the cancel tests. Each writes dir/<tag>.started when it runs;
@@ -59,13 +62,12 @@ func marked(dir, tag, what string) bool { return marks(dir, tag, what) > 0 }
 // waitMarked polls until a cancel-test task wrote dir/<tag>.<what>.
 func waitMarked(t *testing.T, dir, tag, what string) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !marked(dir, tag, what) {
-		if time.Now().After(deadline) {
-			t.Fatalf("task %s never %s", tag, what)
+	testutil.Until(t, 20*time.Second, fmt.Sprintf("task %s %s", tag, what), func() error {
+		if !marked(dir, tag, what) {
+			return errors.New("no mark")
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // getCancelled gets ref and checks that it fails with a *TaskCancelledError

@@ -6,6 +6,8 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+
+	"github.com/nodeup/nodeup/internal/testutil"
 )
 
 // The SDK must stand alone: a program that imports only worker links
@@ -38,7 +40,7 @@ func TestInitWithoutNodeOrEmbeddedIsErrNoNode(t *testing.T) {
 	if registeredStarter() != nil {
 		t.Skip("an embedded starter is linked into this test binary")
 	}
-	err := Init(context.Background(), Logger(quietLogger()))
+	err := Init(context.Background(), Logger(testutil.Logger()))
 	if err == nil {
 		Shutdown()
 		t.Fatal("Init found a node")

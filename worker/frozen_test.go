@@ -1,12 +1,15 @@
 package worker
 
 import (
+	"errors"
+	"fmt"
 	"os"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/nodeup/nodeup/cluster"
+	"github.com/nodeup/nodeup/internal/testutil"
 	"github.com/nodeup/nodeup/sched"
 	"github.com/nodeup/nodeup/store"
 )
@@ -79,8 +82,8 @@ func TestFrozenNodesActorRestartsElsewhere(t *testing.T) {
 	t.Logf("froze %s's links; leader %s", victim.Name(), leader.Name())
 
 	var declared time.Time
-	deadline := frozen.Add(60 * time.Second)
-	for time.Now().Before(deadline) {
+	var moved *store.Actor
+	testutil.Until(t, 60*time.Second, "actor restarted off frozen "+victim.Name(), func() error {
 		st := leader.State()
 		nd, err := st.NodeByID(victim.ID())
 		if err != nil {
@@ -94,29 +97,30 @@ func TestFrozenNodesActorRestartsElsewhere(t *testing.T) {
 			declared = time.Now()
 			t.Logf("leader declared %s %s %s after the freeze", victim.Name(), nd.Status, declared.Sub(frozen).Round(time.Millisecond))
 		}
-		if !declared.IsZero() && a.State == store.ActorAlive {
-			if a.NodeID == victim.ID() {
-				// The restart is its own Raft write after the node's status.
-				if time.Since(declared) > 2*time.Second {
-					t.Fatalf("actor still ALIVE on %s %s after the leader declared it %s: %+v", victim.Name(), time.Since(declared), nd.Status, a)
-				}
-				time.Sleep(20 * time.Millisecond)
-				continue
+		switch {
+		case declared.IsZero():
+			return fmt.Errorf("%s still %s", victim.Name(), nd.Status)
+		case a.State != store.ActorAlive:
+			return fmt.Errorf("actor %s", a.State)
+		case a.NodeID == victim.ID():
+			// The restart is its own Raft write after the node's status.
+			if time.Since(declared) > 2*time.Second {
+				t.Fatalf("actor still ALIVE on %s %s after the leader declared it %s: %+v", victim.Name(), time.Since(declared), nd.Status, a)
 			}
-			took := time.Since(declared)
-			t.Logf("actor ALIVE on %s (incarnation %d) %s after %s was declared dead", a.NodeName, a.Restarts, took.Round(time.Millisecond), victim.Name())
-			if took > 5*time.Second {
-				t.Fatalf("actor restarted %s after its node was declared dead, want within 5 s", took)
-			}
-			if info := actorState(t, ctx, h.ID()); info.State != "ALIVE" || info.NodeID == victim.ID() {
-				t.Fatalf("ListActors: %+v, want ALIVE off %s", info, victim.Name())
-			}
-			checkResumedNodeStopsOldCopy(t, setFrozen, oldPID, a)
-			return
+			return fmt.Errorf("actor still ALIVE on %s", victim.Name())
 		}
-		time.Sleep(20 * time.Millisecond)
+		moved = a
+		return nil
+	})
+	took := time.Since(declared)
+	t.Logf("actor ALIVE on %s (incarnation %d) %s after %s was declared dead", moved.NodeName, moved.Restarts, took.Round(time.Millisecond), victim.Name())
+	if took > 5*time.Second {
+		t.Fatalf("actor restarted %s after its node was declared dead, want within 5 s", took)
 	}
-	t.Fatalf("actor not ALIVE elsewhere within %s of the freeze (declared dead: %v)", time.Since(frozen).Round(time.Second), !declared.IsZero())
+	if info := actorState(t, ctx, h.ID()); info.State != "ALIVE" || info.NodeID == victim.ID() {
+		t.Fatalf("ListActors: %+v, want ALIVE off %s", info, victim.Name())
+	}
+	checkResumedNodeStopsOldCopy(t, setFrozen, oldPID, moved)
 }
 
 // checkResumedNodeStopsOldCopy resumes the frozen node and checks that its
@@ -126,13 +130,12 @@ func checkResumedNodeStopsOldCopy(t *testing.T, setFrozen func(bool), oldPID int
 	t.Helper()
 	setFrozen(false)
 	ctx := ctxT(t)
-	deadline := time.Now().Add(20 * time.Second)
-	for syscall.Kill(oldPID, 0) == nil {
-		if time.Now().After(deadline) {
-			t.Fatalf("old actor process %d still runs 20 s after its node resumed", oldPID)
+	testutil.Until(t, 20*time.Second, fmt.Sprintf("old actor process %d ends after its node resumed", oldPID), func() error {
+		if syscall.Kill(oldPID, 0) == nil {
+			return errors.New("still runs")
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 	// The resumed node's own stale gossip may get a healthy node declared
 	// dead for a moment (a restart more): the table must only never go back
 	// to the old incarnation.

@@ -14,6 +14,7 @@ import (
 
 	"github.com/nodeup/nodeup/cluster"
 	"github.com/nodeup/nodeup/gpu"
+	"github.com/nodeup/nodeup/internal/testutil"
 	"github.com/nodeup/nodeup/sched"
 )
 
@@ -85,17 +86,12 @@ func startGPUCluster(t *testing.T, gpus ...int) []*cluster.Node {
 // waitGPUs polls nd's devices until ok accepts them (at most 10 s).
 func waitGPUs(t *testing.T, nd *cluster.Node, what string, ok func([]gpu.DeviceStatus) bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		devs := nd.GPUStatus().Devices
-		if ok(devs) {
-			return
+	testutil.Until(t, 10*time.Second, what, func() error {
+		if devs := nd.GPUStatus().Devices; !ok(devs) {
+			return fmt.Errorf("devices now %+v", devs)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: devices now %+v", what, devs)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 func allFree(devs []gpu.DeviceStatus) bool {
@@ -244,8 +240,7 @@ func TestGPURequestErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	testutil.Until(t, 20*time.Second, "actor needing 100 GiB on one 80 GiB device PENDING with an infeasible reason", func() error {
 		list, err := ListActors(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -257,13 +252,10 @@ func TestGPURequestErrors(t *testing.T) {
 			}
 		}
 		if info != nil && info.State == "PENDING" && info.Infeasible && !strings.HasPrefix(info.PendingReason, "infeasible") && strings.Contains(info.PendingReason, "no healthy device can hold") {
-			break
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("actor needing 100 GiB on one 80 GiB device: %+v, want PENDING with an infeasible reason", info)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return fmt.Errorf("actor %+v", info)
+	})
 	if err := Kill(ctx, h, true); err != nil {
 		t.Fatal(err)
 	}

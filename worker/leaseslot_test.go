@@ -2,8 +2,11 @@ package worker
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
+
+	"github.com/nodeup/nodeup/internal/testutil"
 )
 
 // acquireAsync runs acquire in a goroutine and returns its outcome.
@@ -39,13 +42,12 @@ func waiters(ls *leaseSlots, id uint64) int {
 
 func waitWaiters(t *testing.T, ls *leaseSlots, id uint64, n int) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for waiters(ls, id) != n {
-		if time.Now().After(deadline) {
-			t.Fatalf("lease %d: %d waiters, want %d", id, waiters(ls, id), n)
+	testutil.Until(t, 5*time.Second, fmt.Sprintf("lease %d: %d waiters", id, n), func() error {
+		if w := waiters(ls, id); w != n {
+			return fmt.Errorf("%d waiters", w)
 		}
-		time.Sleep(time.Millisecond)
-	}
+		return nil
+	})
 }
 
 func newSlots() *leaseSlots {

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nodeup/nodeup/internal/testutil"
 	"github.com/nodeup/nodeup/sched"
 )
 
@@ -80,17 +81,7 @@ func TestPlacementGroupTasksAndActorsUseTheirBundle(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitActorState(t, ctx, h.ID(), "DEAD")
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		err := poolsWhole(ctx)
-		if err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal(err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	testutil.Until(t, 10*time.Second, "every node's pool whole again", func() error { return poolsWhole(ctx) })
 	if ok, err := pg.Wait(ctx, time.Second); ok || !errors.Is(err, ErrPlacementGroupRemoved) {
 		t.Fatalf("Wait after Remove = %v, %v", ok, err)
 	}
@@ -170,11 +161,10 @@ func TestPlacementGroupRemovedWithItsJob(t *testing.T) {
 		}
 	}
 	Shutdown()
-	if err := Init(ctx, Address(nodes[0].RPCAddr()), Logger(quietLogger())); err != nil {
+	if err := Init(ctx, Address(nodes[0].RPCAddr()), Logger(testutil.Logger())); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	testutil.Until(t, 20*time.Second, "after the job ended: owned group REMOVED, detached CREATED, 1 CPU free", func() error {
 		list, err := ListPlacementGroups(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -185,13 +175,10 @@ func TestPlacementGroupRemovedWithItsJob(t *testing.T) {
 		}
 		free, _ := AvailableResources(ctx)
 		if state[owned.ID()] == "REMOVED" && state[kept.ID()] == "CREATED" && free["CPU"] == 1 {
-			break
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after the job ended: owned %s, detached %s, %v CPU free (want REMOVED, CREATED, 1)", state[owned.ID()], state[kept.ID()], free["CPU"])
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return fmt.Errorf("owned %s, detached %s, %v CPU free", state[owned.ID()], state[kept.ID()], free["CPU"])
+	})
 }
 
 // Remove returns only once the group's actors are DEAD and their worker
@@ -268,16 +255,10 @@ func TestPlacementGroupRemoveDuringActorConstructor(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "started")); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the actor's constructor never started")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testutil.Until(t, 30*time.Second, "the actor's constructor starts", func() error {
+		_, err := os.Stat(filepath.Join(dir, "started"))
+		return err
+	})
 	err = pg.Remove(ctx)
 	if err == nil || !strings.Contains(err.Error(), pg.ID()) || !strings.Contains(err.Error(), h.ID()) {
 		t.Fatalf("Remove during the constructor = %v, want an error naming group %s and actor %s", err, pg.ID(), h.ID())
@@ -353,13 +334,12 @@ func TestPlacementGroupRemoveStartsNoTaskInIt(t *testing.T) {
 		}
 		return out
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for len(startedNow()) == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("no task in the group ever started")
+	testutil.Until(t, 30*time.Second, "a task in the group starts", func() error {
+		if len(startedNow()) == 0 {
+			return errors.New("none started")
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 	if err := pg.Remove(ctx); err != nil {
 		t.Fatal(err)
 	}

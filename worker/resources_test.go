@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nodeup/nodeup/internal/testutil"
 	"github.com/nodeup/nodeup/sched"
 )
 
@@ -62,15 +63,11 @@ func TestCustomResourceNeverOvercommitted(t *testing.T) {
 	}
 	t.Logf("tasks per node: %v", perNode)
 	// Every slot is given back.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testutil.Until(t, 10*time.Second, "all 6 slots available after all tasks ended", func() error {
 		avail, err := AvailableResources(ctx)
-		if err == nil && avail["slot"] == 6 {
-			break
+		if err == nil && avail["slot"] != 6 {
+			err = fmt.Errorf("%v slots available", avail["slot"])
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("available slots %v after all tasks ended, want 6 (%v)", avail["slot"], err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return err
+	})
 }

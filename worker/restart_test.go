@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"strconv"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/nodeup/nodeup/cluster"
+	"github.com/nodeup/nodeup/internal/testutil"
 )
 
 // restartAll kills every node (as kill -9 would: no leave, data dirs kept)
@@ -46,7 +48,7 @@ func restartAll(t *testing.T, nodes []*cluster.Node, cfgs []cluster.Config) []*c
 		t.Cleanup(again.Kill)
 		out[i] = again
 	}
-	if err := Init(context.Background(), Address(out[0].RPCAddr()), Logger(quietLogger())); err != nil {
+	if err := Init(context.Background(), Address(out[0].RPCAddr()), Logger(testutil.Logger())); err != nil {
 		t.Fatal(err)
 	}
 	return out
@@ -87,21 +89,23 @@ func TestDetachedActorRestartsAfterFullClusterKill(t *testing.T) {
 		}
 		got <- err
 	}()
-	for {
+	// While the call is pending, no server may show the actor alive in its
+	// old process.
+	testutil.Until(t, 40*time.Second, "a call to the actor after the full restart returns", func() error {
 		select {
 		case err := <-got:
 			if err != nil {
 				t.Fatalf("call after the full restart: %v", err)
 			}
-			info := actorState(t, ctx, h.ID())
-			if info.State != "ALIVE" || info.PID == pid || info.Restarts != 1 {
-				t.Fatalf("after the full restart: %+v; want ALIVE in a new process after 1 restart", info)
-			}
-			return
+			return nil
 		default:
 		}
 		checkNotAliveInOldProcess(t, again, nodes[1], h.ID(), pid)
-		time.Sleep(50 * time.Millisecond)
+		return errors.New("call pending")
+	})
+	info := actorState(t, ctx, h.ID())
+	if info.State != "ALIVE" || info.PID == pid || info.Restarts != 1 {
+		t.Fatalf("after the full restart: %+v; want ALIVE in a new process after 1 restart", info)
 	}
 }
 

@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/nodeup/nodeup/cluster"
+	"github.com/nodeup/nodeup/internal/testutil"
 	"github.com/nodeup/nodeup/sched"
 )
 
@@ -146,17 +148,13 @@ func TestBlockedTasksNeverOvercommitCustomResources(t *testing.T) {
 // waitAvailable polls until the cluster's available amount of res is want.
 func waitAvailable(t *testing.T, res string, want float64) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	testutil.Until(t, 20*time.Second, fmt.Sprintf("available %s = %v", res, want), func() error {
 		avail, err := AvailableResources(context.Background())
-		if err == nil && avail[res] == want {
-			return
+		if err == nil && avail[res] != want {
+			err = fmt.Errorf("available %s = %v", res, avail[res])
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("available %s = %v, want %v (%v)", res, avail[res], want, err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return err
+	})
 }
 
 // TestSpreadIsRoundRobin: twelve short SPREAD tasks on three idle nodes with

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,6 +11,8 @@ import (
 	"time"
 
 	"github.com/nodeup/nodeup/cluster"
+	"github.com/nodeup/nodeup/cluster/clustertest"
+	"github.com/nodeup/nodeup/internal/testutil"
 	"github.com/nodeup/nodeup/rpc"
 	"github.com/nodeup/nodeup/sched"
 	"github.com/nodeup/nodeup/wire"
@@ -67,13 +67,6 @@ func init() {
 	})
 }
 
-func quietLogger() *slog.Logger {
-	if os.Getenv("NODEUP_TEST_LOG") != "" {
-		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	}
-	return slog.New(slog.NewTextHandler(io.Discard, nil))
-}
-
 // startCluster starts n in-process nodes (2 CPUs each, node i also offers
 // "node<i>": 2) and connects this test's driver to node 0.
 func startCluster(t testing.TB, n int, extra func(i int) sched.ResourceSet) []*cluster.Node {
@@ -90,51 +83,18 @@ func startCluster(t testing.TB, n int, extra func(i int) sched.ResourceSet) []*c
 // Init (after Address and Logger).
 func startClusterInit(t testing.TB, n int, mutate func(i int, cfg *cluster.Config), initOpts ...InitOption) []*cluster.Node {
 	t.Helper()
-	dir := t.TempDir()
-	var nodes []*cluster.Node
-	for i := 0; i < n; i++ {
-		res := sched.ResourceSet{sched.CPU: sched.QuantityOf(2), sched.Memory: sched.QuantityOf(1 << 30),
-			fmt.Sprintf("node%d", i): sched.QuantityOf(2)}
-		cfg := cluster.Config{NodeName: fmt.Sprintf("n%d", i), DataDir: filepath.Join(dir, fmt.Sprintf("n%d", i)), BindAddr: "127.0.0.1",
-			HTTPPort: -1, Server: true, RaftVoters: 3, Resources: res, Logger: quietLogger(), Version: "test",
-			HeartbeatInterval: 100 * time.Millisecond, ReconcileInterval: 200 * time.Millisecond}
+	nodes := clustertest.Start(t, n, func(i int, cfg *cluster.Config) {
+		cfg.Resources[fmt.Sprintf("node%d", i)] = sched.QuantityOf(2)
 		if mutate != nil {
-			mutate(i, &cfg)
+			mutate(i, cfg)
 		}
-		if i == 0 {
-			cfg.Head = true
-		} else {
-			cfg.Join = []string{nodes[0].RPCAddr()}
-		}
-		nd, err := cluster.Start(context.Background(), cfg)
-		if err != nil {
-			t.Fatalf("start node %d: %v", i, err)
-		}
-		nodes = append(nodes, nd)
-		t.Cleanup(nd.Kill)
-	}
-	if err := Init(context.Background(), append([]InitOption{Address(nodes[0].RPCAddr()), Logger(quietLogger())}, initOpts...)...); err != nil {
+	})
+	// Start waited until node 0, the driver's, sees every node (spillback
+	// needs the view).
+	if err := Init(context.Background(), append([]InitOption{Address(nodes[0].RPCAddr()), Logger(testutil.Logger())}, initOpts...)...); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(Shutdown)
-	// Wait until every node knows the others (spillback needs the view).
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		got, err := Nodes(context.Background())
-		alive := 0
-		for _, nd := range got {
-			if nd.Alive {
-				alive++
-			}
-		}
-		if err == nil && alive == n {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("cluster view: %d of %d nodes alive (%v)", alive, n, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 	return nodes
 }
 
@@ -260,18 +220,14 @@ func TestInfeasibleListedAsPendingDemand(t *testing.T) {
 	_ = Must(square.Options(Name("needs-tpus"), Resources(map[string]float64{"TPU-v3": 3}))).Remote(ctx, 1)
 	pool := rpc.NewPool([]byte{wire.PreambleRPC}, wire.ProtocolVersion, time.Second)
 	defer pool.Close()
-	deadline := time.Now().Add(15 * time.Second)
-	for {
+	testutil.Until(t, 15*time.Second, "status lists needs-tpus as pending demand for TPU-v3", func() error {
 		var st wire.StatusResponse
 		err := pool.Call(ctx, nodes[0].RPCAddr(), wire.MethodStatus, &wire.Empty{}, &st)
-		if err == nil && len(st.Pending) == 1 && st.Pending[0].TaskName == "needs-tpus" && strings.Contains(st.Pending[0].Reason, "TPU-v3") {
-			return
+		if err == nil && !(len(st.Pending) == 1 && st.Pending[0].TaskName == "needs-tpus" && strings.Contains(st.Pending[0].Reason, "TPU-v3")) {
+			err = fmt.Errorf("pending demand %+v", st.Pending)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("status pending demand: %+v (%v)", st.Pending, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return err
+	})
 }
 
 // putOnNode puts a value in the worker process running it (which then owns
@@ -316,16 +272,10 @@ var slowWhere = Register1(func(ctx context.Context, marker string) (string, erro
 // waitStarted polls until slowWhere, given marker, has started on node.
 func waitStarted(t *testing.T, marker, node string) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		if _, err := os.Stat(marker + "." + node); err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("task never started on %s", node)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testutil.Until(t, 20*time.Second, "task starts on "+node, func() error {
+		_, err := os.Stat(marker + "." + node)
+		return err
+	})
 }
 
 func TestTaskRetriedWhenItsNodeDies(t *testing.T) {

@@ -16,6 +16,7 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/dgxa100"
 
 	"github.com/nodeup/nodeup/gpu"
+	"github.com/nodeup/nodeup/internal/testutil"
 )
 
 // fakeDGX is go-nvml's DGX A100 mock (eight A100-SXM4-40GB) with the
@@ -96,7 +97,7 @@ type session struct {
 	t      *testing.T
 	stdin  *io.PipeWriter
 	stdout *io.PipeReader
-	stderr *lockedWriter
+	stderr *testutil.SyncBuffer
 	exit   chan int
 }
 
@@ -104,7 +105,7 @@ func startHelper(t *testing.T, lib nvml.Interface, intervalMS int64) *session {
 	t.Helper()
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
-	s := &session{t: t, stdin: inW, stdout: outR, exit: make(chan int, 1), stderr: &lockedWriter{}}
+	s := &session{t: t, stdin: inW, stdout: outR, exit: make(chan int, 1), stderr: &testutil.SyncBuffer{}}
 	logs := s.stderr
 	go func() {
 		code := run(lib, inR, outW, logs)
@@ -116,17 +117,6 @@ func startHelper(t *testing.T, lib nvml.Interface, intervalMS int64) *session {
 	}()
 	t.Cleanup(func() { inW.Close(); outR.Close() })
 	return s
-}
-
-type lockedWriter struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (w *lockedWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.Write(p)
 }
 
 func (s *session) next(want gpu.FrameType) *gpu.Frame {
@@ -244,11 +234,7 @@ func TestHelperAgainstDGXA100Mock(t *testing.T) {
 	}
 }
 
-func (s *session) stderrString() string {
-	s.stderr.mu.Lock()
-	defer s.stderr.mu.Unlock()
-	return s.stderr.b.String()
-}
+func (s *session) stderrString() string { return s.stderr.String() }
 
 func TestHelperNVMLUnavailable(t *testing.T) {
 	f := newFakeDGX()

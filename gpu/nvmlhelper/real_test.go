@@ -5,6 +5,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"log/slog"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/nodeup/nodeup/gpu"
+	"github.com/nodeup/nodeup/internal/testutil"
 	"github.com/nodeup/nodeup/sched"
 )
 
@@ -55,13 +57,12 @@ func TestRealHelperUnderSupervisor(t *testing.T) {
 		if s.Resources()[sched.GPU] <= 0 {
 			t.Fatalf("NVML found no GPUs: %+v", s.Status())
 		}
-		deadline := time.Now().Add(10 * time.Second)
-		for s.Status().Devices[0].Sample == nil {
-			if time.Now().After(deadline) {
-				t.Fatal("no telemetry from the real helper")
+		testutil.Until(t, 10*time.Second, "telemetry from the real helper", func() error {
+			if s.Status().Devices[0].Sample == nil {
+				return errors.New("no sample")
 			}
-			time.Sleep(20 * time.Millisecond)
-		}
+			return nil
+		})
 		t.Logf("real GPUs: %s; status %+v", s.Resources(), s.Status())
 	default:
 		t.Fatalf("source %s; logs:\n%s", s.Source(), logs.String())

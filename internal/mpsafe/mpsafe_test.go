@@ -58,6 +58,7 @@ func manyKeys(n int) map[string]int {
 }
 
 func TestCheckAcceptsEncodedValues(t *testing.T) {
+	t.Parallel()
 	for i, v := range validValues() {
 		b, err := msgpack.Marshal(v)
 		if err != nil {
@@ -70,6 +71,7 @@ func TestCheckAcceptsEncodedValues(t *testing.T) {
 }
 
 func TestUnmarshalRoundTrip(t *testing.T) {
+	t.Parallel()
 	in := &sample{I: -5, S: "hello", Blob: []byte("bin"), Inner: []inner{{Name: "n", Tags: []string{"t"}}}, When: time.Unix(9, 0).UTC()}
 	b, err := msgpack.Marshal(in)
 	if err != nil {
@@ -106,6 +108,7 @@ var hostile = map[string][]byte{
 }
 
 func TestCheckRejectsHostileInput(t *testing.T) {
+	t.Parallel()
 	for name, b := range hostile {
 		if err := Check(b); !errors.Is(err, ErrMalformed) {
 			t.Errorf("%s: got %v, want ErrMalformed", name, err)
@@ -119,6 +122,7 @@ func nested(depth int) []byte {
 }
 
 func TestCheckBoundsNesting(t *testing.T) {
+	t.Parallel()
 	if err := Check(nested(MaxDepth)); err != nil {
 		t.Fatalf("depth %d: %v", MaxDepth, err)
 	}
@@ -132,6 +136,7 @@ func TestCheckBoundsNesting(t *testing.T) {
 }
 
 func TestCheckErrorNamesOffset(t *testing.T) {
+	t.Parallel()
 	err := Check([]byte{0x92, 0x01, 0xdb, 0xff, 0xff, 0xff, 0xff})
 	if err == nil || !strings.Contains(err.Error(), "offset 2 declares 4294967295 bytes, 0 follow") {
 		t.Fatalf("got %v", err)

@@ -1,0 +1,102 @@
+// Package clustertest starts in-process nodeup clusters for the tests of
+// packages outside cluster (worker, check, bench, ...): one harness instead
+// of one per package. cluster's own internal tests cannot import it (it
+// imports cluster) and keep their own start loop, sharing the wait helper
+// and logger of internal/testutil.
+package clustertest
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/nodeup/nodeup/cluster"
+	"github.com/nodeup/nodeup/internal/testutil"
+	"github.com/nodeup/nodeup/rpc"
+	"github.com/nodeup/nodeup/sched"
+	"github.com/nodeup/nodeup/store"
+	"github.com/nodeup/nodeup/wire"
+)
+
+// formTimeout bounds how long Start waits for the nodes to see each other.
+const formTimeout = 20 * time.Second
+
+// Config is node i's configuration before Start's configure hook: named
+// n<i> with its data dir under dir, on 127.0.0.1 with random RPC and gossip
+// ports and no HTTP, a Raft server (3 voters), 2 CPUs and 1 GiB of memory,
+// a heartbeat every 100 ms and a reconcile every 200 ms, the quiet test
+// logger, version "test".
+func Config(dir string, i int) cluster.Config {
+	name := fmt.Sprintf("n%d", i)
+	return cluster.Config{
+		NodeName: name, DataDir: filepath.Join(dir, name), BindAddr: "127.0.0.1", HTTPPort: -1,
+		Server: true, RaftVoters: 3, Version: "test", Logger: testutil.Logger(),
+		Resources:         sched.ResourceSet{sched.CPU: sched.QuantityOf(2), sched.Memory: sched.QuantityOf(1 << 30)},
+		HeartbeatInterval: 100 * time.Millisecond, ReconcileInterval: 200 * time.Millisecond,
+	}
+}
+
+// Start starts n nodes in this process: node 0 is the head, the others join
+// it. configure, if not nil, edits node i's Config (see Config) before it
+// starts; Head and Join are set after it. Start fails t if a node does not
+// start or if node 0 does not see all n nodes alive within 20 s; the nodes
+// are killed when the test ends.
+func Start(t testing.TB, n int, configure func(i int, c *cluster.Config)) []*cluster.Node {
+	t.Helper()
+	dir := t.TempDir()
+	var nodes []*cluster.Node
+	for i := range n {
+		cfg := Config(dir, i)
+		if configure != nil {
+			configure(i, &cfg)
+		}
+		cfg.Head = i == 0
+		if i > 0 {
+			cfg.Join = []string{nodes[0].RPCAddr()}
+		}
+		nd, err := cluster.Start(context.Background(), cfg)
+		if err != nil {
+			t.Fatalf("start node %d (%s): %v", i, cfg.NodeName, err)
+		}
+		nodes = append(nodes, nd)
+		t.Cleanup(nd.Kill)
+	}
+	pool := rpc.NewPool([]byte{wire.PreambleRPC}, wire.ProtocolVersion, time.Second)
+	defer pool.Close()
+	testutil.Until(t, formTimeout, fmt.Sprintf("%d nodes alive", n), func() error {
+		st, err := Status(pool, nodes[0])
+		if err != nil {
+			return err
+		}
+		if a := Alive(st); a != n {
+			return fmt.Errorf("%s sees %d of %d nodes alive", nodes[0].Name(), a, n)
+		}
+		return nil
+	})
+	return nodes
+}
+
+// Status asks nd for the cluster status (which it forwards to the leader)
+// through pool, within 3 s.
+func Status(pool *rpc.Pool, nd *cluster.Node) (*wire.StatusResponse, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	var st wire.StatusResponse
+	if err := pool.Call(ctx, nd.RPCAddr(), wire.MethodStatus, &wire.Empty{}, &st); err != nil {
+		return nil, fmt.Errorf("status via %s: %w", nd.Name(), err)
+	}
+	return &st, nil
+}
+
+// Alive counts the nodes st shows alive.
+func Alive(st *wire.StatusResponse) int {
+	c := 0
+	for _, nv := range st.Nodes {
+		if nv.Status == store.NodeAlive {
+			c++
+		}
+	}
+	return c
+}
