@@ -220,7 +220,19 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	}
 	n.logger.Info("node started", "rpc", n.rpcAddr, "gossip", n.ml.LocalNode().Address(), "http", n.httpAddr,
 		"cluster", n.id.ClusterName, "incarnation", n.id.Incarnation, "server", cfg.Server, "resources", cfg.Resources.String())
+	warnUnauthenticated(n.logger, cfg.BindAddr)
 	return n, nil
+}
+
+// warnUnauthenticated says, once at start, that a node reachable beyond
+// this machine lets anyone who reaches its ports in: there is no
+// authentication until issue 15 lands (docs/security.md).
+func warnUnauthenticated(logger *slog.Logger, bind string) {
+	if ip := net.ParseIP(bind); ip != nil && ip.IsLoopback() {
+		return
+	}
+	logger.Warn("nodeup's ports are not authenticated yet: anyone who can reach them can join, submit work and read the KV; keep them on a trusted network (docs/security.md)",
+		"bind", bind)
 }
 
 // raftLayerOrNil returns the Raft stream layer, or for a non-server a closed

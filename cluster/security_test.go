@@ -1,0 +1,23 @@
+package cluster
+
+import (
+	"bytes"
+	"log/slog"
+	"strings"
+	"testing"
+)
+
+// A node reachable beyond its machine warns at start that its ports are
+// not authenticated; one bound to loopback does not.
+func TestUnauthenticatedPortsWarnedUnlessLoopback(t *testing.T) {
+	for _, c := range []struct {
+		bind string
+		warn bool
+	}{{"0.0.0.0", true}, {"10.1.2.3", true}, {"::", true}, {"127.0.0.1", false}, {"::1", false}} {
+		var buf bytes.Buffer
+		warnUnauthenticated(slog.New(slog.NewTextHandler(&buf, nil)), c.bind)
+		if got := strings.Contains(buf.String(), "not authenticated"); got != c.warn {
+			t.Errorf("bind %s: warned %v, want %v (%q)", c.bind, got, c.warn, buf.String())
+		}
+	}
+}
