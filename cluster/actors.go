@@ -40,11 +40,12 @@ type actorManager struct {
 	starts map[string]map[string]context.CancelCauseFunc
 	// spreadNext is SPREAD's round-robin position for actors (held by mu).
 	spreadNext int
+	retry      retrier // wakes the leader's retry of pending actors
 }
 
 func newActorManager(n *Node) *actorManager {
 	return &actorManager{n: n, locks: map[string]chan struct{}{}, scheduling: map[string]bool{},
-		starts: map[string]map[string]context.CancelCauseFunc{}}
+		starts: map[string]map[string]context.CancelCauseFunc{}, retry: newRetrier()}
 }
 
 // nodeLostError ends a start call whose node the cluster declared dead
@@ -391,19 +392,30 @@ func (m *actorManager) end(ctx context.Context, id, cause string) error {
 	return nil
 }
 
-// resume picks up every actor's unfinished business when this node becomes
-// leader: placements that were pending and actors on nodes that died.
-func (m *actorManager) resume() {
+// run retries pending actors while this node leads (ctx is the term): it
+// first restarts the actors on nodes that died while no leader looked, then
+// places every PENDING and RESTARTING actor with no placement running, at
+// once, every actorRetryEvery and on wake.
+func (m *actorManager) run(ctx context.Context) {
+	m.checkNodes()
+	m.retry.run(ctx, actorRetryEvery, m.placePending)
+}
+
+// placePending starts a placement round for every PENDING and RESTARTING
+// actor that has none running.
+func (m *actorManager) placePending(ctx context.Context) {
 	all, err := m.n.fsm.State().LiveActors()
 	if err != nil {
 		return
 	}
 	for _, a := range all {
+		if ctx.Err() != nil {
+			return
+		}
 		if a.State == store.ActorPending || a.State == store.ActorRestarting {
 			m.schedule(a.ID)
 		}
 	}
-	m.checkNodes()
 }
 
 // checkNodes restarts (or ends) ALIVE actors whose node is dead or left,
@@ -427,7 +439,7 @@ func (m *actorManager) checkNodes() {
 			continue
 		}
 		if cause := lostWith(a, nd.Status, nd.Incarnation); cause != "" {
-			go m.died(a.ID, a.Restarts, cause)
+			m.n.leaderGo("actor-died", func(context.Context) { m.died(a.ID, a.Restarts, cause) })
 		}
 	}
 }
@@ -501,7 +513,8 @@ func (m *actorManager) stale(nodeID string, held []wire.ActorHeld) []wire.StaleA
 	return out
 }
 
-// schedule starts the placement goroutine of a pending actor unless one runs.
+// schedule starts a placement round of a pending actor in the leader's
+// term unless one runs; the retry loop (run) starts the next rounds.
 func (m *actorManager) schedule(id string) {
 	m.mu.Lock()
 	if m.scheduling[id] {
@@ -510,35 +523,32 @@ func (m *actorManager) schedule(id string) {
 	}
 	m.scheduling[id] = true
 	m.mu.Unlock()
-	go func() {
-		defer func() {
-			m.mu.Lock()
-			delete(m.scheduling, id)
-			m.mu.Unlock()
-		}()
-		m.place(id)
-	}()
+	unmark := func() {
+		m.mu.Lock()
+		delete(m.scheduling, id)
+		m.mu.Unlock()
+	}
+	if !m.n.leaderGo("actor-place", func(ctx context.Context) {
+		defer unmark()
+		m.place(ctx, id)
+	}) {
+		unmark()
+	}
 }
 
-// place tries nodes for the actor until one runs it, leadership is lost,
-// or the actor dies.
-func (m *actorManager) place(id string) {
-	n := m.n
-	lastReason := ""
-	for n.ctx.Err() == nil && n.IsLeader() {
-		a, err := n.fsm.State().ActorByID(id)
-		if err != nil || a == nil || (a.State != store.ActorPending && a.State != store.ActorRestarting) {
-			return
-		}
-		reason, done := m.placeRound(a)
-		if done {
-			return
-		}
-		if reason != lastReason {
-			lastReason = reason
-			m.setPendingReason(id, reason)
-		}
-		sleepCtx(n.ctx, actorRetryEvery)
+// place runs one placement round for the actor, unless the term (ctx)
+// ended or the actor is no longer waiting: one node runs it, or the reason
+// it waits is recorded.
+func (m *actorManager) place(ctx context.Context, id string) {
+	if ctx.Err() != nil {
+		return
+	}
+	a, err := m.n.fsm.State().ActorByID(id)
+	if err != nil || a == nil || (a.State != store.ActorPending && a.State != store.ActorRestarting) {
+		return
+	}
+	if reason, done := m.placeRound(a); !done {
+		m.setPendingReason(id, reason)
 	}
 }
 

@@ -50,7 +50,7 @@ type pgManager struct {
 	ops     chan *pgWrite
 	creates chan *pgJob
 	removes chan *pgJob
-	kick    chan struct{}
+	retrier // wakes the leader's retry of pending groups
 }
 
 type pgWrite struct {
@@ -68,7 +68,7 @@ type pgJob struct {
 func newPGManager(n *Node) *pgManager {
 	return &pgManager{n: n, inflight: map[string]map[string]sched.ResourceSet{}, used: map[string]sched.ResourceSet{},
 		committing: map[string]chan struct{}{}, ops: make(chan *pgWrite, pgMaxBatch),
-		creates: make(chan *pgJob, pgMaxBatch), removes: make(chan *pgJob, pgMaxBatch), kick: make(chan struct{}, 1)}
+		creates: make(chan *pgJob, pgMaxBatch), removes: make(chan *pgJob, pgMaxBatch), retrier: newRetrier()}
 }
 
 func (n *Node) placementEndpoints() {
@@ -452,13 +452,6 @@ func (m *pgManager) batchLoop() {
 	}
 }
 
-func (m *pgManager) wake() {
-	select {
-	case m.kick <- struct{}{}:
-	default:
-	}
-}
-
 // view is the cluster as placement sees it: each node's registered total,
 // and free = total − committed reservations − reservations being prepared
 // − what runs outside bundles (last heartbeat), floored at zero. Callers
@@ -742,32 +735,16 @@ func (m *pgManager) returnBundles(group string, nodes []string, indexes []int) e
 	return errors.Join(errs...)
 }
 
-// run places pending and rescheduling groups while this node leads: every
-// pgRetryEvery, and at once after a removal or a node change.
-func (m *pgManager) run(ctx context.Context) {
-	t := time.NewTicker(pgRetryEvery)
-	defer t.Stop()
-	for {
-		m.placePending()
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		case <-m.kick:
-		}
-	}
-}
-
 // placePending tries every PENDING and RESCHEDULING group in creation
 // order (Ray's pending queue is FIFO too).
-func (m *pgManager) placePending() {
+func (m *pgManager) placePending(ctx context.Context) {
 	n := m.n
 	all, err := n.fsm.State().LivePlacementGroups()
 	if err != nil {
 		return
 	}
 	for _, g := range all {
-		if n.ctx.Err() != nil || !n.IsLeader() {
+		if ctx.Err() != nil {
 			return
 		}
 		if g.State != store.PGPending && g.State != store.PGRescheduling {
@@ -805,28 +782,45 @@ func (m *pgManager) placePending() {
 	}
 }
 
-// resume picks up when this node becomes leader: every committed bundle is
-// committed again on its node (idempotent; finishes a reservation the old
-// leader committed to Raft but not to every node), bundles on dead nodes
-// are rescheduled, and pending groups are retried. Prepared bundles that no
+// run places pending and rescheduling groups while this node leads (ctx
+// is the term). It first picks up what the last leader left: every
+// committed bundle is committed again on its node (idempotent; finishes a
+// reservation the old leader committed to Raft but not to every node) and
+// bundles on dead nodes are rescheduled; prepared bundles that no
 // committed group owns are released through the heartbeat check
-// (nodeReport) or, at the latest, by the node's prepare timeout.
-func (m *pgManager) resume(ctx context.Context) {
+// (nodeReport) or, at the latest, by the node's prepare timeout. Then it
+// retries pending groups at once, every pgRetryEvery, and on wake (a
+// removal, a node change).
+func (m *pgManager) run(ctx context.Context) {
 	all, err := m.n.fsm.State().LivePlacementGroups()
 	if err == nil {
 		for _, g := range all {
-			if g.State != store.PGCreated && g.State != store.PGRescheduling {
-				continue
+			if g.State == store.PGCreated || g.State == store.PGRescheduling {
+				m.recommit(g)
 			}
-			done := m.startCommit(g.ID)
-			go func() {
-				defer m.finishCommit(g.ID, done)
-				m.commitOnNodes(g)
-			}()
 		}
 	}
 	m.checkNodes()
-	go m.run(ctx)
+	m.retrier.run(ctx, pgRetryEvery, m.placePending)
+}
+
+// recommit commits group g's bundles on their nodes again in the leader's
+// term, marked as committing (Get waits for it) until done.
+func (m *pgManager) recommit(g *store.PlacementGroup) {
+	done := m.startCommit(g.ID)
+	if !m.n.leaderGo("pg-commit", func(context.Context) {
+		defer m.finishCommit(g.ID, done)
+		m.commitOnNodes(g)
+	}) {
+		m.finishCommit(g.ID, done)
+	}
+}
+
+// revoke drops the usage heartbeats reported to this node as leader.
+func (m *pgManager) revoke() {
+	m.mu.Lock()
+	m.used = map[string]sched.ResourceSet{}
+	m.mu.Unlock()
 }
 
 // checkNodes unplaces the bundles held on nodes that are dead, left or
@@ -909,7 +903,7 @@ func (m *pgManager) nodeReport(nd *store.Node, avail sched.ResourceSet, held []w
 	}
 	for group, idx := range stray {
 		m.n.logger.Info("releasing bundles no committed placement group owns", "group", group, "node", nd.Name, "bundles", idx)
-		go m.returnBundles(group, []string{nd.ID}, idx)
+		m.n.leaderGo("pg-return", func(context.Context) { m.returnBundles(group, []string{nd.ID}, idx) })
 	}
 	all, err := st.LivePlacementGroups()
 	if err != nil {
@@ -924,11 +918,7 @@ func (m *pgManager) nodeReport(nd *store.Node, avail sched.ResourceSet, held []w
 				continue
 			}
 			m.n.logger.Info("node lacks committed bundles; committing again", "group", g.ID, "node", nd.Name)
-			done := m.startCommit(g.ID)
-			go func() {
-				defer m.finishCommit(g.ID, done)
-				m.commitOnNodes(g)
-			}()
+			m.recommit(g)
 			break
 		}
 	}
