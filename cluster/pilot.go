@@ -136,10 +136,10 @@ func (d *pilotDelegate) KnownServers() map[raft.ServerID]*autopilot.Server {
 // block, so the Raft change runs in the background.
 func (d *pilotDelegate) RemoveFailedServer(srv *autopilot.Server) {
 	n := d.n
-	go func() {
+	n.leaderGo("raft-remove-server", func(context.Context) {
 		n.logger.Info("removing failed Raft server", "node", srv.Name, "id", short(string(srv.ID)))
 		if err := n.raft.RemoveServer(srv.ID, 0, applyTimeout).Error(); err != nil {
 			n.logger.Warn("remove failed Raft server", "id", srv.ID, "err", err)
 		}
-	}()
+	})
 }

@@ -283,7 +283,9 @@ func (m *pgManager) removeLoop() {
 				j.done <- errs[i]
 				continue
 			}
-			go func() { j.done <- m.finishRemove(j.g.ID) }()
+			if !m.n.group.goFunc("pg-remove-finish", func() { j.done <- m.finishRemove(j.g.ID) }) {
+				j.done <- fmt.Errorf("placement group %s: node stopping before its removal finished", j.g.ID)
+			}
 		}
 	}
 }

@@ -171,7 +171,7 @@ func (p *workerPool) fetch(ctx context.Context, from, hash string) error {
 		return nil
 	}
 	pr, pw := io.Pipe()
-	go func() {
+	started := p.n.group.goFunc("binary-fetch", func() {
 		var off int64
 		for {
 			var rep wire.BinaryFetchReply
@@ -188,7 +188,10 @@ func (p *workerPool) fetch(ctx context.Context, from, hash string) error {
 				return
 			}
 		}
-	}()
+	})
+	if !started {
+		return fmt.Errorf("fetch job binary %s from %s: node stopping", hash[:12], from)
+	}
 	err = p.store(pr, hash)
 	pr.Close()
 	return err
@@ -362,7 +365,7 @@ func (p *workerPool) start(spec procSpec) (*workerProc, error) {
 	}
 	p.byID[w.id] = w
 	p.n.logger.Debug("started worker", "job", spec.job, "actor", spec.actor, "worker", w.id, "pid", cmd.Process.Pid)
-	go func() {
+	wait := func() {
 		defer close(w.handled)
 		w.err = cmd.Wait()
 		logf.Close()
@@ -384,7 +387,12 @@ func (p *workerPool) start(spec procSpec) (*workerProc, error) {
 		} else {
 			p.n.logger.Warn("worker exited", "job", w.job, "worker", w.id, "pid", cmd.Process.Pid, "status", w.err, "leases_released", n)
 		}
-	}()
+	}
+	if !p.n.group.goFunc("worker-wait", wait) {
+		// The node stopped while this worker started: it goes too.
+		_ = cmd.Process.Kill()
+		wait()
+	}
 	return w, nil
 }
 
