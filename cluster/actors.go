@@ -33,8 +33,8 @@ const (
 type actorManager struct {
 	n          *Node
 	mu         sync.Mutex
-	locks      map[string]chan struct{} // per-actor lock: held while it holds a token
-	scheduling map[string]bool          // actors with a placement goroutine running
+	locks      map[string]*actorLock // per-actor lock, while anyone holds or waits for it
+	scheduling map[string]bool       // actors with a placement goroutine running
 	// starts are the start calls in flight, by node ID and actor ID: a node
 	// declared dead meanwhile ends them (abandonLostStarts).
 	starts map[string]map[string]context.CancelCauseFunc
@@ -44,7 +44,7 @@ type actorManager struct {
 }
 
 func newActorManager(n *Node) *actorManager {
-	return &actorManager{n: n, locks: map[string]chan struct{}{}, scheduling: map[string]bool{},
+	return &actorManager{n: n, locks: map[string]*actorLock{}, scheduling: map[string]bool{},
 		starts: map[string]map[string]context.CancelCauseFunc{}, retry: newRetrier()}
 }
 
@@ -108,20 +108,40 @@ func (m *actorManager) lock(id string) func() {
 	return unlock
 }
 
+// actorLock is one actor's lock: held while tok holds a token; users
+// counts its holder and waiters, and the last one out deletes it, so the
+// map holds only actors being worked on.
+type actorLock struct {
+	tok   chan struct{}
+	users int // guarded by actorManager.mu
+}
+
 // lockCtx takes actor id's lock, or gives up when ctx ends (a placement
 // holds the lock while the actor's constructor runs) with ctx's error.
 func (m *actorManager) lockCtx(ctx context.Context, id string) (func(), error) {
 	m.mu.Lock()
 	l := m.locks[id]
 	if l == nil {
-		l = make(chan struct{}, 1)
+		l = &actorLock{tok: make(chan struct{}, 1)}
 		m.locks[id] = l
 	}
+	l.users++
 	m.mu.Unlock()
+	leave := func() {
+		m.mu.Lock()
+		if l.users--; l.users == 0 {
+			delete(m.locks, id)
+		}
+		m.mu.Unlock()
+	}
 	select {
-	case l <- struct{}{}:
-		return func() { <-l }, nil
+	case l.tok <- struct{}{}:
+		return func() {
+			<-l.tok
+			leave()
+		}, nil
 	case <-ctx.Done():
+		leave()
 		return nil, ctx.Err()
 	}
 }

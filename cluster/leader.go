@@ -52,6 +52,23 @@ func (l *leaderState) clear() {
 	l.mu.Unlock()
 }
 
+// prune forgets the soft state of nodes live does not call live (dead,
+// left, or gone from the table): a node that comes back registers afresh.
+func (l *leaderState) prune(live map[string]bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for id := range l.soft {
+		if !live[id] {
+			delete(l.soft, id)
+		}
+	}
+	for id := range l.leaving {
+		if !live[id] {
+			delete(l.leaving, id)
+		}
+	}
+}
+
 func (l *leaderState) setTerm(g *goGroup) {
 	l.mu.Lock()
 	l.term = g
@@ -248,6 +265,7 @@ func (n *Node) reconcile() {
 		seen[m.ID] = m
 	}
 	now := time.Now()
+	live := map[string]bool{}
 	for _, nd := range nodes {
 		want := nd.Status
 		if m, ok := seen[nd.ID]; ok {
@@ -264,7 +282,10 @@ func (n *Node) reconcile() {
 				n.logger.Warn("reconcile: apply node status", "node", nd.ID, "err", err)
 			}
 		}
+		live[nd.ID] = want.Live()
 	}
+	n.leader.prune(live)
+	n.pgs.prune(live)
 	n.demoteUnwritableVoters()
 	n.growRaft(members)
 	n.actors.checkNodes()

@@ -818,6 +818,17 @@ func (m *pgManager) recommit(g *store.PlacementGroup) {
 	}
 }
 
+// prune forgets the reported usage of nodes live does not call live.
+func (m *pgManager) prune(live map[string]bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for id := range m.used {
+		if !live[id] {
+			delete(m.used, id)
+		}
+	}
+}
+
 // revoke drops the usage heartbeats reported to this node as leader.
 func (m *pgManager) revoke() {
 	m.mu.Lock()
