@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	memdb "github.com/hashicorp/go-memdb"
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/nodeup/nodeup/rpc"
@@ -241,35 +242,40 @@ func (n *Node) actorCreate(ctx context.Context, req *wire.ActorCreateRequest) (*
 	return &wire.ActorCreateReply{ActorID: r.ID, Existing: r.Existing}, nil
 }
 
-// actorGet answers a lookup, waiting (see wire.ActorGetRequest) with the
-// state store's watch channel, never polling. An unknown ID is waited for
-// too: unnamed actors register in the background.
+// actorGet answers a lookup, waiting (see wire.ActorGetRequest) on the
+// watch set of the actor's record, never polling. An unknown ID is waited
+// for too: unnamed actors register in the background.
 func (n *Node) actorGet(ctx context.Context, req *wire.ActorGetRequest) (*wire.ActorInfo, error) {
-	st := n.fsm.State()
 	var info wire.ActorInfo
-	err := n.longPoll(ctx, req.WaitMillis, func() (bool, <-chan struct{}, error) {
-		var a *store.Actor
-		var err error
-		if req.ActorID != "" {
-			a, err = st.ActorByID(req.ActorID)
-		} else {
-			a, err = st.ActorByName(req.Namespace, req.Name)
-		}
-		switch {
-		case err != nil:
-			return false, nil, err
-		case a == nil && req.ActorID != "":
-			return false, nil, errNotYet{&rpc.Error{Code: wire.CodeNotFound, Message: fmt.Sprintf("no actor with ID %s", req.ActorID)}}
-		case a == nil:
-			return false, nil, &rpc.Error{Code: wire.CodeNotFound, Message: fmt.Sprintf("no live actor named %q in namespace %q", req.Name, req.Namespace)}
-		}
-		info = actorInfo(a)
-		return a.State == store.ActorDead || (a.State == store.ActorAlive && a.Restarts != req.NotIncarnation), nil, nil
-	})
-	if err != nil {
+	if err := n.longPoll(ctx, req.WaitMillis, n.actorLook(req, &info)); err != nil {
 		return nil, err
 	}
 	return &info, nil
+}
+
+// actorLook is actorGet's lookup: it fills info, watching the actor's
+// record in ws, and says whether the wait is over.
+func (n *Node) actorLook(req *wire.ActorGetRequest, info *wire.ActorInfo) func(ws memdb.WatchSet) (bool, error) {
+	st := n.fsm.State()
+	return func(ws memdb.WatchSet) (bool, error) {
+		var a *store.Actor
+		var err error
+		if req.ActorID != "" {
+			a, err = st.ActorByIDWatch(ws, req.ActorID)
+		} else {
+			a, err = st.ActorByNameWatch(ws, req.Namespace, req.Name)
+		}
+		switch {
+		case err != nil:
+			return false, err
+		case a == nil && req.ActorID != "":
+			return false, errNotYet{&rpc.Error{Code: wire.CodeNotFound, Message: fmt.Sprintf("no actor with ID %s", req.ActorID)}}
+		case a == nil:
+			return false, &rpc.Error{Code: wire.CodeNotFound, Message: fmt.Sprintf("no live actor named %q in namespace %q", req.Name, req.Namespace)}
+		}
+		*info = actorInfo(a)
+		return a.State == store.ActorDead || (a.State == store.ActorAlive && a.Restarts != req.NotIncarnation), nil
+	}
 }
 
 func (n *Node) actorKill(ctx context.Context, req *wire.ActorKillRequest) (*wire.Empty, error) {

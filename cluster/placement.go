@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	memdb "github.com/hashicorp/go-memdb"
+
 	"github.com/nodeup/nodeup/rpc"
 	"github.com/nodeup/nodeup/sched"
 	"github.com/nodeup/nodeup/store"
@@ -316,32 +318,35 @@ func (m *pgManager) finishRemove(id string) error {
 	return errors.Join(killErr, retErr)
 }
 
-// pgGet answers a lookup, waiting (see wire.PGGetRequest) on the state
-// store's watch channel and on the group's node commits, never polling.
+// pgGet answers a lookup, waiting (see wire.PGGetRequest) on the watch set
+// of the group's record and on the group's node commits, never polling.
 func (n *Node) pgGet(ctx context.Context, req *wire.PGGetRequest) (*wire.PGInfo, error) {
 	st := n.fsm.State()
 	var info wire.PGInfo
-	err := n.longPoll(ctx, req.WaitMillis, func() (bool, <-chan struct{}, error) {
+	err := n.longPoll(ctx, req.WaitMillis, func(ws memdb.WatchSet) (bool, error) {
 		var g *store.PlacementGroup
 		var err error
 		if req.ID != "" {
-			g, err = st.PlacementGroupByID(req.ID)
+			g, err = st.PlacementGroupByIDWatch(ws, req.ID)
 		} else {
-			g, err = st.PlacementGroupByName(req.Namespace, req.Name)
+			g, err = st.PlacementGroupByNameWatch(ws, req.Namespace, req.Name)
 		}
 		switch {
 		case err != nil:
-			return false, nil, err
+			return false, err
 		case g == nil && req.ID != "":
 			// Groups are registered in the background under IDs their
 			// creators chose, as unnamed actors are.
-			return false, nil, errNotYet{&rpc.Error{Code: wire.CodeNotFound, Message: fmt.Sprintf("no placement group with ID %s", req.ID)}}
+			return false, errNotYet{&rpc.Error{Code: wire.CodeNotFound, Message: fmt.Sprintf("no placement group with ID %s", req.ID)}}
 		case g == nil:
-			return false, nil, &rpc.Error{Code: wire.CodeNotFound, Message: fmt.Sprintf("no placement group named %q in namespace %q", req.Name, req.Namespace)}
+			return false, &rpc.Error{Code: wire.CodeNotFound, Message: fmt.Sprintf("no placement group named %q in namespace %q", req.Name, req.Namespace)}
 		}
 		info = pgInfo(g, n.nodeNames())
 		commit := n.pgs.committingCh(g.ID)
-		return g.State == store.PGRemoved || (g.State == store.PGCreated && commit == nil), commit, nil
+		if commit != nil {
+			ws.Add(commit)
+		}
+		return g.State == store.PGRemoved || (g.State == store.PGCreated && commit == nil), nil
 	})
 	if err != nil {
 		return nil, err
