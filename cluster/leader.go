@@ -196,6 +196,7 @@ func (n *Node) revokeLeadership(term *goGroup) {
 	term.stop(leaderStopBound)
 	<-n.pilot.Stop()
 	n.leader.clear()
+	n.pilotDelegate.forgetStats()
 	n.pgs.revoke()
 	n.logger.Info("no longer cluster leader")
 }

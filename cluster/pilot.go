@@ -85,6 +85,14 @@ func (d *pilotDelegate) FetchServerStats(ctx context.Context, servers map[raft.S
 	return out
 }
 
+// forgetStats drops what the last round of server stats reported, when
+// autopilot stops with this node's term.
+func (d *pilotDelegate) forgetStats() {
+	d.mu.Lock()
+	d.diskFailing = nil
+	d.mu.Unlock()
+}
+
 // unwritable returns the servers that last reported disk write failures,
 // with the failure.
 func (d *pilotDelegate) unwritable() map[raft.ServerID]string {
