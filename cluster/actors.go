@@ -430,17 +430,16 @@ func (m *actorManager) run(ctx context.Context) {
 // placePending starts a placement round for every PENDING and RESTARTING
 // actor that has none running.
 func (m *actorManager) placePending(ctx context.Context) {
-	all, err := m.n.fsm.State().LiveActors()
+	waiting, err := m.n.fsm.State().WaitingActors()
 	if err != nil {
+		m.n.logger.Warn("actor retry: read waiting actors", "err", err)
 		return
 	}
-	for _, a := range all {
+	for _, a := range waiting {
 		if ctx.Err() != nil {
 			return
 		}
-		if a.State == store.ActorPending || a.State == store.ActorRestarting {
-			m.schedule(a.ID)
-		}
+		m.schedule(a.ID)
 	}
 }
 
