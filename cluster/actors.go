@@ -32,7 +32,7 @@ const (
 // transitions of that actor; different actors proceed in parallel, so their
 // Raft writes batch.
 type actorManager struct {
-	n          *Node
+	host       actorHost
 	mu         sync.Mutex
 	locks      map[string]*actorLock // per-actor lock, while anyone holds or waits for it
 	scheduling map[string]bool       // actors with a placement goroutine running
@@ -44,8 +44,8 @@ type actorManager struct {
 	retry      retrier // wakes the leader's retry of pending actors
 }
 
-func newActorManager(n *Node) *actorManager {
-	return &actorManager{n: n, locks: map[string]*actorLock{}, scheduling: map[string]bool{},
+func newActorManager(host actorHost) *actorManager {
+	return &actorManager{host: host, locks: map[string]*actorLock{}, scheduling: map[string]bool{},
 		starts: map[string]map[string]context.CancelCauseFunc{}, retry: newRetrier()}
 }
 
@@ -71,7 +71,7 @@ func (m *actorManager) trackStart(ctx context.Context, nd wire.NodeInfo, id stri
 	}
 	m.starts[nd.NodeID][id] = cancel
 	m.mu.Unlock()
-	if cur, err := m.n.fsm.State().NodeByID(nd.NodeID); err == nil && cur != nil && !cur.Status.Live() {
+	if cur, err := m.host.State().NodeByID(nd.NodeID); err == nil && cur != nil && !cur.Status.Live() {
 		cancel(&nodeLostError{node: nd.NodeName, status: cur.Status})
 	}
 	return ctx, func() {
@@ -97,7 +97,7 @@ func (m *actorManager) abandonLostStarts(st *store.StateStore) {
 			continue
 		}
 		for id, cancel := range calls {
-			m.n.logger.Warn("abandoning actor start on a lost node", "actor", id, "node", nd.Name, "status", nd.Status)
+			m.host.log().Warn("abandoning actor start on a lost node", "actor", id, "node", nd.Name, "status", nd.Status)
 			cancel(&nodeLostError{node: nd.Name, status: nd.Status})
 		}
 	}
@@ -313,11 +313,11 @@ func (n *Node) actorKill(ctx context.Context, req *wire.ActorKillRequest) (*wire
 func (m *actorManager) setDead(a *store.Actor, cause string) error {
 	d := a.Copy()
 	d.State, d.DeathCause, d.StateChangedAt = store.ActorDead, cause, time.Now().UnixNano()
-	if _, err := m.n.apply(store.ActorUpdateType, &store.ActorUpdateRequest{Actor: *d}); err != nil && !errors.Is(err, store.ErrActorDead) {
-		m.n.logger.Warn("record actor death", "actor", a.ID, "err", err)
+	if _, err := m.host.apply(store.ActorUpdateType, &store.ActorUpdateRequest{Actor: *d}); err != nil && !errors.Is(err, store.ErrActorDead) {
+		m.host.log().Warn("record actor death", "actor", a.ID, "err", err)
 		return fmt.Errorf("record actor %s dead: %w", a.ID, err)
 	}
-	m.n.logger.Info("actor dead", "actor", a.ID, "class", a.Class, "name", a.Name, "cause", cause)
+	m.host.log().Info("actor dead", "actor", a.ID, "class", a.Class, "name", a.Name, "cause", cause)
 	return nil
 }
 
@@ -337,7 +337,7 @@ func (m *actorManager) diedCtx(ctx context.Context, id string, inc int, cause st
 		return fmt.Errorf("actor %s: record its loss (%s): %w", id, cause, err)
 	}
 	defer unlock()
-	a, err := m.n.fsm.State().ActorByID(id)
+	a, err := m.host.State().ActorByID(id)
 	if err != nil || a == nil || a.State == store.ActorDead || a.Restarts != inc {
 		return err // unknown, final, or a report about an older incarnation
 	}
@@ -359,26 +359,26 @@ func (m *actorManager) restartLocked(a *store.Actor, cause string) bool {
 	r := a.Copy()
 	r.State, r.Restarts, r.DeathCause, r.StateChangedAt = store.ActorRestarting, a.Restarts+1, cause, time.Now().UnixNano()
 	r.NodeID, r.NodeName, r.NodeAddr, r.WorkerAddr, r.WorkerID, r.PID, r.NodeIncarnation = "", "", "", "", "", 0, 0
-	if _, err := m.n.apply(store.ActorUpdateType, &store.ActorUpdateRequest{Actor: *r}); err != nil {
-		m.n.logger.Warn("record actor restart", "actor", a.ID, "err", err)
+	if _, err := m.host.apply(store.ActorUpdateType, &store.ActorUpdateRequest{Actor: *r}); err != nil {
+		m.host.log().Warn("record actor restart", "actor", a.ID, "err", err)
 		return false
 	}
-	m.n.logger.Info("actor restarting", "actor", a.ID, "class", a.Class, "restart", r.Restarts, "cause", cause)
+	m.host.log().Info("actor restarting", "actor", a.ID, "class", a.Class, "restart", r.Restarts, "cause", cause)
 	return true
 }
 
 // jobDone ends the actors a finished job owned, except detached ones (Ray's
 // owner-based actor lifetime).
 func (m *actorManager) jobDone(job string) {
-	all, err := m.n.fsm.State().LiveActors()
+	all, err := m.host.State().LiveActors()
 	if err != nil {
 		return
 	}
 	for _, a := range all {
 		if a.JobID == job && !a.Detached {
-			ctx, cancel := context.WithTimeout(m.n.ctx, actorStopTimeout)
+			ctx, cancel := context.WithTimeout(m.host.lifetime(), actorStopTimeout)
 			if err := m.end(ctx, a.ID, fmt.Sprintf("its owner, job %s, finished (create it detached to outlive its job)", job)); err != nil {
-				m.n.logger.Warn("end a finished job's actor", "actor", a.ID, "job", job, "err", err)
+				m.host.log().Warn("end a finished job's actor", "actor", a.ID, "job", job, "err", err)
 			}
 			cancel()
 		}
@@ -397,7 +397,7 @@ func (m *actorManager) end(ctx context.Context, id, cause string) error {
 	if err != nil {
 		return fmt.Errorf("actor %s: still being placed (its constructor is running): %w", id, err)
 	}
-	a, err := m.n.fsm.State().ActorByID(id)
+	a, err := m.host.State().ActorByID(id)
 	if err != nil || a == nil {
 		unlock()
 		return err
@@ -412,7 +412,7 @@ func (m *actorManager) end(ctx context.Context, id, cause string) error {
 	if a.NodeAddr == "" {
 		return nil
 	}
-	if err := m.n.pool.Call(ctx, a.NodeAddr, wire.MethodActorStop, &wire.ActorStopRequest{ActorID: a.ID}, nil); err != nil {
+	if err := m.host.callNode(ctx, a.NodeAddr, wire.MethodActorStop, &wire.ActorStopRequest{ActorID: a.ID}, nil); err != nil {
 		return fmt.Errorf("actor %s: stop its worker (pid %d) on node %s: %w", a.ID, a.PID, a.NodeName, err)
 	}
 	return nil
@@ -430,9 +430,9 @@ func (m *actorManager) run(ctx context.Context) {
 // placePending starts a placement round for every PENDING and RESTARTING
 // actor that has none running.
 func (m *actorManager) placePending(ctx context.Context) {
-	waiting, err := m.n.fsm.State().WaitingActors()
+	waiting, err := m.host.State().WaitingActors()
 	if err != nil {
-		m.n.logger.Warn("actor retry: read waiting actors", "err", err)
+		m.host.log().Warn("actor retry: read waiting actors", "err", err)
 		return
 	}
 	for _, a := range waiting {
@@ -447,7 +447,7 @@ func (m *actorManager) placePending(ctx context.Context) {
 // or registered again in a later incarnation (lostWith), and abandons the
 // starts in flight on nodes that are no longer live.
 func (m *actorManager) checkNodes() {
-	st := m.n.fsm.State()
+	st := m.host.State()
 	m.abandonLostStarts(st)
 	all, err := st.LiveActors()
 	if err != nil {
@@ -464,7 +464,7 @@ func (m *actorManager) checkNodes() {
 			continue
 		}
 		if cause := lostWith(a, nd.Status, nd.Incarnation); cause != "" {
-			m.n.leaderGo("actor-died", func(context.Context) { m.died(a.ID, a.Restarts, cause) })
+			m.host.leaderGo("actor-died", func(context.Context) { m.died(a.ID, a.Restarts, cause) })
 		}
 	}
 }
@@ -475,7 +475,7 @@ func (m *actorManager) checkNodes() {
 // gone process. The error names the actors it could not handle before ctx
 // ended (checkNodes handles them later).
 func (m *actorManager) nodeRestarted(ctx context.Context, id string, inc uint64) error {
-	all, err := m.n.fsm.State().LiveActors()
+	all, err := m.host.State().LiveActors()
 	if err != nil {
 		return err
 	}
@@ -514,7 +514,7 @@ func lostWith(a *store.Actor, status store.NodeStatus, inc uint64) string {
 // (placement in flight) or does not know is left alone.
 func (m *actorManager) stale(nodeID string, held []wire.ActorHeld) []wire.StaleActor {
 	var out []wire.StaleActor
-	st := m.n.fsm.State()
+	st := m.host.State()
 	for _, h := range held {
 		a, err := st.ActorByID(h.ID)
 		if err != nil || a == nil {
@@ -553,7 +553,7 @@ func (m *actorManager) schedule(id string) {
 		delete(m.scheduling, id)
 		m.mu.Unlock()
 	}
-	if !m.n.leaderGo("actor-place", func(ctx context.Context) {
+	if !m.host.leaderGo("actor-place", func(ctx context.Context) {
 		defer unmark()
 		m.place(ctx, id)
 	}) {
@@ -568,7 +568,7 @@ func (m *actorManager) place(ctx context.Context, id string) {
 	if ctx.Err() != nil {
 		return
 	}
-	a, err := m.n.fsm.State().ActorByID(id)
+	a, err := m.host.State().ActorByID(id)
 	if err != nil || a == nil || (a.State != store.ActorPending && a.State != store.ActorRestarting) {
 		return
 	}
@@ -639,7 +639,7 @@ func (m *actorManager) decide(snap sched.Snapshot, r sched.Request) (sched.Decis
 func (m *actorManager) endUnplaceable(id, reason string) {
 	unlock := m.lock(id)
 	defer unlock()
-	if cur, err := m.n.fsm.State().ActorByID(id); err == nil && cur != nil && cur.State != store.ActorDead && cur.State != store.ActorAlive {
+	if cur, err := m.host.State().ActorByID(id); err == nil && cur != nil && cur.State != store.ActorDead && cur.State != store.ActorAlive {
 		m.setDead(cur, "it cannot be placed: "+reason)
 	}
 }
@@ -668,14 +668,14 @@ func ownerNode(view []wire.NodeInfo, addr string) string {
 func (m *actorManager) setPendingReason(id, reason string) {
 	unlock := m.lock(id)
 	defer unlock()
-	a, err := m.n.fsm.State().ActorByID(id)
+	a, err := m.host.State().ActorByID(id)
 	if err != nil || a == nil || a.State == store.ActorDead || a.State == store.ActorAlive || a.PendingReason == reason {
 		return
 	}
 	a.PendingReason = reason
-	_, _ = m.n.apply(store.ActorUpdateType, &store.ActorUpdateRequest{Actor: *a})
+	_, _ = m.host.apply(store.ActorUpdateType, &store.ActorUpdateRequest{Actor: *a})
 	if reason != "" {
-		m.n.logger.Info("actor pending", "actor", id, "class", a.Class, "reason", reason)
+		m.host.log().Info("actor pending", "actor", id, "class", a.Class, "reason", reason)
 	}
 }
 
@@ -684,21 +684,20 @@ func (m *actorManager) setPendingReason(id, reason string) {
 // placement is over for another reason (constructor failed,
 // actor killed meanwhile).
 func (m *actorManager) tryNode(a *store.Actor, nd wire.NodeInfo) (ok, stop bool, infeasible string) {
-	n := m.n
 	unlock := m.lock(a.ID)
 	defer unlock()
-	cur, err := n.fsm.State().ActorByID(a.ID)
+	cur, err := m.host.State().ActorByID(a.ID)
 	if err != nil || cur == nil || cur.State == store.ActorDead || cur.State == store.ActorAlive {
 		return false, true, ""
 	}
 	var args []wire.Arg
 	_ = msgpack.Unmarshal(cur.Args, &args)
-	ctx, cancel := context.WithTimeout(n.ctx, actorStartTimeout)
+	ctx, cancel := context.WithTimeout(m.host.lifetime(), actorStartTimeout)
 	defer cancel()
 	ctx, untrack := m.trackStart(ctx, nd, cur.ID)
 	defer untrack()
 	var rep wire.ActorStartReply
-	err = n.pool.Call(ctx, nd.Addr, wire.MethodActorStart, &wire.ActorStartRequest{ActorID: cur.ID, Incarnation: cur.Restarts,
+	err = m.host.callNode(ctx, nd.Addr, wire.MethodActorStart, &wire.ActorStartRequest{ActorID: cur.ID, Incarnation: cur.Restarts,
 		JobID: cur.JobID, Class: cur.Class, Resources: cur.Resources, Constructor: cur.Constructor, Args: args,
 		MaxConcurrency: cur.MaxConcurrency, BinaryHash: cur.BinaryHash, BinaryNode: cur.BinaryNode, EnvVars: cur.EnvVars, JobNamespace: cur.JobNamespace}, &rep)
 	var lost *nodeLostError
@@ -707,11 +706,11 @@ func (m *actorManager) tryNode(a *store.Actor, nd wire.NodeInfo) (ok, stop bool,
 		// Declared dead mid-start: whatever it started there is stale from
 		// now on (the next incarnation replaces it, and its heartbeat, if it
 		// comes back, stops it), and the actor goes elsewhere.
-		n.logger.Warn("start actor on node abandoned", "actor", cur.ID, "node", nd.NodeName, "incarnation", cur.Restarts, "cause", lost)
+		m.host.log().Warn("start actor on node abandoned", "actor", cur.ID, "node", nd.NodeName, "incarnation", cur.Restarts, "cause", lost)
 		m.restartLocked(cur, lost.Error())
 		return false, false, ""
 	case err != nil:
-		n.logger.Warn("start actor on node failed", "actor", cur.ID, "node", nd.NodeName, "err", err)
+		m.host.log().Warn("start actor on node failed", "actor", cur.ID, "node", nd.NodeName, "err", err)
 		return false, false, ""
 	case rep.Infeasible != "":
 		return false, false, rep.Infeasible
@@ -728,7 +727,7 @@ func (m *actorManager) tryNode(a *store.Actor, nd wire.NodeInfo) (ok, stop bool,
 	if cause := m.groupRemoved(cur); cause != "" {
 		// Its group was removed while it started, and the removal could not
 		// wait for this start to end it: end it here.
-		_ = n.pool.Call(ctx, nd.Addr, wire.MethodActorStop, &wire.ActorStopRequest{ActorID: cur.ID}, nil)
+		_ = m.host.callNode(ctx, nd.Addr, wire.MethodActorStop, &wire.ActorStopRequest{ActorID: cur.ID}, nil)
 		_ = m.setDead(cur, cause)
 		return false, true, ""
 	}
@@ -736,12 +735,12 @@ func (m *actorManager) tryNode(a *store.Actor, nd wire.NodeInfo) (ok, stop bool,
 	r.State, r.PendingReason, r.StateChangedAt = store.ActorAlive, "", time.Now().UnixNano()
 	r.NodeID, r.NodeName, r.NodeAddr, r.WorkerAddr, r.WorkerID, r.PID = rep.NodeID, rep.NodeName, rep.NodeAddr, rep.WorkerAddr, rep.WorkerID, rep.PID
 	r.NodeIncarnation = rep.NodeIncarnation
-	if _, err := n.apply(store.ActorUpdateType, &store.ActorUpdateRequest{Actor: *r}); err != nil {
-		n.logger.Warn("record actor alive", "actor", cur.ID, "err", err)
-		_ = n.pool.Call(ctx, nd.Addr, wire.MethodActorStop, &wire.ActorStopRequest{ActorID: cur.ID}, nil)
+	if _, err := m.host.apply(store.ActorUpdateType, &store.ActorUpdateRequest{Actor: *r}); err != nil {
+		m.host.log().Warn("record actor alive", "actor", cur.ID, "err", err)
+		_ = m.host.callNode(ctx, nd.Addr, wire.MethodActorStop, &wire.ActorStopRequest{ActorID: cur.ID}, nil)
 		return false, true, ""
 	}
-	n.logger.Debug("actor alive", "actor", cur.ID, "class", cur.Class, "node", rep.NodeName, "pid", rep.PID)
+	m.host.log().Debug("actor alive", "actor", cur.ID, "class", cur.Class, "node", rep.NodeName, "pid", rep.PID)
 	return true, false, ""
 }
 
@@ -753,7 +752,7 @@ func (m *actorManager) groupRemoved(a *store.Actor) string {
 	if !ok {
 		return ""
 	}
-	if g, err := m.n.fsm.State().PlacementGroupByID(pg); err != nil || g == nil || g.State != store.PGRemoved {
+	if g, err := m.host.State().PlacementGroupByID(pg); err != nil || g == nil || g.State != store.PGRemoved {
 		return ""
 	}
 	return pgRemovedCause(pg)
@@ -764,46 +763,19 @@ func (m *actorManager) groupRemoved(a *store.Actor) string {
 // placement group (gone: the group is removed or unknown, or the bundle
 // index does not exist; reason says which).
 func (m *actorManager) placement(a *store.Actor) (view []wire.NodeInfo, r sched.Request, reason string, gone bool) {
-	view = m.placementView()
+	view = m.host.actorPlacementView()
 	r = sched.Request{Demand: a.Resources, Strategy: sched.Strategy{Kind: sched.StrategyKind(a.StrategyKind),
 		Node: a.StrategyNode, Soft: a.StrategySoft, Labels: a.Labels}}
 	pg, idx, ok := sched.PlacementGroupOf(a.Resources)
 	if !ok {
 		return view, r, "", false
 	}
-	ctx, cancel := context.WithTimeout(m.n.ctx, pgPhaseTimeout)
+	ctx, cancel := context.WithTimeout(m.host.lifetime(), pgPhaseTimeout)
 	defer cancel()
-	bundles, reason, gone := m.n.bundleNodes(ctx, pg, idx)
+	bundles, reason, gone := m.host.bundleNodes(ctx, pg, idx)
 	view, r.Bundle = withBundleNodes(view, bundles)
 	r.Bundle.Group, r.Bundle.Reason = pg, reason
 	return view, r, reason, gone
-}
-
-// placementView is the leader's table as it is now (not the view its last
-// heartbeat brought, which can be one heartbeat old), with nodes that gossip
-// shows suspect, dead or left in their current incarnation marked not alive:
-// an actor restarted because its node died must not go back there.
-func (m *actorManager) placementView() []wire.NodeInfo {
-	view, err := m.n.tableView()
-	if err != nil {
-		m.n.logger.Warn("actor placement: read the node table", "err", err)
-		return nil
-	}
-	gossip := map[string]member{}
-	for _, mem := range m.n.members.snapshot() {
-		gossip[mem.ID] = mem
-	}
-	for i := range view {
-		nd := &view[i]
-		if nd.NodeID == m.n.id.NodeID {
-			nd.Available = m.n.local.available()
-			continue
-		}
-		if mem, ok := gossip[nd.NodeID]; ok && mem.Status != store.NodeAlive {
-			nd.Alive = false
-		}
-	}
-	return view
 }
 
 func validHexID(s string) bool {
