@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"maps"
 	"sync"
 	"time"
 
@@ -57,16 +58,8 @@ func (l *leaderState) clear() {
 func (l *leaderState) prune(live map[string]bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	for id := range l.soft {
-		if !live[id] {
-			delete(l.soft, id)
-		}
-	}
-	for id := range l.leaving {
-		if !live[id] {
-			delete(l.leaving, id)
-		}
-	}
+	maps.DeleteFunc(l.soft, func(id string, _ softState) bool { return !live[id] })
+	maps.DeleteFunc(l.leaving, func(id string, _ uint64) bool { return !live[id] })
 }
 
 func (l *leaderState) setTerm(g *goGroup) {

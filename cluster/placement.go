@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 	"sync"
 	"time"
@@ -827,11 +828,7 @@ func (m *pgManager) recommit(g *store.PlacementGroup) {
 func (m *pgManager) prune(live map[string]bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	for id := range m.used {
-		if !live[id] {
-			delete(m.used, id)
-		}
-	}
+	maps.DeleteFunc(m.used, func(id string, _ sched.ResourceSet) bool { return !live[id] })
 }
 
 // revoke drops the usage heartbeats reported to this node as leader.
