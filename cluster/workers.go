@@ -47,8 +47,9 @@ type workerPool struct {
 	actors  map[string]*actorProc // dedicated actor workers by actor ID
 	// finished holds jobs that ended here (and when), so a lease request
 	// still in flight when its driver finished cannot start a worker whose
-	// lease nobody would ever return.
-	finished map[string]time.Time
+	// lease nobody would ever return. Every actor incarnation's end adds
+	// one too, so it is bounded: finishedJobMemory, maxFinishedJobs.
+	finished *expiringSet
 	// stopped is set by stopAll: the node is shutting down, so no worker
 	// process may start (it would outlive the node, and write its log into
 	// a data dir being removed).
@@ -56,8 +57,12 @@ type workerPool struct {
 	binMu   sync.Mutex
 }
 
-// finishedJobMemory is how long a finished job's ID is remembered.
-const finishedJobMemory = time.Hour
+// finishedJobMemory is how long a finished job's ID is remembered, and
+// maxFinishedJobs how many at most (the oldest are forgotten first).
+const (
+	finishedJobMemory = time.Hour
+	maxFinishedJobs   = 10_000
+)
 
 type workerProc struct {
 	id       string
@@ -76,7 +81,7 @@ type workerProc struct {
 
 func newWorkerPool(n *Node) *workerPool {
 	return &workerPool{n: n, workers: map[string]*workerProc{}, byID: map[string]*workerProc{}, actors: map[string]*actorProc{},
-		finished: map[string]time.Time{}}
+		finished: newExpiringSet(finishedJobMemory, maxFinishedJobs)}
 }
 
 func (p *workerPool) binDir() string { return p.n.dir.file("bin") }
@@ -201,7 +206,7 @@ func (p *workerPool) fetch(ctx context.Context, from, hash string) error {
 // devices as (nil: none), starting one if needed.
 func (p *workerPool) worker(ctx context.Context, req *wire.LeaseRequest, as *gpu.Assignment) (*workerProc, error) {
 	p.mu.Lock()
-	_, done := p.finished[req.JobID]
+	done := p.finished.has(req.JobID)
 	p.mu.Unlock()
 	if done {
 		return nil, fmt.Errorf("job %s has finished", req.JobID)
@@ -210,7 +215,7 @@ func (p *workerPool) worker(ctx context.Context, req *wire.LeaseRequest, as *gpu
 		return nil, err
 	}
 	p.mu.Lock()
-	if _, done := p.finished[req.JobID]; done {
+	if p.finished.has(req.JobID) {
 		p.mu.Unlock()
 		return nil, fmt.Errorf("job %s has finished", req.JobID)
 	}
@@ -416,13 +421,7 @@ func (w *workerProc) markReady() { w.readyOne.Do(func() { close(w.ready) }) }
 // set its GPU leases used).
 func (p *workerPool) stopJob(job string) {
 	p.mu.Lock()
-	now := time.Now()
-	for j, at := range p.finished {
-		if now.Sub(at) > finishedJobMemory {
-			delete(p.finished, j)
-		}
-	}
-	p.finished[job] = now
+	p.finished.add(job, time.Now())
 	var ws []*workerProc
 	for k, w := range p.workers {
 		if w.job == job {
