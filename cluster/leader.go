@@ -169,8 +169,8 @@ func (n *Node) establishLeadership() *goGroup {
 	term := newGoGroup(n.ctx, n.logger.With("goroutines", "leader"))
 	n.leader.setTerm(term)
 	term.goCtx("leader-establish", func(ctx context.Context) {
-		if !n.leaderBarrier(ctx) {
-			return
+		if !n.leaderBarrier(ctx) || ctx.Err() != nil {
+			return // the term ended first
 		}
 		n.establishCluster()
 		n.pilot.Start(ctx)

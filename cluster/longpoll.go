@@ -41,11 +41,13 @@ func (n *Node) longPoll(ctx context.Context, waitMillis int64, look func(ws memd
 		if err != nil && !pending {
 			return err
 		}
-		if !done && waitMillis > 0 && ws.WatchCtx(wait) == nil {
-			continue
-		}
-		if ctx.Err() != nil {
-			return ctx.Err()
+		if !done && waitMillis > 0 {
+			if ws.WatchCtx(wait) == nil {
+				continue // a watched record changed: look again
+			}
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
 		}
 		if pending {
 			return notYet.err
