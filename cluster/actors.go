@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	memdb "github.com/hashicorp/go-memdb"
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/nodeup/nodeup/rpc"
@@ -31,20 +32,21 @@ const (
 // transitions of that actor; different actors proceed in parallel, so their
 // Raft writes batch.
 type actorManager struct {
-	n          *Node
+	host       actorHost
 	mu         sync.Mutex
-	locks      map[string]chan struct{} // per-actor lock: held while it holds a token
-	scheduling map[string]bool          // actors with a placement goroutine running
+	locks      map[string]*actorLock // per-actor lock, while anyone holds or waits for it
+	scheduling map[string]bool       // actors with a placement goroutine running
 	// starts are the start calls in flight, by node ID and actor ID: a node
 	// declared dead meanwhile ends them (abandonLostStarts).
 	starts map[string]map[string]context.CancelCauseFunc
 	// spreadNext is SPREAD's round-robin position for actors (held by mu).
 	spreadNext int
+	retry      retrier // wakes the leader's retry of pending actors
 }
 
-func newActorManager(n *Node) *actorManager {
-	return &actorManager{n: n, locks: map[string]chan struct{}{}, scheduling: map[string]bool{},
-		starts: map[string]map[string]context.CancelCauseFunc{}}
+func newActorManager(host actorHost) *actorManager {
+	return &actorManager{host: host, locks: map[string]*actorLock{}, scheduling: map[string]bool{},
+		starts: map[string]map[string]context.CancelCauseFunc{}, retry: newRetrier()}
 }
 
 // nodeLostError ends a start call whose node the cluster declared dead
@@ -69,7 +71,7 @@ func (m *actorManager) trackStart(ctx context.Context, nd wire.NodeInfo, id stri
 	}
 	m.starts[nd.NodeID][id] = cancel
 	m.mu.Unlock()
-	if cur, err := m.n.fsm.State().NodeByID(nd.NodeID); err == nil && cur != nil && !cur.Status.Live() {
+	if cur, err := m.host.State().NodeByID(nd.NodeID); err == nil && cur != nil && !cur.Status.Live() {
 		cancel(&nodeLostError{node: nd.NodeName, status: cur.Status})
 	}
 	return ctx, func() {
@@ -95,7 +97,7 @@ func (m *actorManager) abandonLostStarts(st *store.StateStore) {
 			continue
 		}
 		for id, cancel := range calls {
-			m.n.logger.Warn("abandoning actor start on a lost node", "actor", id, "node", nd.Name, "status", nd.Status)
+			m.host.log().Warn("abandoning actor start on a lost node", "actor", id, "node", nd.Name, "status", nd.Status)
 			cancel(&nodeLostError{node: nd.Name, status: nd.Status})
 		}
 	}
@@ -107,20 +109,40 @@ func (m *actorManager) lock(id string) func() {
 	return unlock
 }
 
+// actorLock is one actor's lock: held while tok holds a token; users
+// counts its holder and waiters, and the last one out deletes it, so the
+// map holds only actors being worked on.
+type actorLock struct {
+	tok   chan struct{}
+	users int // guarded by actorManager.mu
+}
+
 // lockCtx takes actor id's lock, or gives up when ctx ends (a placement
 // holds the lock while the actor's constructor runs) with ctx's error.
 func (m *actorManager) lockCtx(ctx context.Context, id string) (func(), error) {
 	m.mu.Lock()
 	l := m.locks[id]
 	if l == nil {
-		l = make(chan struct{}, 1)
+		l = &actorLock{tok: make(chan struct{}, 1)}
 		m.locks[id] = l
 	}
+	l.users++
 	m.mu.Unlock()
+	leave := func() {
+		m.mu.Lock()
+		if l.users--; l.users == 0 {
+			delete(m.locks, id)
+		}
+		m.mu.Unlock()
+	}
 	select {
-	case l <- struct{}{}:
-		return func() { <-l }, nil
+	case l.tok <- struct{}{}:
+		return func() {
+			<-l.tok
+			leave()
+		}, nil
 	case <-ctx.Done():
+		leave()
 		return nil, ctx.Err()
 	}
 }
@@ -220,35 +242,40 @@ func (n *Node) actorCreate(ctx context.Context, req *wire.ActorCreateRequest) (*
 	return &wire.ActorCreateReply{ActorID: r.ID, Existing: r.Existing}, nil
 }
 
-// actorGet answers a lookup, waiting (see wire.ActorGetRequest) with the
-// state store's watch channel, never polling. An unknown ID is waited for
-// too: unnamed actors register in the background.
+// actorGet answers a lookup, waiting (see wire.ActorGetRequest) on the
+// watch set of the actor's record, never polling. An unknown ID is waited
+// for too: unnamed actors register in the background.
 func (n *Node) actorGet(ctx context.Context, req *wire.ActorGetRequest) (*wire.ActorInfo, error) {
-	st := n.fsm.State()
 	var info wire.ActorInfo
-	err := n.longPoll(ctx, req.WaitMillis, func() (bool, <-chan struct{}, error) {
-		var a *store.Actor
-		var err error
-		if req.ActorID != "" {
-			a, err = st.ActorByID(req.ActorID)
-		} else {
-			a, err = st.ActorByName(req.Namespace, req.Name)
-		}
-		switch {
-		case err != nil:
-			return false, nil, err
-		case a == nil && req.ActorID != "":
-			return false, nil, errNotYet{&rpc.Error{Code: wire.CodeNotFound, Message: fmt.Sprintf("no actor with ID %s", req.ActorID)}}
-		case a == nil:
-			return false, nil, &rpc.Error{Code: wire.CodeNotFound, Message: fmt.Sprintf("no live actor named %q in namespace %q", req.Name, req.Namespace)}
-		}
-		info = actorInfo(a)
-		return a.State == store.ActorDead || (a.State == store.ActorAlive && a.Restarts != req.NotIncarnation), nil, nil
-	})
-	if err != nil {
+	if err := n.longPoll(ctx, req.WaitMillis, n.actorLook(req, &info)); err != nil {
 		return nil, err
 	}
 	return &info, nil
+}
+
+// actorLook is actorGet's lookup: it fills info, watching the actor's
+// record in ws, and says whether the wait is over.
+func (n *Node) actorLook(req *wire.ActorGetRequest, info *wire.ActorInfo) func(ws memdb.WatchSet) (bool, error) {
+	st := n.fsm.State()
+	return func(ws memdb.WatchSet) (bool, error) {
+		var a *store.Actor
+		var err error
+		if req.ActorID != "" {
+			a, err = st.ActorByIDWatch(ws, req.ActorID)
+		} else {
+			a, err = st.ActorByNameWatch(ws, req.Namespace, req.Name)
+		}
+		switch {
+		case err != nil:
+			return false, err
+		case a == nil && req.ActorID != "":
+			return false, errNotYet{&rpc.Error{Code: wire.CodeNotFound, Message: fmt.Sprintf("no actor with ID %s", req.ActorID)}}
+		case a == nil:
+			return false, &rpc.Error{Code: wire.CodeNotFound, Message: fmt.Sprintf("no live actor named %q in namespace %q", req.Name, req.Namespace)}
+		}
+		*info = actorInfo(a)
+		return a.State == store.ActorDead || (a.State == store.ActorAlive && a.Restarts != req.NotIncarnation), nil
+	}
 }
 
 func (n *Node) actorKill(ctx context.Context, req *wire.ActorKillRequest) (*wire.Empty, error) {
@@ -286,11 +313,11 @@ func (n *Node) actorKill(ctx context.Context, req *wire.ActorKillRequest) (*wire
 func (m *actorManager) setDead(a *store.Actor, cause string) error {
 	d := a.Copy()
 	d.State, d.DeathCause, d.StateChangedAt = store.ActorDead, cause, time.Now().UnixNano()
-	if _, err := m.n.apply(store.ActorUpdateType, &store.ActorUpdateRequest{Actor: *d}); err != nil && !errors.Is(err, store.ErrActorDead) {
-		m.n.logger.Warn("record actor death", "actor", a.ID, "err", err)
+	if _, err := m.host.apply(store.ActorUpdateType, &store.ActorUpdateRequest{Actor: *d}); err != nil && !errors.Is(err, store.ErrActorDead) {
+		m.host.log().Warn("record actor death", "actor", a.ID, "err", err)
 		return fmt.Errorf("record actor %s dead: %w", a.ID, err)
 	}
-	m.n.logger.Info("actor dead", "actor", a.ID, "class", a.Class, "name", a.Name, "cause", cause)
+	m.host.log().Info("actor dead", "actor", a.ID, "class", a.Class, "name", a.Name, "cause", cause)
 	return nil
 }
 
@@ -310,7 +337,7 @@ func (m *actorManager) diedCtx(ctx context.Context, id string, inc int, cause st
 		return fmt.Errorf("actor %s: record its loss (%s): %w", id, cause, err)
 	}
 	defer unlock()
-	a, err := m.n.fsm.State().ActorByID(id)
+	a, err := m.host.State().ActorByID(id)
 	if err != nil || a == nil || a.State == store.ActorDead || a.Restarts != inc {
 		return err // unknown, final, or a report about an older incarnation
 	}
@@ -332,26 +359,26 @@ func (m *actorManager) restartLocked(a *store.Actor, cause string) bool {
 	r := a.Copy()
 	r.State, r.Restarts, r.DeathCause, r.StateChangedAt = store.ActorRestarting, a.Restarts+1, cause, time.Now().UnixNano()
 	r.NodeID, r.NodeName, r.NodeAddr, r.WorkerAddr, r.WorkerID, r.PID, r.NodeIncarnation = "", "", "", "", "", 0, 0
-	if _, err := m.n.apply(store.ActorUpdateType, &store.ActorUpdateRequest{Actor: *r}); err != nil {
-		m.n.logger.Warn("record actor restart", "actor", a.ID, "err", err)
+	if _, err := m.host.apply(store.ActorUpdateType, &store.ActorUpdateRequest{Actor: *r}); err != nil {
+		m.host.log().Warn("record actor restart", "actor", a.ID, "err", err)
 		return false
 	}
-	m.n.logger.Info("actor restarting", "actor", a.ID, "class", a.Class, "restart", r.Restarts, "cause", cause)
+	m.host.log().Info("actor restarting", "actor", a.ID, "class", a.Class, "restart", r.Restarts, "cause", cause)
 	return true
 }
 
 // jobDone ends the actors a finished job owned, except detached ones (Ray's
 // owner-based actor lifetime).
 func (m *actorManager) jobDone(job string) {
-	all, err := m.n.fsm.State().LiveActors()
+	all, err := m.host.State().LiveActors()
 	if err != nil {
 		return
 	}
 	for _, a := range all {
 		if a.JobID == job && !a.Detached {
-			ctx, cancel := context.WithTimeout(m.n.ctx, actorStopTimeout)
+			ctx, cancel := context.WithTimeout(m.host.lifetime(), actorStopTimeout)
 			if err := m.end(ctx, a.ID, fmt.Sprintf("its owner, job %s, finished (create it detached to outlive its job)", job)); err != nil {
-				m.n.logger.Warn("end a finished job's actor", "actor", a.ID, "job", job, "err", err)
+				m.host.log().Warn("end a finished job's actor", "actor", a.ID, "job", job, "err", err)
 			}
 			cancel()
 		}
@@ -370,7 +397,7 @@ func (m *actorManager) end(ctx context.Context, id, cause string) error {
 	if err != nil {
 		return fmt.Errorf("actor %s: still being placed (its constructor is running): %w", id, err)
 	}
-	a, err := m.n.fsm.State().ActorByID(id)
+	a, err := m.host.State().ActorByID(id)
 	if err != nil || a == nil {
 		unlock()
 		return err
@@ -385,32 +412,42 @@ func (m *actorManager) end(ctx context.Context, id, cause string) error {
 	if a.NodeAddr == "" {
 		return nil
 	}
-	if err := m.n.pool.Call(ctx, a.NodeAddr, wire.MethodActorStop, &wire.ActorStopRequest{ActorID: a.ID}, nil); err != nil {
+	if err := m.host.callNode(ctx, a.NodeAddr, wire.MethodActorStop, &wire.ActorStopRequest{ActorID: a.ID}, nil); err != nil {
 		return fmt.Errorf("actor %s: stop its worker (pid %d) on node %s: %w", a.ID, a.PID, a.NodeName, err)
 	}
 	return nil
 }
 
-// resume picks up every actor's unfinished business when this node becomes
-// leader: placements that were pending and actors on nodes that died.
-func (m *actorManager) resume() {
-	all, err := m.n.fsm.State().LiveActors()
+// run retries pending actors while this node leads (ctx is the term): it
+// first restarts the actors on nodes that died while no leader looked, then
+// places every PENDING and RESTARTING actor with no placement running, at
+// once, every actorRetryEvery and on wake.
+func (m *actorManager) run(ctx context.Context) {
+	m.checkNodes()
+	m.retry.run(ctx, actorRetryEvery, m.placePending)
+}
+
+// placePending starts a placement round for every PENDING and RESTARTING
+// actor that has none running.
+func (m *actorManager) placePending(ctx context.Context) {
+	waiting, err := m.host.State().WaitingActors()
 	if err != nil {
+		m.host.log().Warn("actor retry: read waiting actors", "err", err)
 		return
 	}
-	for _, a := range all {
-		if a.State == store.ActorPending || a.State == store.ActorRestarting {
-			m.schedule(a.ID)
+	for _, a := range waiting {
+		if ctx.Err() != nil {
+			return
 		}
+		m.schedule(a.ID)
 	}
-	m.checkNodes()
 }
 
 // checkNodes restarts (or ends) ALIVE actors whose node is dead or left,
 // or registered again in a later incarnation (lostWith), and abandons the
 // starts in flight on nodes that are no longer live.
 func (m *actorManager) checkNodes() {
-	st := m.n.fsm.State()
+	st := m.host.State()
 	m.abandonLostStarts(st)
 	all, err := st.LiveActors()
 	if err != nil {
@@ -427,7 +464,7 @@ func (m *actorManager) checkNodes() {
 			continue
 		}
 		if cause := lostWith(a, nd.Status, nd.Incarnation); cause != "" {
-			go m.died(a.ID, a.Restarts, cause)
+			m.host.leaderGo("actor-died", func(context.Context) { m.died(a.ID, a.Restarts, cause) })
 		}
 	}
 }
@@ -438,7 +475,7 @@ func (m *actorManager) checkNodes() {
 // gone process. The error names the actors it could not handle before ctx
 // ended (checkNodes handles them later).
 func (m *actorManager) nodeRestarted(ctx context.Context, id string, inc uint64) error {
-	all, err := m.n.fsm.State().LiveActors()
+	all, err := m.host.State().LiveActors()
 	if err != nil {
 		return err
 	}
@@ -477,7 +514,7 @@ func lostWith(a *store.Actor, status store.NodeStatus, inc uint64) string {
 // (placement in flight) or does not know is left alone.
 func (m *actorManager) stale(nodeID string, held []wire.ActorHeld) []wire.StaleActor {
 	var out []wire.StaleActor
-	st := m.n.fsm.State()
+	st := m.host.State()
 	for _, h := range held {
 		a, err := st.ActorByID(h.ID)
 		if err != nil || a == nil {
@@ -501,7 +538,8 @@ func (m *actorManager) stale(nodeID string, held []wire.ActorHeld) []wire.StaleA
 	return out
 }
 
-// schedule starts the placement goroutine of a pending actor unless one runs.
+// schedule starts a placement round of a pending actor in the leader's
+// term unless one runs; the retry loop (run) starts the next rounds.
 func (m *actorManager) schedule(id string) {
 	m.mu.Lock()
 	if m.scheduling[id] {
@@ -510,35 +548,32 @@ func (m *actorManager) schedule(id string) {
 	}
 	m.scheduling[id] = true
 	m.mu.Unlock()
-	go func() {
-		defer func() {
-			m.mu.Lock()
-			delete(m.scheduling, id)
-			m.mu.Unlock()
-		}()
-		m.place(id)
-	}()
+	unmark := func() {
+		m.mu.Lock()
+		delete(m.scheduling, id)
+		m.mu.Unlock()
+	}
+	if !m.host.leaderGo("actor-place", func(ctx context.Context) {
+		defer unmark()
+		m.place(ctx, id)
+	}) {
+		unmark()
+	}
 }
 
-// place tries nodes for the actor until one runs it, leadership is lost,
-// or the actor dies.
-func (m *actorManager) place(id string) {
-	n := m.n
-	var last pending
-	for n.ctx.Err() == nil && n.IsLeader() {
-		a, err := n.fsm.State().ActorByID(id)
-		if err != nil || a == nil || (a.State != store.ActorPending && a.State != store.ActorRestarting) {
-			return
-		}
-		why, done := m.placeRound(a)
-		if done {
-			return
-		}
-		if why != last {
-			last = why
-			m.setPending(id, why)
-		}
-		sleepCtx(n.ctx, actorRetryEvery)
+// place runs one placement round for the actor, unless the term (ctx)
+// ended or the actor is no longer waiting: one node runs it, or the reason
+// it waits is recorded.
+func (m *actorManager) place(ctx context.Context, id string) {
+	if ctx.Err() != nil {
+		return
+	}
+	a, err := m.host.State().ActorByID(id)
+	if err != nil || a == nil || (a.State != store.ActorPending && a.State != store.ActorRestarting) {
+		return
+	}
+	if why, done := m.placeRound(a); !done {
+		m.setPending(id, why)
 	}
 }
 
@@ -611,7 +646,7 @@ func (m *actorManager) decide(snap sched.Snapshot, r sched.Request) (sched.Decis
 func (m *actorManager) endUnplaceable(id, reason string) {
 	unlock := m.lock(id)
 	defer unlock()
-	if cur, err := m.n.fsm.State().ActorByID(id); err == nil && cur != nil && cur.State != store.ActorDead && cur.State != store.ActorAlive {
+	if cur, err := m.host.State().ActorByID(id); err == nil && cur != nil && cur.State != store.ActorDead && cur.State != store.ActorAlive {
 		m.setDead(cur, "it cannot be placed: "+reason)
 	}
 }
@@ -631,15 +666,15 @@ func ownerNode(view []wire.NodeInfo, addr string) string {
 func (m *actorManager) setPending(id string, why pending) {
 	unlock := m.lock(id)
 	defer unlock()
-	a, err := m.n.fsm.State().ActorByID(id)
+	a, err := m.host.State().ActorByID(id)
 	if err != nil || a == nil || a.State == store.ActorDead || a.State == store.ActorAlive ||
 		(a.PendingReason == why.reason && a.Infeasible == why.infeasible) {
 		return
 	}
 	a.PendingReason, a.Infeasible = why.reason, why.infeasible
-	_, _ = m.n.apply(store.ActorUpdateType, &store.ActorUpdateRequest{Actor: *a})
+	_, _ = m.host.apply(store.ActorUpdateType, &store.ActorUpdateRequest{Actor: *a})
 	if why.reason != "" {
-		m.n.logger.Info("actor pending", "actor", id, "class", a.Class, "reason", why.reason, "infeasible", why.infeasible)
+		m.host.log().Info("actor pending", "actor", id, "class", a.Class, "reason", why.reason, "infeasible", why.infeasible)
 	}
 }
 
@@ -648,21 +683,20 @@ func (m *actorManager) setPending(id string, why pending) {
 // placement is over for another reason (constructor failed,
 // actor killed meanwhile).
 func (m *actorManager) tryNode(a *store.Actor, nd wire.NodeInfo) (ok, stop bool, infeasible string) {
-	n := m.n
 	unlock := m.lock(a.ID)
 	defer unlock()
-	cur, err := n.fsm.State().ActorByID(a.ID)
+	cur, err := m.host.State().ActorByID(a.ID)
 	if err != nil || cur == nil || cur.State == store.ActorDead || cur.State == store.ActorAlive {
 		return false, true, ""
 	}
 	var args []wire.Arg
 	_ = msgpack.Unmarshal(cur.Args, &args)
-	ctx, cancel := context.WithTimeout(n.ctx, actorStartTimeout)
+	ctx, cancel := context.WithTimeout(m.host.lifetime(), actorStartTimeout)
 	defer cancel()
 	ctx, untrack := m.trackStart(ctx, nd, cur.ID)
 	defer untrack()
 	var rep wire.ActorStartReply
-	err = n.pool.Call(ctx, nd.Addr, wire.MethodActorStart, &wire.ActorStartRequest{ActorID: cur.ID, Incarnation: cur.Restarts,
+	err = m.host.callNode(ctx, nd.Addr, wire.MethodActorStart, &wire.ActorStartRequest{ActorID: cur.ID, Incarnation: cur.Restarts,
 		JobID: cur.JobID, Class: cur.Class, Resources: cur.Resources, Constructor: cur.Constructor, Args: args,
 		MaxConcurrency: cur.MaxConcurrency, BinaryHash: cur.BinaryHash, BinaryNode: cur.BinaryNode, EnvVars: cur.EnvVars, JobNamespace: cur.JobNamespace}, &rep)
 	var lost *nodeLostError
@@ -671,11 +705,11 @@ func (m *actorManager) tryNode(a *store.Actor, nd wire.NodeInfo) (ok, stop bool,
 		// Declared dead mid-start: whatever it started there is stale from
 		// now on (the next incarnation replaces it, and its heartbeat, if it
 		// comes back, stops it), and the actor goes elsewhere.
-		n.logger.Warn("start actor on node abandoned", "actor", cur.ID, "node", nd.NodeName, "incarnation", cur.Restarts, "cause", lost)
+		m.host.log().Warn("start actor on node abandoned", "actor", cur.ID, "node", nd.NodeName, "incarnation", cur.Restarts, "cause", lost)
 		m.restartLocked(cur, lost.Error())
 		return false, false, ""
 	case err != nil:
-		n.logger.Warn("start actor on node failed", "actor", cur.ID, "node", nd.NodeName, "err", err)
+		m.host.log().Warn("start actor on node failed", "actor", cur.ID, "node", nd.NodeName, "err", err)
 		return false, false, ""
 	case rep.Infeasible != "":
 		return false, false, rep.Infeasible
@@ -692,7 +726,7 @@ func (m *actorManager) tryNode(a *store.Actor, nd wire.NodeInfo) (ok, stop bool,
 	if cause := m.groupRemoved(cur); cause != "" {
 		// Its group was removed while it started, and the removal could not
 		// wait for this start to end it: end it here.
-		_ = n.pool.Call(ctx, nd.Addr, wire.MethodActorStop, &wire.ActorStopRequest{ActorID: cur.ID}, nil)
+		_ = m.host.callNode(ctx, nd.Addr, wire.MethodActorStop, &wire.ActorStopRequest{ActorID: cur.ID}, nil)
 		_ = m.setDead(cur, cause)
 		return false, true, ""
 	}
@@ -700,12 +734,12 @@ func (m *actorManager) tryNode(a *store.Actor, nd wire.NodeInfo) (ok, stop bool,
 	r.State, r.PendingReason, r.Infeasible, r.StateChangedAt = store.ActorAlive, "", false, time.Now().UnixNano()
 	r.NodeID, r.NodeName, r.NodeAddr, r.WorkerAddr, r.WorkerID, r.PID = rep.NodeID, rep.NodeName, rep.NodeAddr, rep.WorkerAddr, rep.WorkerID, rep.PID
 	r.NodeIncarnation = rep.NodeIncarnation
-	if _, err := n.apply(store.ActorUpdateType, &store.ActorUpdateRequest{Actor: *r}); err != nil {
-		n.logger.Warn("record actor alive", "actor", cur.ID, "err", err)
-		_ = n.pool.Call(ctx, nd.Addr, wire.MethodActorStop, &wire.ActorStopRequest{ActorID: cur.ID}, nil)
+	if _, err := m.host.apply(store.ActorUpdateType, &store.ActorUpdateRequest{Actor: *r}); err != nil {
+		m.host.log().Warn("record actor alive", "actor", cur.ID, "err", err)
+		_ = m.host.callNode(ctx, nd.Addr, wire.MethodActorStop, &wire.ActorStopRequest{ActorID: cur.ID}, nil)
 		return false, true, ""
 	}
-	n.logger.Debug("actor alive", "actor", cur.ID, "class", cur.Class, "node", rep.NodeName, "pid", rep.PID)
+	m.host.log().Debug("actor alive", "actor", cur.ID, "class", cur.Class, "node", rep.NodeName, "pid", rep.PID)
 	return true, false, ""
 }
 
@@ -717,7 +751,7 @@ func (m *actorManager) groupRemoved(a *store.Actor) string {
 	if !ok {
 		return ""
 	}
-	if g, err := m.n.fsm.State().PlacementGroupByID(pg); err != nil || g == nil || g.State != store.PGRemoved {
+	if g, err := m.host.State().PlacementGroupByID(pg); err != nil || g == nil || g.State != store.PGRemoved {
 		return ""
 	}
 	return pgRemovedCause(pg)
@@ -728,46 +762,19 @@ func (m *actorManager) groupRemoved(a *store.Actor) string {
 // placement group (gone: the group is removed or unknown, or the bundle
 // index does not exist; reason says which).
 func (m *actorManager) placement(a *store.Actor) (view []wire.NodeInfo, r sched.Request, reason string, gone bool) {
-	view = m.placementView()
+	view = m.host.actorPlacementView()
 	r = sched.Request{Demand: a.Resources, Strategy: sched.Strategy{Kind: sched.StrategyKind(a.StrategyKind),
 		Node: a.StrategyNode, Soft: a.StrategySoft, Labels: a.Labels}}
 	pg, idx, ok := sched.PlacementGroupOf(a.Resources)
 	if !ok {
 		return view, r, "", false
 	}
-	ctx, cancel := context.WithTimeout(m.n.ctx, pgPhaseTimeout)
+	ctx, cancel := context.WithTimeout(m.host.lifetime(), pgPhaseTimeout)
 	defer cancel()
-	bundles, reason, gone := m.n.bundleNodes(ctx, pg, idx)
+	bundles, reason, gone := m.host.bundleNodes(ctx, pg, idx)
 	view, r.Bundle = withBundleNodes(view, bundles)
 	r.Bundle.Group, r.Bundle.Reason = pg, reason
 	return view, r, reason, gone
-}
-
-// placementView is the leader's table as it is now (not the view its last
-// heartbeat brought, which can be one heartbeat old), with nodes that gossip
-// shows suspect, dead or left in their current incarnation marked not alive:
-// an actor restarted because its node died must not go back there.
-func (m *actorManager) placementView() []wire.NodeInfo {
-	view, err := m.n.tableView()
-	if err != nil {
-		m.n.logger.Warn("actor placement: read the node table", "err", err)
-		return nil
-	}
-	gossip := map[string]member{}
-	for _, mem := range m.n.members.snapshot() {
-		gossip[mem.ID] = mem
-	}
-	for i := range view {
-		nd := &view[i]
-		if nd.NodeID == m.n.id.NodeID {
-			nd.Available = m.n.local.available()
-			continue
-		}
-		if mem, ok := gossip[nd.NodeID]; ok && mem.Status != store.NodeAlive {
-			nd.Alive = false
-		}
-	}
-	return view
 }
 
 func validHexID(s string) bool {

@@ -191,7 +191,7 @@ func (p *workerPool) actorExited(w *workerProc) {
 	}
 	for _, addr := range n.peerAddrs() {
 		if addr != n.rpcAddr {
-			go n.pool.Call(n.ctx, addr, wire.MethodJobFinish, &wire.JobFinishRequest{JobID: job, FromNode: true}, nil)
+			n.notifyJobFinished(n.ctx, addr, job)
 		}
 	}
 	if ap.stale {
@@ -203,7 +203,9 @@ func (p *workerPool) actorExited(w *workerProc) {
 	} else {
 		n.logger.Warn("actor worker exited", "actor", ap.id, "pid", w.cmd.Process.Pid, "status", w.err)
 	}
-	go n.reportActorDied(&wire.ActorDiedRequest{ActorID: ap.id, Incarnation: ap.incarnation, Cause: cause})
+	n.group.goFunc("actor-died-report", func() {
+		n.reportActorDied(&wire.ActorDiedRequest{ActorID: ap.id, Incarnation: ap.incarnation, Cause: cause})
+	})
 }
 
 // reportActorDied tells the leader; forward waits through leader changes,

@@ -50,7 +50,7 @@ func (n *Node) agentLoop() {
 			if err == nil {
 				for _, s := range resp.StaleActors {
 					n.logger.Warn("stopping an actor the cluster has moved past", "actor", s.ID, "incarnation", s.Incarnation, "reason", s.Reason)
-					go n.workers.stopStale(s)
+					n.group.goFunc("stop-stale-actor", func() { n.workers.stopStale(s) })
 				}
 			}
 		}

@@ -168,7 +168,7 @@ func (n *Node) onGPUHealth(ev gpu.HealthEvent) {
 	n.local.setBundleGPUHealth(ev)
 	n.local.adjustAvailable(delta)
 	n.logger.Warn("node GPU resources reduced", "index", ev.Index, "reason", ev.Reason, "gpu_resources", now.String())
-	go n.registerAgain()
+	n.group.goFunc("register-again", n.registerAgain)
 }
 
 // registerAgain replaces this node's record (its totals) in the Raft node

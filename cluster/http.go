@@ -33,11 +33,11 @@ func (n *Node) startHTTP(advertise string) error {
 	mux.HandleFunc("GET /v1/health", n.httpHealth)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	n.httpServer = newHTTPServer(mux)
-	go func() {
+	n.group.goFunc("http-serve", func() {
 		if err := n.httpServer.Serve(netutil.LimitListener(ln, maxHTTPConns)); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			n.logger.Warn("HTTP server stopped", "err", err)
 		}
-	}()
+	})
 	return nil
 }
 

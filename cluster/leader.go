@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"maps"
 	"sync"
 	"time"
 
@@ -23,6 +24,7 @@ const unseenGrace = 15 * time.Second
 // memory (as Ray's GCS keeps resource reports out of its tables).
 type leaderState struct {
 	mu      sync.Mutex
+	term    *goGroup // this term's goroutines; nil when not leading
 	since   time.Time
 	soft    map[string]softState
 	leaving map[string]uint64 // node ID -> incarnation that left Raft (leave.go)
@@ -42,6 +44,34 @@ func (l *leaderState) reset() {
 	l.soft = map[string]softState{}
 	l.leaving = map[string]uint64{}
 	l.mu.Unlock()
+}
+
+// clear drops the soft state a term gathered, once it ended.
+func (l *leaderState) clear() {
+	l.mu.Lock()
+	l.soft, l.leaving = nil, nil
+	l.mu.Unlock()
+}
+
+// prune forgets the soft state of nodes live does not call live (dead,
+// left, or gone from the table): a node that comes back registers afresh.
+func (l *leaderState) prune(live map[string]bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	maps.DeleteFunc(l.soft, func(id string, _ softState) bool { return !live[id] })
+	maps.DeleteFunc(l.leaving, func(id string, _ uint64) bool { return !live[id] })
+}
+
+func (l *leaderState) setTerm(g *goGroup) {
+	l.mu.Lock()
+	l.term = g
+	l.mu.Unlock()
+}
+
+func (l *leaderState) currentTerm() *goGroup {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.term
 }
 
 // markLeaving records that incarnation inc of node id left Raft on its way
@@ -100,52 +130,88 @@ func (l *leaderState) leaderSince() time.Time {
 	return l.since
 }
 
-// monitorLeadership runs the leader loop while this node leads (as Nomad's
+// leaderStopBound is how long revokeLeadership waits for the leader's
+// goroutines to return before it logs the ones still running and goes on.
+const leaderStopBound = 10 * time.Second
+
+// monitorLeadership establishes leadership when Raft makes this node leader
+// and revokes it when Raft takes it away or the node stops (as Nomad's
 // monitorLeadership).
 func (n *Node) monitorLeadership() {
-	var stop context.CancelFunc
-	var done chan struct{}
+	var term *goGroup
 	for {
 		select {
 		case isLeader := <-n.leaderCh:
 			switch {
-			case isLeader && stop == nil:
-				var ctx context.Context
-				ctx, stop = context.WithCancel(n.ctx)
-				done = make(chan struct{})
-				go func() {
-					defer close(done)
-					n.leaderLoop(ctx)
-				}()
-			case !isLeader && stop != nil:
-				stop()
-				<-done
-				stop = nil
+			case isLeader && term == nil:
+				term = n.establishLeadership()
+			case !isLeader && term != nil:
+				n.revokeLeadership(term)
+				term = nil
 			}
 		case <-n.ctx.Done():
-			if stop != nil {
-				stop()
-				<-done
+			if term != nil {
+				n.revokeLeadership(term)
 			}
 			return
 		}
 	}
 }
 
-func (n *Node) leaderLoop(ctx context.Context) {
+// establishLeadership starts one term of leadership: fresh leader state,
+// and in the term's goroutine group (leaderGo) every leader-only loop, once
+// a barrier shows the FSM holds every committed entry: the cluster's
+// identity, autopilot, the reconcile loop, and the retry loops that pick
+// up actors' and placement groups' pending work. revokeLeadership ends it.
+func (n *Node) establishLeadership() *goGroup {
 	n.logger.Info("became cluster leader")
-	defer n.logger.Info("no longer cluster leader")
 	n.leader.reset()
-	// A barrier makes the FSM reflect every committed entry before we act on it.
-	if err := n.raft.Barrier(applyTimeout).Error(); err != nil {
+	term := newGoGroup(n.ctx, n.logger.With("goroutines", "leader"))
+	n.leader.setTerm(term)
+	term.goCtx("leader-establish", func(ctx context.Context) {
+		if !n.leaderBarrier(ctx) || ctx.Err() != nil {
+			return // the term ended first
+		}
+		n.establishCluster()
+		n.pilot.Start(ctx)
+		term.goCtx("leader-reconcile", n.reconcileLoop)
+		term.goCtx("actor-retry", n.actors.run)
+		term.goCtx("pg-retry", n.pgs.run)
+	})
+	return term
+}
+
+// revokeLeadership ends a term that establishLeadership started: it stops
+// the term's goroutines and autopilot, waiting for them (leaderStopBound at
+// most for the goroutines), and drops the state only a leader keeps.
+func (n *Node) revokeLeadership(term *goGroup) {
+	n.leader.setTerm(nil)
+	term.stop(leaderStopBound)
+	<-n.pilot.Stop()
+	n.leader.clear()
+	n.pilotDelegate.forgetStats()
+	n.pgs.revoke()
+	n.logger.Info("no longer cluster leader")
+}
+
+// leaderBarrier waits until the FSM reflects every entry committed before
+// this term, retrying a failed barrier every second; false when ctx ended
+// first.
+func (n *Node) leaderBarrier(ctx context.Context) bool {
+	for ctx.Err() == nil {
+		err := n.raft.Barrier(applyTimeout).Error()
+		if err == nil {
+			return true
+		}
 		n.logger.Warn("leader barrier failed", "err", err)
-		return
+		sleepCtx(ctx, time.Second)
 	}
-	n.establishCluster()
-	n.actors.resume()
-	n.pgs.resume(ctx)
-	n.pilot.Start(ctx)
-	defer func() { <-n.pilot.Stop() }()
+	return false
+}
+
+// reconcileLoop runs reconcile every ReconcileInterval and at every gossip
+// change until ctx (the term) ends.
+func (n *Node) reconcileLoop(ctx context.Context) {
 	tick := time.NewTicker(n.cfg.ReconcileInterval)
 	defer tick.Stop()
 	for {
@@ -157,6 +223,13 @@ func (n *Node) leaderLoop(ctx context.Context) {
 		case <-n.members.changed:
 		}
 	}
+}
+
+// leaderGo runs f in the current term's goroutine group, its ctx ending
+// with the term; false (f not run) when this node does not lead.
+func (n *Node) leaderGo(name string, f func(ctx context.Context)) bool {
+	term := n.leader.currentTerm()
+	return term != nil && term.goCtx(name, f)
 }
 
 // establishCluster records the cluster's identity the first time a leader exists.
@@ -186,6 +259,7 @@ func (n *Node) reconcile() {
 		seen[m.ID] = m
 	}
 	now := time.Now()
+	live := map[string]bool{}
 	for _, nd := range nodes {
 		want := nd.Status
 		if m, ok := seen[nd.ID]; ok {
@@ -202,7 +276,10 @@ func (n *Node) reconcile() {
 				n.logger.Warn("reconcile: apply node status", "node", nd.ID, "err", err)
 			}
 		}
+		live[nd.ID] = want.Live()
 	}
+	n.leader.prune(live)
+	n.pgs.prune(live)
 	n.demoteUnwritableVoters()
 	n.growRaft(members)
 	n.actors.checkNodes()

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"time"
+
+	memdb "github.com/hashicorp/go-memdb"
 )
 
 // errNotYet wraps a lookup's not-found error for a record its creator may
@@ -16,44 +18,40 @@ func (e errNotYet) Error() string { return e.err.Error() }
 func (e errNotYet) Unwrap() error { return e.err }
 
 // longPoll answers a waiting lookup from the state store without polling:
-// it runs look, and until look reports done it waits for the store's next
-// change (or look's wake channel, nil for none) at most waitMillis
-// milliseconds in all; with waitMillis 0 it looks once. An errNotYet from
-// look is waited through like "not done" and returned unwrapped when the
-// wait ends; any other error is returned at once. Reaching the deadline
+// it runs look, and until look reports done it waits for a channel look
+// added to ws to fire (the watched records' changes, through the store's
+// ...Watch lookups, or any other wake-up look needs) at most waitMillis
+// milliseconds in all; with waitMillis 0 it looks once. Writes to other
+// records do not wake it. An errNotYet from look is waited through like
+// "not done" and returned unwrapped when the wait ends; any other error is
+// returned at once, and ctx's error when ctx ends. Reaching the deadline
 // is not an error: the caller answers with the record as it last saw it.
-func (n *Node) longPoll(ctx context.Context, waitMillis int64, look func() (done bool, wake <-chan struct{}, err error)) error {
-	var deadline <-chan time.Time
+func (n *Node) longPoll(ctx context.Context, waitMillis int64, look func(ws memdb.WatchSet) (done bool, err error)) error {
+	wait := ctx
 	if waitMillis > 0 {
-		t := time.NewTimer(time.Duration(waitMillis) * time.Millisecond)
-		defer t.Stop()
-		deadline = t.C
+		var cancel context.CancelFunc
+		wait, cancel = context.WithTimeout(ctx, time.Duration(waitMillis)*time.Millisecond)
+		defer cancel()
 	}
-	st := n.fsm.State()
 	for {
-		watch := st.WatchCh()
-		done, wake, err := look()
+		ws := memdb.NewWatchSet()
+		done, err := look(ws)
 		var notYet errNotYet
 		pending := errors.As(err, &notYet)
-		switch {
-		case err != nil && !pending:
+		if err != nil && !pending {
 			return err
-		case done || deadline == nil:
-			if pending {
-				return notYet.err
-			}
-			return nil
 		}
-		select {
-		case <-watch:
-		case <-wake:
-		case <-deadline:
-			if pending {
-				return notYet.err
+		if !done && waitMillis > 0 {
+			if ws.WatchCtx(wait) == nil {
+				continue // a watched record changed: look again
 			}
-			return nil
-		case <-ctx.Done():
-			return ctx.Err()
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
 		}
+		if pending {
+			return notYet.err
+		}
+		return nil
 	}
 }

@@ -75,7 +75,7 @@ type Node struct {
 
 	ctx      context.Context
 	cancel   context.CancelFunc
-	wg       sync.WaitGroup
+	group    *goGroup // every goroutine the node starts; close stops it
 	stopOnce sync.Once
 }
 
@@ -91,6 +91,7 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	}
 	n := &Node{cfg: cfg, logger: cfg.Logger, disk: newDiskHealth()}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
+	n.group = newGoGroup(n.ctx, n.logger)
 	n.leaderHint.Store("")
 	defer func() {
 		if err != nil {
@@ -191,7 +192,7 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 		}
 	}
 	n.mux = newMux(n.ln, n.rpcServer.ServeConn, n.raftLayerOrNil(), n.logger)
-	go n.mux.serve()
+	n.group.goFunc("rpc-accept", n.mux.serve)
 
 	if err := n.setupGossip(advertise, hello, peers); err != nil {
 		return nil, err
@@ -200,19 +201,19 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 		return nil, err
 	}
 	if cfg.Server {
-		n.goRun(n.monitorLeadership)
+		n.group.goFunc("monitor-leadership", n.monitorLeadership)
 		if !n.id.RaftState {
-			n.goRun(n.recordRaftState)
+			n.group.goFunc("record-raft-state", n.recordRaftState)
 		}
 	}
-	n.goRun(n.agentLoop)
-	n.goRun(n.watchDisk)
-	n.goRun(n.reconnectLoop)
-	n.goRun(n.peersLoop)
+	n.group.goFunc("agent", n.agentLoop)
+	n.group.goFunc("watch-disk", n.watchDisk)
+	n.group.goFunc("reconnect", n.reconnectLoop)
+	n.group.goFunc("peers", n.peersLoop)
 	if cfg.Server {
-		n.goRun(n.pgs.batchLoop)
-		n.goRun(n.pgs.createLoop)
-		n.goRun(n.pgs.removeLoop)
+		n.group.goFunc("pg-batch", n.pgs.batchLoop)
+		n.group.goFunc("pg-create", n.pgs.createLoop)
+		n.group.goFunc("pg-remove", n.pgs.removeLoop)
 	}
 	_ = os.WriteFile(n.dir.file(addressFile), []byte(n.rpcAddr+"\n"), 0o640)
 	if cfg.RecordCurrent {
@@ -244,14 +245,6 @@ func (n *Node) raftLayerOrNil() *raftLayer {
 		return l
 	}
 	return n.raftLayer
-}
-
-func (n *Node) goRun(f func()) {
-	n.wg.Add(1)
-	go func() {
-		defer n.wg.Done()
-		f()
-	}()
 }
 
 // advertiseAddr picks the IP others dial: --advertise, else --bind, else
@@ -532,6 +525,10 @@ func (n *Node) otherVoters() int {
 	return c
 }
 
+// shutdownBound is how long close waits for the node's goroutines to return
+// before it logs the ones still running and goes on.
+const shutdownBound = 15 * time.Second
+
 // close releases everything Start acquired, in reverse order.
 func (n *Node) close() {
 	n.cancel()
@@ -578,7 +575,7 @@ func (n *Node) close() {
 	if n.rpcServer != nil && !n.rpcServer.Drain(10*time.Second) {
 		n.logger.Warn("node stopped with RPC handlers still running")
 	}
-	n.wg.Wait()
+	n.group.stop(shutdownBound)
 	if n.raftStore != nil {
 		_ = n.raftStore.Close()
 	}

@@ -215,14 +215,17 @@ func (n *Node) helloRemembered(ctx context.Context, peers []peerRecord) (*wire.H
 	answers := make(chan answer, len(ask))
 	want, wantName := n.id.ClusterID, n.id.ClusterName
 	for _, p := range ask {
-		go func() {
+		asked := n.group.goFunc("hello-remembered", func() {
 			var h wire.HelloResponse
 			err := n.pool.Call(ctx, p.RPC, wire.MethodHello, &wire.Empty{}, &h)
 			if err == nil && want != "" && h.ClusterID != want {
 				err = fmt.Errorf("it is in cluster %q (%s) now, not %q (%s)", h.ClusterName, h.ClusterID, wantName, want)
 			}
 			answers <- answer{p, &h, err}
-		}()
+		})
+		if !asked {
+			answers <- answer{p, nil, errors.New("node stopping")}
+		}
 	}
 	var errs []error
 	for range ask {

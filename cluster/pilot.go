@@ -85,6 +85,14 @@ func (d *pilotDelegate) FetchServerStats(ctx context.Context, servers map[raft.S
 	return out
 }
 
+// forgetStats drops what the last round of server stats reported, when
+// autopilot stops with this node's term.
+func (d *pilotDelegate) forgetStats() {
+	d.mu.Lock()
+	d.diskFailing = nil
+	d.mu.Unlock()
+}
+
 // unwritable returns the servers that last reported disk write failures,
 // with the failure.
 func (d *pilotDelegate) unwritable() map[raft.ServerID]string {
@@ -136,10 +144,10 @@ func (d *pilotDelegate) KnownServers() map[raft.ServerID]*autopilot.Server {
 // block, so the Raft change runs in the background.
 func (d *pilotDelegate) RemoveFailedServer(srv *autopilot.Server) {
 	n := d.n
-	go func() {
+	n.leaderGo("raft-remove-server", func(context.Context) {
 		n.logger.Info("removing failed Raft server", "node", srv.Name, "id", short(string(srv.ID)))
 		if err := n.raft.RemoveServer(srv.ID, 0, applyTimeout).Error(); err != nil {
 			n.logger.Warn("remove failed Raft server", "id", srv.ID, "err", err)
 		}
-	}()
+	})
 }

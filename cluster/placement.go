@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 	"sync"
 	"time"
+
+	memdb "github.com/hashicorp/go-memdb"
 
 	"github.com/nodeup/nodeup/rpc"
 	"github.com/nodeup/nodeup/sched"
@@ -50,7 +53,7 @@ type pgManager struct {
 	ops     chan *pgWrite
 	creates chan *pgJob
 	removes chan *pgJob
-	kick    chan struct{}
+	retrier // wakes the leader's retry of pending groups
 }
 
 type pgWrite struct {
@@ -68,7 +71,7 @@ type pgJob struct {
 func newPGManager(n *Node) *pgManager {
 	return &pgManager{n: n, inflight: map[string]map[string]sched.ResourceSet{}, used: map[string]sched.ResourceSet{},
 		committing: map[string]chan struct{}{}, ops: make(chan *pgWrite, pgMaxBatch),
-		creates: make(chan *pgJob, pgMaxBatch), removes: make(chan *pgJob, pgMaxBatch), kick: make(chan struct{}, 1)}
+		creates: make(chan *pgJob, pgMaxBatch), removes: make(chan *pgJob, pgMaxBatch), retrier: newRetrier()}
 }
 
 func (n *Node) placementEndpoints() {
@@ -283,7 +286,9 @@ func (m *pgManager) removeLoop() {
 				j.done <- errs[i]
 				continue
 			}
-			go func() { j.done <- m.finishRemove(j.g.ID) }()
+			if !m.n.group.goFunc("pg-remove-finish", func() { j.done <- m.finishRemove(j.g.ID) }) {
+				j.done <- fmt.Errorf("placement group %s: node stopping before its removal finished", j.g.ID)
+			}
 		}
 	}
 }
@@ -314,32 +319,35 @@ func (m *pgManager) finishRemove(id string) error {
 	return errors.Join(killErr, retErr)
 }
 
-// pgGet answers a lookup, waiting (see wire.PGGetRequest) on the state
-// store's watch channel and on the group's node commits, never polling.
+// pgGet answers a lookup, waiting (see wire.PGGetRequest) on the watch set
+// of the group's record and on the group's node commits, never polling.
 func (n *Node) pgGet(ctx context.Context, req *wire.PGGetRequest) (*wire.PGInfo, error) {
 	st := n.fsm.State()
 	var info wire.PGInfo
-	err := n.longPoll(ctx, req.WaitMillis, func() (bool, <-chan struct{}, error) {
+	err := n.longPoll(ctx, req.WaitMillis, func(ws memdb.WatchSet) (bool, error) {
 		var g *store.PlacementGroup
 		var err error
 		if req.ID != "" {
-			g, err = st.PlacementGroupByID(req.ID)
+			g, err = st.PlacementGroupByIDWatch(ws, req.ID)
 		} else {
-			g, err = st.PlacementGroupByName(req.Namespace, req.Name)
+			g, err = st.PlacementGroupByNameWatch(ws, req.Namespace, req.Name)
 		}
 		switch {
 		case err != nil:
-			return false, nil, err
+			return false, err
 		case g == nil && req.ID != "":
 			// Groups are registered in the background under IDs their
 			// creators chose, as unnamed actors are.
-			return false, nil, errNotYet{&rpc.Error{Code: wire.CodeNotFound, Message: fmt.Sprintf("no placement group with ID %s", req.ID)}}
+			return false, errNotYet{&rpc.Error{Code: wire.CodeNotFound, Message: fmt.Sprintf("no placement group with ID %s", req.ID)}}
 		case g == nil:
-			return false, nil, &rpc.Error{Code: wire.CodeNotFound, Message: fmt.Sprintf("no placement group named %q in namespace %q", req.Name, req.Namespace)}
+			return false, &rpc.Error{Code: wire.CodeNotFound, Message: fmt.Sprintf("no placement group named %q in namespace %q", req.Name, req.Namespace)}
 		}
 		info = pgInfo(g, n.nodeNames())
 		commit := n.pgs.committingCh(g.ID)
-		return g.State == store.PGRemoved || (g.State == store.PGCreated && commit == nil), commit, nil
+		if commit != nil {
+			ws.Add(commit)
+		}
+		return g.State == store.PGRemoved || (g.State == store.PGCreated && commit == nil), nil
 	})
 	if err != nil {
 		return nil, err
@@ -449,13 +457,6 @@ func (m *pgManager) batchLoop() {
 			}
 			w.done <- errs
 		}
-	}
-}
-
-func (m *pgManager) wake() {
-	select {
-	case m.kick <- struct{}{}:
-	default:
 	}
 }
 
@@ -742,32 +743,16 @@ func (m *pgManager) returnBundles(group string, nodes []string, indexes []int) e
 	return errors.Join(errs...)
 }
 
-// run places pending and rescheduling groups while this node leads: every
-// pgRetryEvery, and at once after a removal or a node change.
-func (m *pgManager) run(ctx context.Context) {
-	t := time.NewTicker(pgRetryEvery)
-	defer t.Stop()
-	for {
-		m.placePending()
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		case <-m.kick:
-		}
-	}
-}
-
 // placePending tries every PENDING and RESCHEDULING group in creation
 // order (Ray's pending queue is FIFO too).
-func (m *pgManager) placePending() {
+func (m *pgManager) placePending(ctx context.Context) {
 	n := m.n
 	all, err := n.fsm.State().LivePlacementGroups()
 	if err != nil {
 		return
 	}
 	for _, g := range all {
-		if n.ctx.Err() != nil || !n.IsLeader() {
+		if ctx.Err() != nil {
 			return
 		}
 		if g.State != store.PGPending && g.State != store.PGRescheduling {
@@ -805,28 +790,52 @@ func (m *pgManager) placePending() {
 	}
 }
 
-// resume picks up when this node becomes leader: every committed bundle is
-// committed again on its node (idempotent; finishes a reservation the old
-// leader committed to Raft but not to every node), bundles on dead nodes
-// are rescheduled, and pending groups are retried. Prepared bundles that no
+// run places pending and rescheduling groups while this node leads (ctx
+// is the term). It first picks up what the last leader left: every
+// committed bundle is committed again on its node (idempotent; finishes a
+// reservation the old leader committed to Raft but not to every node) and
+// bundles on dead nodes are rescheduled; prepared bundles that no
 // committed group owns are released through the heartbeat check
-// (nodeReport) or, at the latest, by the node's prepare timeout.
-func (m *pgManager) resume(ctx context.Context) {
+// (nodeReport) or, at the latest, by the node's prepare timeout. Then it
+// retries pending groups at once, every pgRetryEvery, and on wake (a
+// removal, a node change).
+func (m *pgManager) run(ctx context.Context) {
 	all, err := m.n.fsm.State().LivePlacementGroups()
 	if err == nil {
 		for _, g := range all {
-			if g.State != store.PGCreated && g.State != store.PGRescheduling {
-				continue
+			if g.State == store.PGCreated || g.State == store.PGRescheduling {
+				m.recommit(g)
 			}
-			done := m.startCommit(g.ID)
-			go func() {
-				defer m.finishCommit(g.ID, done)
-				m.commitOnNodes(g)
-			}()
 		}
 	}
 	m.checkNodes()
-	go m.run(ctx)
+	m.retrier.run(ctx, pgRetryEvery, m.placePending)
+}
+
+// recommit commits group g's bundles on their nodes again in the leader's
+// term, marked as committing (Get waits for it) until done.
+func (m *pgManager) recommit(g *store.PlacementGroup) {
+	done := m.startCommit(g.ID)
+	if !m.n.leaderGo("pg-commit", func(context.Context) {
+		defer m.finishCommit(g.ID, done)
+		m.commitOnNodes(g)
+	}) {
+		m.finishCommit(g.ID, done)
+	}
+}
+
+// prune forgets the reported usage of nodes live does not call live.
+func (m *pgManager) prune(live map[string]bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	maps.DeleteFunc(m.used, func(id string, _ sched.ResourceSet) bool { return !live[id] })
+}
+
+// revoke drops the usage heartbeats reported to this node as leader.
+func (m *pgManager) revoke() {
+	m.mu.Lock()
+	m.used = map[string]sched.ResourceSet{}
+	m.mu.Unlock()
 }
 
 // checkNodes unplaces the bundles held on nodes that are dead, left or
@@ -909,7 +918,7 @@ func (m *pgManager) nodeReport(nd *store.Node, avail sched.ResourceSet, held []w
 	}
 	for group, idx := range stray {
 		m.n.logger.Info("releasing bundles no committed placement group owns", "group", group, "node", nd.Name, "bundles", idx)
-		go m.returnBundles(group, []string{nd.ID}, idx)
+		m.n.leaderGo("pg-return", func(context.Context) { m.returnBundles(group, []string{nd.ID}, idx) })
 	}
 	all, err := st.LivePlacementGroups()
 	if err != nil {
@@ -924,11 +933,7 @@ func (m *pgManager) nodeReport(nd *store.Node, avail sched.ResourceSet, held []w
 				continue
 			}
 			m.n.logger.Info("node lacks committed bundles; committing again", "group", g.ID, "node", nd.Name)
-			done := m.startCommit(g.ID)
-			go func() {
-				defer m.finishCommit(g.ID, done)
-				m.commitOnNodes(g)
-			}()
+			m.recommit(g)
 			break
 		}
 	}

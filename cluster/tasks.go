@@ -57,16 +57,16 @@ func (n *Node) jobRegister(ctx context.Context, req *wire.JobRegisterRequest) (*
 func (n *Node) jobFinish(ctx context.Context, req *wire.JobFinishRequest) (*wire.Empty, error) {
 	if !req.FromNode {
 		n.logger.Info("job finished", "job", req.JobID)
-		go func() {
+		n.group.goFunc("job-done-forward", func() {
 			ctx, cancel := context.WithTimeout(n.ctx, 30*time.Second)
 			defer cancel()
 			if err := n.forward(ctx, wire.MethodActorJobDone, &wire.JobFinishRequest{JobID: req.JobID}, nil); err != nil {
 				n.logger.Warn("end the finished job's actors", "job", req.JobID, "err", err)
 			}
-		}()
+		})
 		for _, addr := range n.peerAddrs() {
 			if addr != n.rpcAddr {
-				go n.pool.Call(context.WithoutCancel(ctx), addr, wire.MethodJobFinish, &wire.JobFinishRequest{JobID: req.JobID, FromNode: true}, nil)
+				n.notifyJobFinished(context.WithoutCancel(ctx), addr, req.JobID)
 			}
 		}
 	}
@@ -284,3 +284,11 @@ func (n *Node) clusterView() []wire.NodeInfo {
 
 // peerAddrs lists the RPC addresses of live members.
 func (n *Node) peerAddrs() []string { return n.members.rpcAddrs(false) }
+
+// notifyJobFinished tells the node at addr, in the background, that job
+// finished, so it ends the job's workers and objects there too.
+func (n *Node) notifyJobFinished(ctx context.Context, addr, job string) {
+	n.group.goFunc("job-finish-notify", func() {
+		_ = n.pool.Call(ctx, addr, wire.MethodJobFinish, &wire.JobFinishRequest{JobID: job, FromNode: true}, nil)
+	})
+}

@@ -151,19 +151,50 @@ type raftLayer struct {
 	conns  chan net.Conn
 	closed chan struct{}
 	once   sync.Once
+
+	// open holds the conns handed to or dialled for Raft and not closed
+	// yet: Raft's transport leaves them open at its Close, and a reader
+	// goroutine with each inbound one, so the layer's Close closes them.
+	mu   sync.Mutex
+	open map[*releasingConn]struct{}
 }
 
 func newRaftLayer(addr net.Addr) *raftLayer {
-	return &raftLayer{addr: addr, conns: make(chan net.Conn), closed: make(chan struct{})}
+	return &raftLayer{addr: addr, conns: make(chan net.Conn), closed: make(chan struct{}), open: map[*releasingConn]struct{}{}}
 }
 
 func (l *raftLayer) handoff(c net.Conn) bool {
-	select {
-	case l.conns <- c:
-		return true
-	case <-l.closed:
+	tc, ok := l.track(c)
+	if !ok {
 		return false
 	}
+	select {
+	case l.conns <- tc:
+		return true
+	case <-l.closed:
+		tc.Close()
+		return false
+	}
+}
+
+// track returns c counted in open until it is closed; false (c not
+// counted) once the layer is closed.
+func (l *raftLayer) track(c net.Conn) (net.Conn, bool) {
+	rc := &releasingConn{Conn: c}
+	rc.release = func() {
+		l.mu.Lock()
+		delete(l.open, rc)
+		l.mu.Unlock()
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	select {
+	case <-l.closed:
+		return nil, false
+	default:
+	}
+	l.open[rc] = struct{}{}
+	return rc, true
 }
 
 // Accept implements net.Listener.
@@ -178,7 +209,18 @@ func (l *raftLayer) Accept() (net.Conn, error) {
 
 // Close implements net.Listener.
 func (l *raftLayer) Close() error {
-	l.once.Do(func() { close(l.closed) })
+	l.once.Do(func() {
+		l.mu.Lock()
+		close(l.closed)
+		open := make([]*releasingConn, 0, len(l.open))
+		for c := range l.open {
+			open = append(open, c)
+		}
+		l.mu.Unlock()
+		for _, c := range open {
+			c.Close()
+		}
+	})
 	return nil
 }
 
@@ -197,5 +239,10 @@ func (l *raftLayer) Dial(address raft.ServerAddress, timeout time.Duration) (net
 		c.Close()
 		return nil, err
 	}
-	return c, nil
+	tc, ok := l.track(c)
+	if !ok {
+		c.Close()
+		return nil, net.ErrClosed
+	}
+	return tc, nil
 }

@@ -47,8 +47,9 @@ type workerPool struct {
 	actors  map[string]*actorProc // dedicated actor workers by actor ID
 	// finished holds jobs that ended here (and when), so a lease request
 	// still in flight when its driver finished cannot start a worker whose
-	// lease nobody would ever return.
-	finished map[string]time.Time
+	// lease nobody would ever return. Every actor incarnation's end adds
+	// one too, so it is bounded: finishedJobMemory, maxFinishedJobs.
+	finished *expiringSet
 	// stopped is set by stopAll: the node is shutting down, so no worker
 	// process may start (it would outlive the node, and write its log into
 	// a data dir being removed).
@@ -56,8 +57,12 @@ type workerPool struct {
 	binMu   sync.Mutex
 }
 
-// finishedJobMemory is how long a finished job's ID is remembered.
-const finishedJobMemory = time.Hour
+// finishedJobMemory is how long a finished job's ID is remembered, and
+// maxFinishedJobs how many at most (the oldest are forgotten first).
+const (
+	finishedJobMemory = time.Hour
+	maxFinishedJobs   = 10_000
+)
 
 type workerProc struct {
 	id       string
@@ -76,7 +81,7 @@ type workerProc struct {
 
 func newWorkerPool(n *Node) *workerPool {
 	return &workerPool{n: n, workers: map[string]*workerProc{}, byID: map[string]*workerProc{}, actors: map[string]*actorProc{},
-		finished: map[string]time.Time{}}
+		finished: newExpiringSet(finishedJobMemory, maxFinishedJobs)}
 }
 
 func (p *workerPool) binDir() string { return p.n.dir.file("bin") }
@@ -171,7 +176,7 @@ func (p *workerPool) fetch(ctx context.Context, from, hash string) error {
 		return nil
 	}
 	pr, pw := io.Pipe()
-	go func() {
+	started := p.n.group.goFunc("binary-fetch", func() {
 		var off int64
 		for {
 			var rep wire.BinaryFetchReply
@@ -188,7 +193,10 @@ func (p *workerPool) fetch(ctx context.Context, from, hash string) error {
 				return
 			}
 		}
-	}()
+	})
+	if !started {
+		return fmt.Errorf("fetch job binary %s from %s: node stopping", hash[:12], from)
+	}
 	err = p.store(pr, hash)
 	pr.Close()
 	return err
@@ -198,7 +206,7 @@ func (p *workerPool) fetch(ctx context.Context, from, hash string) error {
 // devices as (nil: none), starting one if needed.
 func (p *workerPool) worker(ctx context.Context, req *wire.LeaseRequest, as *gpu.Assignment) (*workerProc, error) {
 	p.mu.Lock()
-	_, done := p.finished[req.JobID]
+	done := p.finished.has(req.JobID)
 	p.mu.Unlock()
 	if done {
 		return nil, fmt.Errorf("job %s has finished", req.JobID)
@@ -207,7 +215,7 @@ func (p *workerPool) worker(ctx context.Context, req *wire.LeaseRequest, as *gpu
 		return nil, err
 	}
 	p.mu.Lock()
-	if _, done := p.finished[req.JobID]; done {
+	if p.finished.has(req.JobID) {
 		p.mu.Unlock()
 		return nil, fmt.Errorf("job %s has finished", req.JobID)
 	}
@@ -362,7 +370,7 @@ func (p *workerPool) start(spec procSpec) (*workerProc, error) {
 	}
 	p.byID[w.id] = w
 	p.n.logger.Debug("started worker", "job", spec.job, "actor", spec.actor, "worker", w.id, "pid", cmd.Process.Pid)
-	go func() {
+	wait := func() {
 		defer close(w.handled)
 		w.err = cmd.Wait()
 		logf.Close()
@@ -384,7 +392,12 @@ func (p *workerPool) start(spec procSpec) (*workerProc, error) {
 		} else {
 			p.n.logger.Warn("worker exited", "job", w.job, "worker", w.id, "pid", cmd.Process.Pid, "status", w.err, "leases_released", n)
 		}
-	}()
+	}
+	if !p.n.group.goFunc("worker-wait", wait) {
+		// The node stopped while this worker started: it goes too.
+		_ = cmd.Process.Kill()
+		wait()
+	}
 	return w, nil
 }
 
@@ -408,13 +421,7 @@ func (w *workerProc) markReady() { w.readyOne.Do(func() { close(w.ready) }) }
 // set its GPU leases used).
 func (p *workerPool) stopJob(job string) {
 	p.mu.Lock()
-	now := time.Now()
-	for j, at := range p.finished {
-		if now.Sub(at) > finishedJobMemory {
-			delete(p.finished, j)
-		}
-	}
-	p.finished[job] = now
+	p.finished.add(job, time.Now())
 	var ws []*workerProc
 	for k, w := range p.workers {
 		if w.job == job {

@@ -143,6 +143,11 @@ func (a *Actor) Copy() *Actor {
 	return &c
 }
 
+// Waiting reports whether a waits for a node: PENDING or RESTARTING.
+func (a *Actor) Waiting() bool {
+	return a.State == ActorPending || a.State == ActorRestarting
+}
+
 // nameKey is the unique name index value of a, "" when it has none.
 func (a *Actor) nameKey() string {
 	if a.Name == "" || a.State == ActorDead {
@@ -189,6 +194,13 @@ func (s *StateStore) LiveActors() ([]*Actor, error) {
 
 func byActorCreation(a, b *Actor) int {
 	return cmp.Or(cmp.Compare(a.CreateIndex, b.CreateIndex), cmp.Compare(a.ID, b.ID))
+}
+
+// WaitingActors returns the actors waiting for a node (PENDING or
+// RESTARTING), in creation order, read through an index so the others
+// cost nothing.
+func (s *StateStore) WaitingActors() ([]*Actor, error) {
+	return all(s, "waiting actors", tableActors, "waiting", byActorCreation, true)
 }
 
 // ActorByID returns the actor with that ID, or (nil, nil).

@@ -74,6 +74,10 @@ func stateSchema() *memdb.DBSchema {
 	// accumulate.
 	liveActors := &memdb.IndexSchema{Name: "live", Indexer: &memdb.ConditionalIndex{
 		Conditional: func(obj any) (bool, error) { return obj.(*Actor).State != ActorDead, nil }}}
+	// Actors waiting for a node (PENDING or RESTARTING), so the leader's
+	// retry pass skips the live ones that run.
+	waitingActors := &memdb.IndexSchema{Name: "waiting", Indexer: &memdb.ConditionalIndex{
+		Conditional: func(obj any) (bool, error) { return obj.(*Actor).Waiting(), nil }}}
 	// Groups not REMOVED, so the leader's scans skip the up to
 	// MaxRemovedPlacementGroups removed ones kept for listings.
 	livePGs := &memdb.IndexSchema{Name: "live", Indexer: &memdb.ConditionalIndex{
@@ -82,7 +86,7 @@ func stateSchema() *memdb.DBSchema {
 		table(tableNodes, stringIndex("id", "ID", true), stringIndex("name", "Name", false)),
 		table(tableKV, stringIndex("id", "Key", true)),
 		table(tableMeta, meta),
-		table(tableActors, stringIndex("id", "ID", true), stringIndex("name", "NameKey", true), liveActors,
+		table(tableActors, stringIndex("id", "ID", true), stringIndex("name", "NameKey", true), liveActors, waitingActors,
 			stringIndex("dead", "DeadKey", false)),
 		table(tablePGs, stringIndex("id", "ID", true), stringIndex("name", "NameKey", true), livePGs,
 			stringIndex("removed", "RemovedKey", false)),

@@ -21,10 +21,13 @@ type StateStore struct {
 	// land on a database that a restore has just replaced.
 	writeMu sync.Mutex
 
-	// mu guards db and watch.
+	// mu guards db, watch and restored.
 	mu    sync.RWMutex
 	db    *memdb.MemDB
 	watch chan struct{}
+	// restored is closed when a restore replaces db, whose own watch
+	// channels then never fire (see firstWatch).
+	restored chan struct{}
 }
 
 // newStateStore returns an empty state store.
@@ -33,7 +36,7 @@ func newStateStore() (*StateStore, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &StateStore{db: db, watch: make(chan struct{})}, nil
+	return &StateStore{db: db, watch: make(chan struct{}), restored: make(chan struct{})}, nil
 }
 
 // readTxn returns a read transaction on the current database.
@@ -82,6 +85,8 @@ func (s *StateStore) replace(db *memdb.MemDB) {
 	s.db = db
 	close(s.watch)
 	s.watch = make(chan struct{})
+	close(s.restored)
+	s.restored = make(chan struct{})
 	s.mu.Unlock()
 }
 
@@ -120,15 +125,7 @@ type copier[T any] interface{ Copy() T }
 // args, or the zero value (nil) when there is none; what names the record
 // in the error.
 func first[T copier[T]](s *StateStore, what, table, index string, args ...any) (T, error) {
-	var zero T
-	raw, err := s.readTxn().First(table, index, args...)
-	if err != nil {
-		return zero, fmt.Errorf("get %s: %w", what, err)
-	}
-	if raw == nil {
-		return zero, nil
-	}
-	return raw.(T).Copy(), nil
+	return firstWatch[T](s, nil, what, table, index, args...)
 }
 
 // all returns copies of every record of table whose index equals args,

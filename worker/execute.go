@@ -28,7 +28,14 @@ type leaseSlots struct {
 	mu      sync.Mutex
 	slots   map[uint64]*leaseSlot
 	revoked map[uint64]string // leases the node revoked, and why (lease IDs are the node's, never reused)
+	// revokedOrder holds revoked's keys oldest first; past maxRevoked the
+	// oldest are forgotten (a push under a lease revoked that long ago has
+	// long arrived).
+	revokedOrder []uint64
 }
+
+// maxRevoked is how many revoked leases a worker process remembers.
+const maxRevoked = 4096
 
 // leaseSlot is one lease's state; every field is guarded by leaseSlots.mu.
 type leaseSlot struct {
@@ -193,7 +200,16 @@ func (ls *leaseSlots) revoke(ids []uint64, reason string) {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
 	for _, id := range ids {
+		if _, ok := ls.revoked[id]; !ok {
+			ls.revokedOrder = append(ls.revokedOrder, id)
+		}
 		ls.revoked[id] = reason
+	}
+	if over := len(ls.revokedOrder) - maxRevoked; over > 0 {
+		for _, id := range ls.revokedOrder[:over] {
+			delete(ls.revoked, id)
+		}
+		ls.revokedOrder = append(ls.revokedOrder[:0:0], ls.revokedOrder[over:]...)
 	}
 }
 
