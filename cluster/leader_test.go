@@ -30,20 +30,22 @@ func TestLeadershipTransferStopsOldTermAndResumesWork(t *testing.T) {
 		BinaryHash: strings.Repeat("ab", 32), MaxConcurrency: 1, Resources: res("widget", 1), Detached: true}); err != nil {
 		t.Fatal(err)
 	}
-	actorReason := func(nd *Node) (string, error) {
+	// actorPending is the actor's pending reason at nd's table, and whether
+	// it is infeasible.
+	actorPending := func(nd *Node) (string, bool, error) {
 		a, err := nd.State().ActorByID(actorID)
 		if err != nil || a == nil {
-			return "", fmt.Errorf("actor %s: %v", actorID, err)
+			return "", false, fmt.Errorf("actor %s: %v", actorID, err)
 		}
 		if a.State != store.ActorPending {
-			return "", fmt.Errorf("actor is %s, want PENDING", a.State)
+			return "", false, fmt.Errorf("actor is %s, want PENDING", a.State)
 		}
-		return a.PendingReason, nil
+		return a.PendingReason, a.Infeasible, nil
 	}
 	testutil.Until(t, 10*time.Second, "actor infeasible at the old leader", func() error {
-		r, err := actorReason(old)
-		if err == nil && !strings.HasPrefix(r, "infeasible") {
-			err = fmt.Errorf("pending reason %q", r)
+		r, infeasible, err := actorPending(old)
+		if err == nil && !infeasible {
+			err = fmt.Errorf("pending reason %q, not infeasible", r)
 		}
 		return err
 	})
@@ -96,12 +98,12 @@ func TestLeadershipTransferStopsOldTermAndResumesWork(t *testing.T) {
 	t.Cleanup(extra.Kill)
 	waitPG(t, leader, pg.ID, 20*time.Second, isState(store.PGCreated))
 	testutil.Until(t, 20*time.Second, "new leader retried the actor", func() error {
-		r, err := actorReason(leader)
+		r, infeasible, err := actorPending(leader)
 		if err != nil && !strings.Contains(err.Error(), "want PENDING") {
 			return err
 		}
-		if strings.HasPrefix(r, "infeasible") {
-			return fmt.Errorf("pending reason still %q", r)
+		if infeasible {
+			return fmt.Errorf("pending reason still %q, infeasible", r)
 		}
 		return nil
 	})
