@@ -92,11 +92,18 @@ func TestAnotherCAsNodeIsRefused(t *testing.T) {
 	t.Parallel()
 	ours, theirs := newCA(t, "lab"), newCA(t, "lab") // same name, other key
 	a, stranger := node(t, ours, "node-a"), node(t, theirs, "node-x")
-	if serr, _ := handshake(a.ServerConfig(), stranger.ClientConfig()); serr == nil {
-		t.Error("server accepted a client certificate from another CA")
+	// Each side is checked alone: the other trusts both CAs, so that its
+	// own refusal cannot stand in for the one under test.
+	trustsBoth := stranger.ClientConfig()
+	trustsBoth.RootCAs = a.CA.Clone()
+	trustsBoth.RootCAs.AddCert(theirs.Cert)
+	if serr, cerr := handshake(a.ServerConfig(), trustsBoth); serr == nil {
+		t.Errorf("server accepted a client certificate from another CA (client: %v)", cerr)
 	}
-	if _, cerr := handshake(stranger.ServerConfig(), a.ClientConfig()); cerr == nil {
-		t.Error("client accepted a server certificate from another CA")
+	acceptsBoth := stranger.ServerConfig()
+	acceptsBoth.ClientCAs = trustsBoth.RootCAs
+	if serr, cerr := handshake(acceptsBoth, a.ClientConfig()); cerr == nil || strings.Contains(cerr.Error(), "remote error") {
+		t.Errorf("client accepted a server certificate from another CA: client %v, server %v", cerr, serr)
 	}
 	noCert := a.ClientConfig()
 	noCert.Certificates = nil
@@ -136,6 +143,13 @@ func TestCAPEMRoundTripAndPin(t *testing.T) {
 	if _, err := ParseCA([]byte("garbage"), nil); err == nil {
 		t.Error("garbage parsed as a CA")
 	}
+	nodePEM, err := ca.SignNode(csr, "n1", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ParseCA(nodePEM, nil); err == nil || !strings.Contains(err.Error(), "not a CA certificate") {
+		t.Errorf("node certificate parsed as a CA: %v", err)
+	}
 }
 
 func TestSignNodeChecksTheRequest(t *testing.T) {
@@ -158,6 +172,27 @@ func TestSignNodeChecksTheRequest(t *testing.T) {
 		if _, err := NewCSR(key, bad); err == nil {
 			t.Errorf("request for node ID %q made", bad)
 		}
+	}
+}
+
+func TestNodeCertificateEndsWithTheCA(t *testing.T) {
+	t.Parallel()
+	ca, err := NewCA("lab", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, _ := NewKey()
+	csr, _ := NewCSR(key, "n1")
+	certPEM, err := ca.SignNode(csr, "n1", NodeCertValidity)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf, err := parseCertPEM(certPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !leaf.NotAfter.Equal(ca.Cert.NotAfter) {
+		t.Errorf("node certificate valid until %s, its CA until %s", leaf.NotAfter, ca.Cert.NotAfter)
 	}
 }
 
@@ -208,6 +243,7 @@ func TestTokenRoundTripAndChecks(t *testing.T) {
 		want string
 	}{
 		{"wrong secret", rec, wrong, RoleSubmit, "wrong secret"},
+		{"another token's record", Record{ID: "ffffffff", SecretHash: rec.SecretHash, Role: RoleSubmit}, tok, RoleSubmit, "wrong secret"},
 		{"expired", rec, tok, RoleSubmit, "expired"},
 		{"revoked", Record{ID: rec.ID, SecretHash: rec.SecretHash, Role: RoleSubmit, Revoked: true}, tok, RoleSubmit, "revoked"},
 		{"read token submitting", Record{ID: rec.ID, SecretHash: rec.SecretHash, Role: RoleRead}, tok, RoleSubmit, "does not allow submit"},
