@@ -88,11 +88,7 @@ func (c *CA) KeyPEM() ([]byte, error) {
 	if c.Key == nil {
 		return nil, errors.New("pki: this CA has no key (only servers hold it)")
 	}
-	der, err := x509.MarshalPKCS8PrivateKey(c.Key)
-	if err != nil {
-		return nil, fmt.Errorf("pki: marshal CA key: %w", err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), nil
+	return KeyPEM(c.Key)
 }
 
 // ParseCA reads a CA from its certificate PEM and, when keyPEM is not
