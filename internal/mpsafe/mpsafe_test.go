@@ -46,7 +46,18 @@ func validValues() []any {
 		&sample{I: -5, U: 7, F32: 1, F64: 2, B: true, S: "s", Blob: []byte{1, 2}, Any: map[string]any{"x": []any{1.5}},
 			Inner: []inner{{Name: "n", Tags: []string{"a", "b"}, Attrs: map[string]float64{"CPU": 2}}}, When: time.Unix(5, 0), Ptr: &inner{}},
 		msgpack.RawMessage{0x93, 1, 2, 3},
+		// ext forms the encoder emits only for registered ext types:
+		// fixext1, fixext2, fixext16, ext16 and ext32, each of type 1.
+		ext(0xd4, nil, 1), ext(0xd5, nil, 2), ext(0xd8, nil, 16),
+		ext(0xc8, []byte{0x01, 0x2c}, 300), ext(0xc9, []byte{0x00, 0x01, 0x11, 0x70}, 70000),
 	}
+}
+
+// ext is the raw ext value of type code code, length bytes size and n
+// payload bytes.
+func ext(code byte, size []byte, n int) msgpack.RawMessage {
+	b := append(append([]byte{code}, size...), 1)
+	return append(b, make([]byte, n)...)
 }
 
 func manyKeys(n int) map[string]int {
@@ -139,6 +150,10 @@ func TestCheckErrorNamesOffset(t *testing.T) {
 	t.Parallel()
 	err := Check([]byte{0x92, 0x01, 0xdb, 0xff, 0xff, 0xff, 0xff})
 	if err == nil || !strings.Contains(err.Error(), "offset 2 declares 4294967295 bytes, 0 follow") {
+		t.Fatalf("got %v", err)
+	}
+	err = Check([]byte{0x91, 0xdf, 0x00, 0x00, 0x00, 0x02, 1, 2, 3})
+	if err == nil || !strings.Contains(err.Error(), "offset 1 declares 4 elements, 3 bytes follow") {
 		t.Fatalf("got %v", err)
 	}
 }
