@@ -122,26 +122,16 @@ func readHead(p []byte) (head, error) {
 		return head{size: 1, skip: 8}, nil
 	case 0xd4, 0xd5, 0xd6, 0xd7, 0xd8: // fixext1..fixext16: a type byte and 1..16 bytes
 		return head{size: 1, skip: 1 + 1<<(c-0xd4)}, nil
-	case 0xd9, 0xc4: // str8, bin8
-		return sized(p, 1, 0, 0)
-	case 0xda, 0xc5: // str16, bin16
-		return sized(p, 2, 0, 0)
-	case 0xdb, 0xc6: // str32, bin32
-		return sized(p, 4, 0, 0)
-	case 0xc7: // ext8
-		return sized(p, 1, 1, 0)
-	case 0xc8: // ext16
-		return sized(p, 2, 1, 0)
-	case 0xc9: // ext32
-		return sized(p, 4, 1, 0)
-	case 0xdc: // array16
-		return sized(p, 2, 0, 1)
-	case 0xdd: // array32
-		return sized(p, 4, 0, 1)
-	case 0xde: // map16
-		return sized(p, 2, 0, 2)
-	case 0xdf: // map32
-		return sized(p, 4, 0, 2)
+	case 0xc4, 0xc5, 0xc6: // bin8, bin16, bin32: a 1, 2 or 4-byte length
+		return sized(p, 1<<(c-0xc4), 0, 0)
+	case 0xd9, 0xda, 0xdb: // str8, str16, str32
+		return sized(p, 1<<(c-0xd9), 0, 0)
+	case 0xc7, 0xc8, 0xc9: // ext8, ext16, ext32: the length, then a type byte
+		return sized(p, 1<<(c-0xc7), 1, 0)
+	case 0xdc, 0xdd: // array16, array32: a 2 or 4-byte element count
+		return sized(p, 2<<(c-0xdc), 0, 1)
+	case 0xde, 0xdf: // map16, map32: an entry is two values
+		return sized(p, 2<<(c-0xde), 0, 2)
 	}
 	return head{}, fmt.Errorf("reserved type code 0x%02x", c) // 0xc1
 }
