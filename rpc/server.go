@@ -108,7 +108,8 @@ func Handle[Req, Resp any](s *Server, method string, fn func(ctx context.Context
 	s.Register(method, func(ctx context.Context, body []byte) (any, error) {
 		req := new(Req)
 		if len(body) > 0 {
-			if err := decodeBody(body, req); err != nil {
+			// The read loop has checked the body (checkBody).
+			if err := mpsafe.Decode(body, req); err != nil {
 				return nil, &Error{Code: CodeBadRequest, Message: fmt.Sprintf("decode %s request: %v", method, err)}
 			}
 		}
@@ -373,7 +374,8 @@ func (sc *serverConn) readRequest(br *bufio.Reader) (f Frame, refused *Error, er
 }
 
 // checkBody returns an error wrapping ErrMalformedFrame if f's body is
-// neither empty nor one well-formed msgpack value.
+// neither empty nor one well-formed msgpack value. Every body a handler
+// gets has passed it, so Handle decodes without checking again.
 func (sc *serverConn) checkBody(f *Frame) error {
 	if len(f.Body) == 0 {
 		return nil

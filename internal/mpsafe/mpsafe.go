@@ -21,8 +21,8 @@
 // byte, so after it the decoder's allocations are bounded by len(input)
 // elements (each the size of its Go type) and len(input) bytes of strings.
 // It also bounds nesting, since the decoder recurses once per level.
-// Unmarshal is Check followed by a pooled decode that never pools a
-// decoder whose scratch buffer an input may have grown.
+// Unmarshal is Check followed by Decode, a pooled decode that never pools
+// a decoder whose scratch buffer an input may have grown.
 package mpsafe
 
 import (
@@ -192,6 +192,14 @@ func Unmarshal(b []byte, v any) error {
 	if err := Check(b); err != nil {
 		return err
 	}
+	return Decode(b, v)
+}
+
+// Decode is Unmarshal without the Check, for b that has passed Check
+// already (rpc's server checks every request body as it reads it, before
+// a handler decodes it). On b that has not, it is as unsafe as
+// msgpack.Unmarshal.
+func Decode(b []byte, v any) error {
 	d := decoders.Get().(*decoder)
 	d.r.Reset(b)
 	d.dec.Reset(&d.r)
