@@ -322,19 +322,28 @@ func (c *actorConn) resolve() (*wire.ActorInfo, error) {
 		if info.State == string(wire.ActorDead) || info.State == string(wire.ActorAlive) {
 			c.mu.Lock()
 			c.info, c.staleInc, c.name = &info, -1, info.Name
-			if c.incCancel == nil || c.ctxInc != info.Incarnation {
-				if c.incCancel != nil {
-					c.incCancel() // calls still out to the old incarnation cannot be answered
-				}
-				c.incCtx, c.incCancel = context.WithCancel(cw.ctx)
-				c.ctxInc = info.Incarnation
-			}
+			c.incCtxLocked(info.Incarnation)
 			c.session = randomHex(8)
 			c.seq = 0
 			c.mu.Unlock()
 			return &info, nil
 		}
 	}
+}
+
+// incCtxLocked makes incCtx the context of the calls to incarnation inc:
+// a new one for a new incarnation (calls still out to the old one cannot
+// be answered, so its context ends), and a new one when loseDeadNodes
+// ended it but the cluster still reports the actor alive in inc.
+func (c *actorConn) incCtxLocked(inc int) {
+	if c.incCancel != nil && c.ctxInc == inc && c.incCtx.Err() == nil {
+		return
+	}
+	if c.incCancel != nil {
+		c.incCancel()
+	}
+	c.incCtx, c.incCancel = context.WithCancel(c.cw.ctx)
+	c.ctxInc = inc
 }
 
 func (c *actorConn) failAll(err error) {

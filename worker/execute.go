@@ -7,6 +7,7 @@ import (
 	"runtime/debug"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nodeup/nodeup/rpc"
@@ -32,6 +33,10 @@ type leaseSlots struct {
 	// oldest are forgotten (a push under a lease revoked that long ago has
 	// long arrived).
 	revokedOrder []uint64
+	// anyRevoked is set once a lease was revoked: until then (the common
+	// case: no placement group removed under this process) whyRevoked
+	// answers without the lock.
+	anyRevoked atomic.Bool
 }
 
 // maxRevoked is how many revoked leases a worker process remembers.
@@ -199,6 +204,7 @@ func (ls *leaseSlots) dropLocked(id uint64, s *leaseSlot) {
 func (ls *leaseSlots) revoke(ids []uint64, reason string) {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
+	ls.anyRevoked.Store(true)
 	for _, id := range ids {
 		if _, ok := ls.revoked[id]; !ok {
 			ls.revokedOrder = append(ls.revokedOrder, id)
@@ -215,6 +221,9 @@ func (ls *leaseSlots) revoke(ids []uint64, reason string) {
 
 // whyRevoked says why lease id was revoked ("" if it was not).
 func (ls *leaseSlots) whyRevoked(id uint64) string {
+	if !ls.anyRevoked.Load() {
+		return ""
+	}
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
 	return ls.revoked[id]

@@ -220,8 +220,8 @@ func RetryExceptions(on bool) Option {
 
 // Spread places tasks round robin over the feasible nodes (alive, totals
 // covering the demand, labels matching), one lease per task, so a burst
-// lands evenly (Ray's scheduling_strategy="SPREAD"). For actors, the
-// leader places each on the least-loaded feasible node.
+// lands evenly (Ray's scheduling_strategy="SPREAD"). Actors with Spread go
+// round robin too, placed by the leader (sched.Decide).
 func Spread() Option {
 	return func(o *taskOptions) error {
 		o.strategy.Kind, o.strategy.NodeID, o.strategy.Soft = wire.StrategySpread, "", false
