@@ -2,8 +2,10 @@ package cluster
 
 import "time"
 
-// expiringSet remembers keys for ttl and at most max of them, forgetting
-// the oldest first. Not safe for concurrent use: its owner locks.
+// expiringSet remembers keys for at least ttl and at most max of them,
+// forgetting the oldest first. Keys are forgotten only when one is added
+// (has does not look at the time), so a key may outlive ttl while no key
+// is added. Not safe for concurrent use: its owner locks.
 type expiringSet struct {
 	ttl time.Duration
 	max int

@@ -47,7 +47,7 @@ type membership struct {
 	members map[string]*member
 	seeds   map[string]seed // remembered peers gossip has not shown yet (reconnect.go)
 	ml      *memberlist.Memberlist
-	changed chan struct{} // wakes the leader loop
+	changed retrier       // wakes the leader's reconcile loop
 	persist chan struct{} // wakes peersLoop
 	logger  *slog.Logger
 	mu2     sync.Mutex // guards self and meta
@@ -63,7 +63,7 @@ func newMembership(meta gossipMeta, logger *slog.Logger) (*membership, error) {
 	if len(b) > memberlist.MetaMaxSize {
 		return nil, fmt.Errorf("gossip metadata is %d bytes, over memberlist's %d: shorten --node-name", len(b), memberlist.MetaMaxSize)
 	}
-	return &membership{members: map[string]*member{}, seeds: map[string]seed{}, changed: make(chan struct{}, 1),
+	return &membership{members: map[string]*member{}, seeds: map[string]seed{}, changed: newRetrier(),
 		persist: make(chan struct{}, 1), logger: logger, self: meta, meta: b}, nil
 }
 
@@ -99,11 +99,10 @@ func gossipConfig(cfg Config, id, bind, advertise string, port int, label string
 }
 
 func (m *membership) notify() {
-	for _, ch := range []chan struct{}{m.changed, m.persist} {
-		select {
-		case ch <- struct{}{}:
-		default:
-		}
+	m.changed.wake()
+	select {
+	case m.persist <- struct{}{}:
+	default:
 	}
 }
 

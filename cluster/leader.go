@@ -212,17 +212,7 @@ func (n *Node) leaderBarrier(ctx context.Context) bool {
 // reconcileLoop runs reconcile every ReconcileInterval and at every gossip
 // change until ctx (the term) ends.
 func (n *Node) reconcileLoop(ctx context.Context) {
-	tick := time.NewTicker(n.cfg.ReconcileInterval)
-	defer tick.Stop()
-	for {
-		n.reconcile()
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		case <-n.members.changed:
-		}
-	}
+	n.members.changed.run(ctx, n.cfg.ReconcileInterval, func(context.Context) { n.reconcile() })
 }
 
 // leaderGo runs f in the current term's goroutine group, its ctx ending

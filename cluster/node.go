@@ -208,7 +208,7 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	}
 	n.group.goFunc("agent", n.agentLoop)
 	n.group.goFunc("watch-disk", n.watchDisk)
-	n.group.goFunc("reconnect", n.reconnectLoop)
+	n.group.goCtx("reconnect", n.reconnectLoop)
 	n.group.goFunc("peers", n.peersLoop)
 	if cfg.Server {
 		n.group.goFunc("pg-batch", n.pgs.batchLoop)

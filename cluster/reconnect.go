@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"context"
 	"math/rand/v2"
 	"time"
 
@@ -80,17 +81,8 @@ type seed struct {
 // member about once an interval however many nodes it has. A join that
 // reaches the member merges both sides' state; memberlist's refutations
 // then mark each side alive to the other.
-func (n *Node) reconnectLoop() {
-	tick := time.NewTicker(n.cfg.ReconnectInterval)
-	defer tick.Stop()
-	for {
-		n.reconnectOnce()
-		select {
-		case <-n.ctx.Done():
-			return
-		case <-tick.C:
-		}
-	}
+func (n *Node) reconnectLoop(ctx context.Context) {
+	newRetrier().run(ctx, n.cfg.ReconnectInterval, func(context.Context) { n.reconnectOnce() })
 }
 
 func (n *Node) reconnectOnce() {

@@ -5,9 +5,11 @@ import (
 	"time"
 )
 
-// retrier is how the leader retries pending work (actors waiting for a
-// node, placement groups waiting for resources): one pass over all of it at
-// once, then every interval and at once after wake, until the term ends.
+// retrier runs a periodic pass that can also be asked for sooner: one pass
+// at once, then every interval and at once after wake, until its context
+// ends. The leader retries pending work with it (actors waiting for a node,
+// placement groups waiting for resources) and reconciles the node table at
+// gossip changes; a node rejoins failed members with it.
 type retrier struct {
 	kick chan struct{}
 }

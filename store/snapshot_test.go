@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"testing"
 
+	memdb "github.com/hashicorp/go-memdb"
 	"github.com/hashicorp/raft"
 	"github.com/vmihailenco/msgpack/v5"
 )
@@ -161,13 +162,14 @@ func TestRestoreReplacesStateAndWakesWatchers(t *testing.T) {
 
 	f := NewFSM(nil)
 	populate(t, f)
-	ch := f.State().WatchCh()
+	ws := memdb.NewWatchSet()
+	if _, err := f.State().PlacementGroupByIDWatch(ws, "no-such-group"); err != nil {
+		t.Fatal(err)
+	}
 	if err := f.Restore(io.NopCloser(bytes.NewReader(data))); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case <-ch:
-	default:
+	if !fired(ws) {
 		t.Fatal("restore did not wake watchers")
 	}
 	got := dumpState(t, f.State())

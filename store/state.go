@@ -21,10 +21,9 @@ type StateStore struct {
 	// land on a database that a restore has just replaced.
 	writeMu sync.Mutex
 
-	// mu guards db, watch and restored.
-	mu    sync.RWMutex
-	db    *memdb.MemDB
-	watch chan struct{}
+	// mu guards db and restored.
+	mu sync.RWMutex
+	db *memdb.MemDB
 	// restored is closed when a restore replaces db, whose own watch
 	// channels then never fire (see firstWatch).
 	restored chan struct{}
@@ -36,7 +35,7 @@ func newStateStore() (*StateStore, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &StateStore{db: db, watch: make(chan struct{}), restored: make(chan struct{})}, nil
+	return &StateStore{db: db, restored: make(chan struct{})}, nil
 }
 
 // readTxn returns a read transaction on the current database.
@@ -54,37 +53,13 @@ func (s *StateStore) snapshot() *memdb.MemDB {
 	return s.db.Snapshot()
 }
 
-// WatchCh returns a channel that is closed at the next change of the state
-// (any committed write or a restore). Each change closes the current channel
-// and installs a new one, so callers re-fetch it after every wake-up. To
-// avoid missing a change, get the channel before reading the state:
-//
-//	ch := st.WatchCh()
-//	if st.LatestIndex() <= seen { <-ch }
-//
-// Wake-ups may be spurious (the change may already be visible to the read).
-func (s *StateStore) WatchCh() <-chan struct{} {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	return s.watch
-}
-
-// notify wakes the current watchers and installs a fresh watch channel.
-func (s *StateStore) notify() {
-	s.mu.Lock()
-	close(s.watch)
-	s.watch = make(chan struct{})
-	s.mu.Unlock()
-}
-
-// replace swaps in db as the whole state and wakes watchers.
+// replace swaps in db as the whole state and fires the restored channel
+// that watch sets hold (see firstWatch).
 func (s *StateStore) replace(db *memdb.MemDB) {
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
 	s.mu.Lock()
 	s.db = db
-	close(s.watch)
-	s.watch = make(chan struct{})
 	close(s.restored)
 	s.restored = make(chan struct{})
 	s.mu.Unlock()
@@ -171,7 +146,8 @@ func (s *StateStore) KVList(prefix string) ([]*KVEntry, error) {
 }
 
 // write runs fn in a write transaction; if fn reports a change, the latest
-// index is set to index, the transaction is committed and watchers are woken.
+// index is set to index and the transaction is committed, which fires the
+// watch channels of the entries it changed.
 // If fn fails or reports no change, nothing is committed.
 func (s *StateStore) write(index uint64, fn func(txn *memdb.Txn) (changed bool, err error)) error {
 	s.writeMu.Lock()
@@ -190,7 +166,6 @@ func (s *StateStore) write(index uint64, fn func(txn *memdb.Txn) (changed bool, 
 		return fmt.Errorf("update latest index: %w", err)
 	}
 	txn.Commit()
-	s.notify()
 	return nil
 }
 

@@ -4,7 +4,8 @@ import (
 	"bytes"
 	"io"
 	"testing"
-	"time"
+
+	memdb "github.com/hashicorp/go-memdb"
 )
 
 // stateDump is every record of a state store, for comparisons.
@@ -124,48 +125,6 @@ func TestStateReturnsCopies(t *testing.T) {
 	}
 }
 
-func TestStateWatchCh(t *testing.T) {
-	f := NewFSM(nil)
-	s := f.State()
-	ch := s.WatchCh()
-	select {
-	case <-ch:
-		t.Fatal("watch closed before any change")
-	default:
-	}
-
-	done := make(chan uint64)
-	go func() {
-		<-ch
-		done <- s.LatestIndex()
-	}()
-	mustApply(t, f, 1, KVSetType, KVSetRequest{Key: "k"})
-	select {
-	case idx := <-done:
-		if idx != 1 {
-			t.Fatalf("index after wake-up = %d", idx)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("watch not closed by a change")
-	}
-
-	// A no-op command does not wake watchers.
-	ch = s.WatchCh()
-	mustApply(t, f, 2, KVDeleteType, KVDeleteRequest{Key: "missing"})
-	applyErr(t, f, 3, NodeStatusType, NodeStatusRequest{NodeID: "x", Status: NodeDead})
-	select {
-	case <-ch:
-		t.Fatal("watch closed by a no-op")
-	default:
-	}
-	mustApply(t, f, 4, KVDeleteType, KVDeleteRequest{Key: "k"})
-	select {
-	case <-ch:
-	default:
-		t.Fatal("watch not closed by a delete")
-	}
-}
-
 func nodeIDs(nodes []*Node) string {
 	var s string
 	for i, n := range nodes {
@@ -218,7 +177,7 @@ func TestStateConcurrentReads(t *testing.T) {
 				}
 				_, _ = s.KVList("")
 				_ = s.LatestIndex()
-				_ = s.WatchCh()
+				_, _ = s.ActorByIDWatch(memdb.NewWatchSet(), "a")
 			}
 		}()
 	}
