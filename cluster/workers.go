@@ -165,6 +165,12 @@ func (p *workerPool) store(r io.Reader, hash string) error {
 }
 
 // fetch pulls a binary from another node in chunks.
+// maxBinarySize bounds a job binary fetched from a peer, in bytes: the
+// hash is checked only once every byte has arrived, so a hostile peer
+// could otherwise stream without end into the cache directory (a variable
+// for tests).
+var maxBinarySize int64 = 2 << 30
+
 func (p *workerPool) fetch(ctx context.Context, from, hash string) error {
 	p.binMu.Lock()
 	defer p.binMu.Unlock()
@@ -182,6 +188,11 @@ func (p *workerPool) fetch(ctx context.Context, from, hash string) error {
 			var rep wire.BinaryFetchReply
 			if err := p.n.pool.Call(ctx, from, wire.MethodBinaryFetch, &wire.BinaryFetchRequest{Hash: hash, Offset: off, Length: 4 << 20}, &rep); err != nil {
 				pw.CloseWithError(fmt.Errorf("fetch job binary %s from %s: %w", hash[:12], from, err))
+				return
+			}
+			if rep.Size > maxBinarySize || off+int64(len(rep.Data)) > maxBinarySize {
+				pw.CloseWithError(fmt.Errorf("fetch job binary %s from %s: the peer sends %d bytes or more (declares %d); at most %d are accepted",
+					hash[:12], from, off+int64(len(rep.Data)), rep.Size, maxBinarySize))
 				return
 			}
 			if _, err := pw.Write(rep.Data); err != nil {
