@@ -131,9 +131,9 @@ func (cd *chaosDriver) finish(t *testing.T, limit time.Duration) chaosSummary {
 	return s
 }
 
-// resourcesBack waits until every alive node in st's view (asked through
-// addr) has all its CPU free again: the job's tasks, leases and actors are
-// gone.
+// resourcesBack waits until every alive node in the table that status
+// returns has all its CPU free again: the job's tasks, leases and actors
+// are gone.
 func resourcesBack(t *testing.T, status func() (*statusJSON, error)) {
 	t.Helper()
 	testutil.Until(t, 30*time.Second, "every alive node's CPU free after the job", func() error {
