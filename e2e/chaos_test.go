@@ -219,36 +219,20 @@ func leaderProc(t *testing.T, st *statusJSON, nodes []*proc) *proc {
 	return nil
 }
 
-// startChaosThree starts three nodes (three voters) and waits until the
-// cluster is formed.
-func startChaosThree(t *testing.T) []*proc {
-	t.Helper()
-	root := t.TempDir()
-	head := startNode(t, root, "n0", []string{"start", "--head"})
-	testutil.Until(t, 20*time.Second, "head answers", func() error { _, err := status(t, head.addr()); return err })
-	nodes := []*proc{head}
-	for _, name := range []string{"n1", "n2"} {
-		nodes = append(nodes, startNode(t, root, name, []string{"join", head.addr()}))
-	}
-	waitFormed(t, head.addr(), 3)
-	return nodes
-}
-
 // TestChaosShort is the chaos suite's short scenario, in `make test`: on
 // three nodes, hostile frames on every port of n1 and 200 idle connections
 // to it for the whole run, and n2 killed with SIGKILL five seconds in. The
 // workload must lose nothing, n1 must serve on, and no node may grow past
 // the memory bound.
 func TestChaosShort(t *testing.T) {
-	nodes := startChaosThree(t)
+	nodes := startThreeNodes(t)
 	n0, n1, n2 := nodes[0], nodes[1], nodes[2]
 	d := startChaosDriver(t, n0.addr(), 25*time.Second)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	hs := hostileTraffic(ctx, hostileTarget{rpc: n1.addr(), gossip: fmt.Sprintf("127.0.0.1:%d", n1.gossipPort),
 		http: fmt.Sprintf("127.0.0.1:%d", n1.httpPort)}, 2, 200, uint64(time.Now().UnixNano()))
-	killAt := time.After(5 * time.Second)
-	<-killAt
+	time.Sleep(5 * time.Second) // let the workload run before the fault
 	if err := n2.cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
@@ -305,7 +289,7 @@ func waitState(t *testing.T, addr, state string, within time.Duration, names ...
 // restarted 10 s later, as systemd would; the driver is on another node.
 func TestChaosKillLeader(t *testing.T) {
 	chaosLong(t)
-	nodes := startChaosThree(t)
+	nodes := startThreeNodes(t)
 	st, err := status(t, nodes[0].addr())
 	if err != nil {
 		t.Fatal(err)
@@ -352,7 +336,7 @@ func TestChaosKillLeader(t *testing.T) {
 // it finishes late is not counted twice.
 func TestChaosFreeze(t *testing.T) {
 	chaosLong(t)
-	nodes := startChaosThree(t)
+	nodes := startThreeNodes(t)
 	n0, n1 := nodes[0], nodes[1]
 	d := startChaosDriver(t, n0.addr(), 50*time.Second)
 	time.Sleep(5 * time.Second) // let the workload run before the fault
@@ -431,7 +415,7 @@ func TestChaosPartition(t *testing.T) {
 // is each node's peak RSS.
 func TestChaosHostile60s(t *testing.T) {
 	chaosLong(t)
-	nodes := startChaosThree(t)
+	nodes := startThreeNodes(t)
 	d := startChaosDriver(t, nodes[0].addr(), 60*time.Second)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -461,7 +445,7 @@ func TestChaosHostile60s(t *testing.T) {
 // second run, under the same ID.
 func TestChaosFullRestart(t *testing.T) {
 	chaosLong(t)
-	nodes := startChaosThree(t)
+	nodes := startThreeNodes(t)
 	first := startChaosDriver(t, nodes[0].addr(), 5*time.Second).finish(t, 2*time.Minute)
 	for _, p := range nodes {
 		_ = p.cmd.Process.Kill()
