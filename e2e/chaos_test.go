@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -58,44 +57,22 @@ func chaosLong(t *testing.T) {
 
 // chaosDriver is a running chaosload.
 type chaosDriver struct {
-	cmd     *exec.Cmd
-	out     *testutil.SyncBuffer
+	p       *testutil.Process
 	summary string
-	done    chan error
 }
 
 // startChaosDriver runs chaosload for d against the node at addr, under
 // prefix (ip netns exec <ns>) when given, and returns once its actors
-// answer and its tasks run.
+// answer.
 func startChaosDriver(t *testing.T, addr string, d time.Duration, prefix ...string) *chaosDriver {
 	t.Helper()
 	bin := buildTestdata(t, "chaosload")
 	dir := t.TempDir()
-	cd := &chaosDriver{out: &testutil.SyncBuffer{}, summary: filepath.Join(dir, "summary.json"), done: make(chan error, 1)}
+	cd := &chaosDriver{summary: filepath.Join(dir, "summary.json")}
 	ready := filepath.Join(dir, "ready")
 	argv := append(append([]string{}, prefix...), bin, "-duration", d.String(), "-out", cd.summary, "-ready", ready)
-	cd.cmd = exec.Command(argv[0], argv[1:]...)
-	cd.cmd.Env = append(os.Environ(), "NODEUP_ADDRESS="+addr)
-	cd.cmd.Stdout, cd.cmd.Stderr = cd.out, cd.out
-	if err := cd.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { cd.done <- cd.cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = cd.cmd.Process.Kill()
-		if t.Failed() {
-			t.Logf("--- driver output ---\n%s", cd.out.String())
-		}
-	})
-	testutil.Until(t, 60*time.Second, "the workload's actors answer", func() error {
-		select {
-		case err := <-cd.done:
-			t.Fatalf("driver ended before it was ready: %v\n%s", err, cd.out.String())
-		default:
-		}
-		_, err := os.Stat(ready)
-		return err
-	})
+	cd.p = startDriver(t, argv, []string{"NODEUP_ADDRESS=" + addr})
+	waitFile(t, cd.p, ready, "the workload's actors answer", 60*time.Second)
 	return cd
 }
 
@@ -105,9 +82,9 @@ func startChaosDriver(t *testing.T, addr string, d time.Duration, prefix ...stri
 func (cd *chaosDriver) finish(t *testing.T, limit time.Duration) chaosSummary {
 	t.Helper()
 	select {
-	case err := <-cd.done:
-		if err != nil {
-			t.Fatalf("driver: %v\n%s", err, cd.out.String())
+	case <-cd.p.Done():
+		if err := cd.p.Wait(); err != nil {
+			t.Fatalf("driver: %v\n%s", err, cd.p.Log.String())
 		}
 	case <-time.After(limit):
 		t.Fatalf("driver still running %s after its submissions should have ended", limit)

@@ -214,3 +214,38 @@ func buildExamples(t *testing.T, names ...string) string {
 }
 
 func signalTerm(p *proc) { _ = p.cmd.Process.Signal(syscall.SIGTERM) }
+
+// startDriver runs a test's driver program, argv with env appended to this
+// process's environment; its output is logged if the test fails, and it is
+// stopped when the test ends.
+func startDriver(t *testing.T, argv, env []string) *testutil.Process {
+	t.Helper()
+	p := testutil.StartProcess(t, argv, env)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("--- driver output ---\n%s", p.Log.String())
+		}
+	})
+	return p
+}
+
+// waitFile waits until the driver d has written something to path, and
+// returns it; it fails t if d exits first or within passes. A driver that
+// passes data this way writes it whole (or renames it into place).
+func waitFile(t *testing.T, d *testutil.Process, path, what string, within time.Duration) []byte {
+	t.Helper()
+	var b []byte
+	testutil.Until(t, within, what, func() error {
+		select {
+		case <-d.Done():
+			t.Fatalf("driver ended before %s: %v\n%s", what, d.Wait(), d.Log.String())
+		default:
+		}
+		var err error
+		if b, err = os.ReadFile(path); err == nil && len(b) == 0 {
+			err = fmt.Errorf("%s empty", path)
+		}
+		return err
+	})
+	return b
+}
