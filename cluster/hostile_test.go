@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"bufio"
+	"io"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -129,7 +130,15 @@ func TestNodeSurvivesHostileTraffic(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	time.Sleep(500 * time.Millisecond)
+	// The node answers each hello once it has admitted the connection and
+	// read ours, so after these reads every idle connection is being
+	// served and its buffers count in heap2.
+	for _, c := range open {
+		_ = c.SetReadDeadline(time.Now().Add(20 * time.Second))
+		if _, err := io.ReadFull(c, make([]byte, rpc.HelloSize)); err != nil {
+			t.Fatalf("idle connection: no hello from the node: %v", err)
+		}
+	}
 	heap2, stacks2 := heapAfterGC()
 	perConn := (int64(heap2+stacks2) - int64(heap1+stacks1)) / idle
 	t.Logf("garbage and %d idle connections: live heap %d -> %d bytes, %d bytes of heap and stack per connection", idle, heap1, heap2, perConn)

@@ -10,8 +10,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/nodeup/nodeup/internal/testutil"
 )
 
 // benchReport is the part of `nodeup bench --json` the tests read.
@@ -97,8 +95,7 @@ func TestBench(t *testing.T) {
 // (--address): the node starts nodeup as the job's worker, and the two-node
 // metric is skipped with a reason on a one-node cluster.
 func TestBenchAgainstNode(t *testing.T) {
-	head := startNode(t, t.TempDir(), "n0", []string{"start", "--head"})
-	testutil.Until(t, 20*time.Second, "head answers", func() error { _, err := status(t, head.addr()); return err })
+	head := startHead(t, t.TempDir())
 	rep, _ := runBench(t, nil, "--address", head.addr(), "--duration", "1ms", "--runs", "1",
 		"--filter", "^(single_client_tasks_async|single_client_put_gigabytes|cross_node_object_pull_gigabytes)$")
 	var got []string

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -58,44 +57,22 @@ func chaosLong(t *testing.T) {
 
 // chaosDriver is a running chaosload.
 type chaosDriver struct {
-	cmd     *exec.Cmd
-	out     *testutil.SyncBuffer
+	p       *testutil.Process
 	summary string
-	done    chan error
 }
 
 // startChaosDriver runs chaosload for d against the node at addr, under
 // prefix (ip netns exec <ns>) when given, and returns once its actors
-// answer and its tasks run.
+// answer.
 func startChaosDriver(t *testing.T, addr string, d time.Duration, prefix ...string) *chaosDriver {
 	t.Helper()
 	bin := buildTestdata(t, "chaosload")
 	dir := t.TempDir()
-	cd := &chaosDriver{out: &testutil.SyncBuffer{}, summary: filepath.Join(dir, "summary.json"), done: make(chan error, 1)}
+	cd := &chaosDriver{summary: filepath.Join(dir, "summary.json")}
 	ready := filepath.Join(dir, "ready")
 	argv := append(append([]string{}, prefix...), bin, "-duration", d.String(), "-out", cd.summary, "-ready", ready)
-	cd.cmd = exec.Command(argv[0], argv[1:]...)
-	cd.cmd.Env = append(os.Environ(), "NODEUP_ADDRESS="+addr)
-	cd.cmd.Stdout, cd.cmd.Stderr = cd.out, cd.out
-	if err := cd.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { cd.done <- cd.cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = cd.cmd.Process.Kill()
-		if t.Failed() {
-			t.Logf("--- driver output ---\n%s", cd.out.String())
-		}
-	})
-	testutil.Until(t, 60*time.Second, "the workload's actors answer", func() error {
-		select {
-		case err := <-cd.done:
-			t.Fatalf("driver ended before it was ready: %v\n%s", err, cd.out.String())
-		default:
-		}
-		_, err := os.Stat(ready)
-		return err
-	})
+	cd.p = startDriver(t, argv, []string{"NODEUP_ADDRESS=" + addr})
+	waitFile(t, cd.p, ready, "the workload's actors answer", 60*time.Second)
 	return cd
 }
 
@@ -105,9 +82,9 @@ func startChaosDriver(t *testing.T, addr string, d time.Duration, prefix ...stri
 func (cd *chaosDriver) finish(t *testing.T, limit time.Duration) chaosSummary {
 	t.Helper()
 	select {
-	case err := <-cd.done:
-		if err != nil {
-			t.Fatalf("driver: %v\n%s", err, cd.out.String())
+	case <-cd.p.Done():
+		if err := cd.p.Wait(); err != nil {
+			t.Fatalf("driver: %v\n%s", err, cd.p.Log.String())
 		}
 	case <-time.After(limit):
 		t.Fatalf("driver still running %s after its submissions should have ended", limit)
@@ -131,9 +108,9 @@ func (cd *chaosDriver) finish(t *testing.T, limit time.Duration) chaosSummary {
 	return s
 }
 
-// resourcesBack waits until every alive node in st's view (asked through
-// addr) has all its CPU free again: the job's tasks, leases and actors are
-// gone.
+// resourcesBack waits until every alive node in the table that status
+// returns has all its CPU free again: the job's tasks, leases and actors
+// are gone.
 func resourcesBack(t *testing.T, status func() (*statusJSON, error)) {
 	t.Helper()
 	testutil.Until(t, 30*time.Second, "every alive node's CPU free after the job", func() error {
@@ -219,36 +196,20 @@ func leaderProc(t *testing.T, st *statusJSON, nodes []*proc) *proc {
 	return nil
 }
 
-// startChaosThree starts three nodes (three voters) and waits until the
-// cluster is formed.
-func startChaosThree(t *testing.T) []*proc {
-	t.Helper()
-	root := t.TempDir()
-	head := startNode(t, root, "n0", []string{"start", "--head"})
-	testutil.Until(t, 20*time.Second, "head answers", func() error { _, err := status(t, head.addr()); return err })
-	nodes := []*proc{head}
-	for _, name := range []string{"n1", "n2"} {
-		nodes = append(nodes, startNode(t, root, name, []string{"join", head.addr()}))
-	}
-	waitFormed(t, head.addr(), 3)
-	return nodes
-}
-
 // TestChaosShort is the chaos suite's short scenario, in `make test`: on
 // three nodes, hostile frames on every port of n1 and 200 idle connections
 // to it for the whole run, and n2 killed with SIGKILL five seconds in. The
 // workload must lose nothing, n1 must serve on, and no node may grow past
 // the memory bound.
 func TestChaosShort(t *testing.T) {
-	nodes := startChaosThree(t)
+	nodes := startThreeNodes(t)
 	n0, n1, n2 := nodes[0], nodes[1], nodes[2]
 	d := startChaosDriver(t, n0.addr(), 25*time.Second)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	hs := hostileTraffic(ctx, hostileTarget{rpc: n1.addr(), gossip: fmt.Sprintf("127.0.0.1:%d", n1.gossipPort),
 		http: fmt.Sprintf("127.0.0.1:%d", n1.httpPort)}, 2, 200, uint64(time.Now().UnixNano()))
-	killAt := time.After(5 * time.Second)
-	<-killAt
+	time.Sleep(5 * time.Second) // let the workload run before the fault
 	if err := n2.cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
@@ -305,7 +266,7 @@ func waitState(t *testing.T, addr, state string, within time.Duration, names ...
 // restarted 10 s later, as systemd would; the driver is on another node.
 func TestChaosKillLeader(t *testing.T) {
 	chaosLong(t)
-	nodes := startChaosThree(t)
+	nodes := startThreeNodes(t)
 	st, err := status(t, nodes[0].addr())
 	if err != nil {
 		t.Fatal(err)
@@ -352,7 +313,7 @@ func TestChaosKillLeader(t *testing.T) {
 // it finishes late is not counted twice.
 func TestChaosFreeze(t *testing.T) {
 	chaosLong(t)
-	nodes := startChaosThree(t)
+	nodes := startThreeNodes(t)
 	n0, n1 := nodes[0], nodes[1]
 	d := startChaosDriver(t, n0.addr(), 50*time.Second)
 	time.Sleep(5 * time.Second) // let the workload run before the fault
@@ -431,7 +392,7 @@ func TestChaosPartition(t *testing.T) {
 // is each node's peak RSS.
 func TestChaosHostile60s(t *testing.T) {
 	chaosLong(t)
-	nodes := startChaosThree(t)
+	nodes := startThreeNodes(t)
 	d := startChaosDriver(t, nodes[0].addr(), 60*time.Second)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -461,7 +422,7 @@ func TestChaosHostile60s(t *testing.T) {
 // second run, under the same ID.
 func TestChaosFullRestart(t *testing.T) {
 	chaosLong(t)
-	nodes := startChaosThree(t)
+	nodes := startThreeNodes(t)
 	first := startChaosDriver(t, nodes[0].addr(), 5*time.Second).finish(t, 2*time.Minute)
 	for _, p := range nodes {
 		_ = p.cmd.Process.Kill()

@@ -132,10 +132,8 @@ func TestSigtermLeavesAndStopCommand(t *testing.T) {
 }
 
 func TestGarbageOnPortsDoesNotCrash(t *testing.T) {
-	root := t.TempDir()
-	head := startNode(t, root, "n0", []string{"start", "--head"})
-	testutil.Until(t, 20*time.Second, "head answers", func() error { _, err := status(t, head.addr()); return err })
-	gossipPort := head.args[7]
+	head := startHead(t, t.TempDir())
+	gossipPort := fmt.Sprint(head.gossipPort)
 	rng := rand.New(rand.NewSource(1))
 	for i := 0; i < 200; i++ {
 		junk := make([]byte, rng.Intn(4096)+1)

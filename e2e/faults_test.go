@@ -14,8 +14,7 @@ import (
 // TestSIGHUPKeepsRunning sends SIGHUP (what systemd's reload sends) to a
 // running node: it logs one line and keeps serving, instead of dying.
 func TestSIGHUPKeepsRunning(t *testing.T) {
-	head := startNode(t, t.TempDir(), "n0", []string{"start", "--head"})
-	testutil.Until(t, 20*time.Second, "head answers", func() error { _, err := status(t, head.addr()); return err })
+	head := startHead(t, t.TempDir())
 	if err := head.cmd.Process.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
@@ -40,8 +39,7 @@ func TestSIGHUPKeepsRunning(t *testing.T) {
 // only free space): starting it again exits 1 with one line on stderr naming
 // the file and the remedy.
 func TestDamagedRaftDataOneLine(t *testing.T) {
-	head := startNode(t, t.TempDir(), "n0", []string{"start", "--head"})
-	testutil.Until(t, 20*time.Second, "head answers", func() error { _, err := status(t, head.addr()); return err })
+	head := startHead(t, t.TempDir())
 	signalTerm(head)
 	if err := head.wait(); err != nil {
 		t.Fatalf("node exited with %v after SIGTERM", err)

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -37,44 +36,17 @@ func TestFrozenNodeLeaseRequestRetried(t *testing.T) { runFrozen(t, "lease") }
 // tells the driver (marker.go), and waits for it to print where the retry
 // ran.
 func runFrozen(t *testing.T, mode string) {
-	root := t.TempDir()
-	head := startNode(t, root, "n0", []string{"start", "--head"})
-	testutil.Until(t, 20*time.Second, "head answers", func() error { _, err := status(t, head.addr()); return err })
-	n1 := startNode(t, root, "n1", []string{"join", head.addr()})
-	startNode(t, root, "n2", []string{"join", head.addr()})
 	// Three voters: the two that are not frozen keep a leader, whose view
 	// declares n1 dead.
-	waitFormed(t, head.addr(), 3)
-	driver := buildTestdata(t, "frozen")
-	marker := filepath.Join(root, "pid")
-	cmd := exec.Command(driver, mode, marker)
-	cmd.Env = append(os.Environ(), "NODEUP_ADDRESS="+head.addr())
-	out := &testutil.SyncBuffer{}
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+	nodes := startThreeNodes(t)
+	head, n1 := nodes[0], nodes[1]
+	marker := filepath.Join(t.TempDir(), "pid")
+	d := startDriver(t, []string{buildTestdata(t, "frozen"), mode, marker}, []string{"NODEUP_ADDRESS=" + head.addr()})
+	b := waitFile(t, d, marker, "driver ready to freeze n1", 30*time.Second)
+	pid, err := strconv.Atoi(string(b))
+	if err != nil {
+		t.Fatalf("marker %q: %v", b, err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		if t.Failed() {
-			t.Logf("--- driver output ---\n%s", out.String())
-		}
-	})
-	var pid int
-	testutil.Until(t, 30*time.Second, "driver ready to freeze n1", func() error {
-		select {
-		case err := <-done:
-			t.Fatalf("driver ended before its task started: %v\n%s", err, out.String())
-		default:
-		}
-		b, err := os.ReadFile(marker)
-		if err == nil {
-			pid, err = strconv.Atoi(string(b))
-		}
-		return err
-	})
 	for _, p := range []int{n1.cmd.Process.Pid, pid} {
 		if p == 0 {
 			continue
@@ -94,14 +66,15 @@ func runFrozen(t *testing.T, mode string) {
 	})
 	frozen := time.Now()
 	select {
-	case err := <-done:
-		if err != nil || !strings.Contains(out.String(), "ran on n0") && !strings.Contains(out.String(), "ran on n2") {
-			t.Fatalf("driver: %v\n%s", err, out.String())
+	case <-d.Done():
+		out := d.Log.String()
+		if err := d.Wait(); err != nil || !strings.Contains(out, "ran on n0") && !strings.Contains(out, "ran on n2") {
+			t.Fatalf("driver: %v\n%s", err, out)
 		}
 	case <-time.After(60 * time.Second):
-		t.Fatalf("the %s on frozen n1 was not retried within 60 s:\n%s", mode, out.String())
+		t.Fatalf("the %s on frozen n1 was not retried within 60 s:\n%s", mode, d.Log.String())
 	}
-	t.Logf("%s %s after n1 froze", strings.TrimSpace(out.String()), time.Since(frozen).Round(100*time.Millisecond))
+	t.Logf("%s %s after n1 froze", strings.TrimSpace(d.Log.String()), time.Since(frozen).Round(100*time.Millisecond))
 }
 
 // buildTestdata builds ./e2e/testdata/<name> into a temporary directory and

@@ -195,8 +195,8 @@ func doHTTP(req *http.Request, n int) int {
 }
 
 // holdIdle opens up to n connections to addr that send the RPC preamble
-// and nothing more, and keeps them open until ctx ends, redialling those
-// the node closes.
+// and the protocol hello and nothing more, and keeps them open until ctx
+// ends, redialling those the node closes.
 func holdIdle(ctx context.Context, addr string, n int, st *hostileStats) {
 	var conns []net.Conn
 	defer func() {

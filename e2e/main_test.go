@@ -141,22 +141,45 @@ func alive(st *statusJSON) int {
 	return n
 }
 
-// startThree starts a head (with node0=2, TPU-v3=2) and two nodes that join
-// it (node1=2, node2=2, each declaring 4 H100 GPUs, so GPU work spills from
-// the head), and
-// waits until status shows all three alive with three Raft voters.
-func startThree(t *testing.T) []*proc {
+// startHead starts node n0 under root as a head, with extra flags, and
+// waits until it answers.
+func startHead(t *testing.T, root string, extra ...string) *proc {
 	t.Helper()
-	root := t.TempDir()
-	head := startNode(t, root, "n0", []string{"start", "--head"}, "--resources", "node0=2,TPU-v3=2")
+	head := startNode(t, root, "n0", []string{"start", "--head"}, extra...)
 	testutil.Until(t, 20*time.Second, "head answers", func() error { _, err := status(t, head.addr()); return err })
-	gpus := []string{"--num-gpus", "4", "--gpu-model", "H100"}
-	n1 := startNode(t, root, "n1", []string{"join", head.addr()}, append([]string{"--resources", `{"node1": 2}`}, gpus...)...)
-	n2 := startNode(t, root, "n2", []string{"join", head.addr()}, append([]string{"--resources", "node2=2"}, gpus...)...)
-	procs := []*proc{head, n1, n2}
-	took := waitFormed(t, n2.addr(), 3)
+	return head
+}
+
+// startThreeNodes starts a head n0 and two nodes n1 and n2 that join it,
+// node i with the extra flags flags[i] (if given), and waits until status
+// through n2 shows all three alive with three Raft voters.
+func startThreeNodes(t *testing.T, flags ...[]string) []*proc {
+	t.Helper()
+	extra := func(i int) []string {
+		if i < len(flags) {
+			return flags[i]
+		}
+		return nil
+	}
+	root := t.TempDir()
+	procs := []*proc{startHead(t, root, extra(0)...)}
+	for i := 1; i < 3; i++ {
+		procs = append(procs, startNode(t, root, fmt.Sprintf("n%d", i), []string{"join", procs[0].addr()}, extra(i)...))
+	}
+	took := waitFormed(t, procs[2].addr(), 3)
 	t.Logf("3-node cluster formed %s after the joiners started", took.Round(time.Millisecond))
 	return procs
+}
+
+// startThree starts a head (with node0=2, TPU-v3=2) and two nodes that join
+// it (node1=2, node2=2, each declaring 4 H100 GPUs, so GPU work spills from
+// the head), and waits until all three are alive Raft voters.
+func startThree(t *testing.T) []*proc {
+	t.Helper()
+	gpus := []string{"--num-gpus", "4", "--gpu-model", "H100"}
+	return startThreeNodes(t, []string{"--resources", "node0=2,TPU-v3=2"},
+		append([]string{"--resources", `{"node1": 2}`}, gpus...),
+		append([]string{"--resources", "node2=2"}, gpus...))
 }
 
 // waitFormed polls status at addr until n nodes are alive, n are Raft
@@ -168,14 +191,8 @@ func waitFormed(t *testing.T, addr string, n int) time.Duration {
 		if err != nil {
 			return err
 		}
-		voters := 0
-		for _, s := range st.Servers {
-			if s.Suffrage == "voter" {
-				voters++
-			}
-		}
-		if alive(st) != n || voters != n || st.Leader.ID == "" {
-			return fmt.Errorf("%d alive, %d voters, leader %q", alive(st), voters, st.Leader.Name)
+		if alive(st) != n || voters(st) != n || st.Leader.ID == "" {
+			return fmt.Errorf("%d alive, %d voters, leader %q", alive(st), voters(st), st.Leader.Name)
 		}
 		return nil
 	})
@@ -197,3 +214,38 @@ func buildExamples(t *testing.T, names ...string) string {
 }
 
 func signalTerm(p *proc) { _ = p.cmd.Process.Signal(syscall.SIGTERM) }
+
+// startDriver runs a test's driver program, argv with env appended to this
+// process's environment; its output is logged if the test fails, and it is
+// stopped when the test ends.
+func startDriver(t *testing.T, argv, env []string) *testutil.Process {
+	t.Helper()
+	p := testutil.StartProcess(t, argv, env)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("--- driver output ---\n%s", p.Log.String())
+		}
+	})
+	return p
+}
+
+// waitFile waits until the driver d has written something to path, and
+// returns it; it fails t if d exits first or within passes. A driver that
+// passes data this way writes it whole (or renames it into place).
+func waitFile(t *testing.T, d *testutil.Process, path, what string, within time.Duration) []byte {
+	t.Helper()
+	var b []byte
+	testutil.Until(t, within, what, func() error {
+		select {
+		case <-d.Done():
+			t.Fatalf("driver ended before %s: %v\n%s", what, d.Wait(), d.Log.String())
+		default:
+		}
+		var err error
+		if b, err = os.ReadFile(path); err == nil && len(b) == 0 {
+			err = fmt.Errorf("%s empty", path)
+		}
+		return err
+	})
+	return b
+}

@@ -126,7 +126,7 @@ func main() {
 	duration := flag.Duration("duration", 20*time.Second, "how long to keep submitting")
 	inflight := flag.Int("inflight", 8, "tasks kept in flight")
 	out := flag.String("out", "", "where to write the JSON summary (stdout if empty)")
-	ready := flag.String("ready", "", "a file written once the actors answer and tasks run")
+	ready := flag.String("ready", "", "a file written once the actors answer, just before the tasks start")
 	flag.Parse()
 	ctx := context.Background()
 	// In a worker process, Init serves tasks and never returns.
@@ -134,7 +134,7 @@ func main() {
 		log.Fatal(err)
 	}
 	defer worker.Shutdown()
-	st := &stats{s: summary{Failed: map[string]int{}, TasksByNode: map[string]int{}}, last: time.Now()}
+	st := &stats{s: summary{Failed: map[string]int{}, TasksByNode: map[string]int{}}}
 	handles, where := startActors(ctx)
 	st.s.ActorNodesStart = where
 	keeper, err := worker.Must(echoActor.Options(worker.Name(keeperName), worker.GetIfExists(), worker.Detached(),
@@ -148,6 +148,8 @@ func main() {
 			log.Fatal(err)
 		}
 	}
+	// Stalls count from here: the actors' start above is not one.
+	st.last = time.Now()
 	deadline := time.Now().Add(*duration)
 	var wg sync.WaitGroup
 	var next struct {

@@ -23,7 +23,7 @@ import (
 // later it returns the node it runs on.
 func hangFirst(marker string) string {
 	if _, err := os.Stat(marker); err != nil {
-		_ = os.WriteFile(marker, []byte(strconv.Itoa(os.Getpid())), 0o644)
+		writeMarker(marker, strconv.Itoa(os.Getpid()))
 		select {} // the test freezes this process
 	}
 	return worker.NodeName()
@@ -105,13 +105,22 @@ func callActor(ctx context.Context, node, marker string) (string, error) {
 // awaitFreeze writes PID 0 to marker (nothing of ours to freeze) and waits
 // until the test says it froze n1 by creating marker.go.
 func awaitFreeze(marker string) {
-	if err := os.WriteFile(marker, []byte("0"), 0o644); err != nil {
-		log.Fatal(err)
-	}
+	writeMarker(marker, "0")
 	for {
 		if _, err := os.Stat(marker + ".go"); err == nil {
 			return
 		}
 		time.Sleep(10 * time.Millisecond) // the test's go-ahead is a file
+	}
+}
+
+// writeMarker puts pid into marker whole (written aside, then renamed), so
+// the test never reads part of it.
+func writeMarker(marker, pid string) {
+	if err := os.WriteFile(marker+".tmp", []byte(pid), 0o644); err != nil {
+		log.Fatal(err)
+	}
+	if err := os.Rename(marker+".tmp", marker); err != nil {
+		log.Fatal(err)
 	}
 }
