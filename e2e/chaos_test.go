@@ -26,9 +26,10 @@ import (
 // the figures they log.
 
 // chaosRSSBound is the most resident memory a node may reach (VmHWM) in a
-// scenario. An idle node holds about 20 MiB; under the workload and
-// hostile traffic they stay well under 100 MiB. The bug this guards
-// against grew nodes to 494 MiB and 11 GiB.
+// scenario. An idle node holds 16-17 MiB (idle_node_rss in nodeup bench);
+// under the workload and hostile traffic the scenarios measured 21-46 MiB
+// (docs/chaos.md). The bug this guards against grew nodes to 494 MiB and
+// 11 GiB.
 const chaosRSSBound = 256 << 20
 
 // chaosSummary is chaosload's JSON summary.
