@@ -16,7 +16,6 @@ import (
 	"github.com/nodeup/nodeup/internal/testutil"
 	"github.com/nodeup/nodeup/rpc"
 	"github.com/nodeup/nodeup/sched"
-	"github.com/nodeup/nodeup/store"
 	"github.com/nodeup/nodeup/wire"
 )
 
@@ -63,40 +62,39 @@ func Start(t testing.TB, n int, configure func(i int, c *cluster.Config)) []*clu
 		nodes = append(nodes, nd)
 		t.Cleanup(nd.Kill)
 	}
+	// Node 0's cluster view, not only the node table: the view (with the
+	// other nodes' resources, from their heartbeats) is what spillback
+	// and placement decide from, so a test that places work on node 1
+	// right after Start must find node 1 in it.
 	pool := rpc.NewPool([]byte{wire.PreambleRPC}, wire.ProtocolVersion, time.Second)
 	defer pool.Close()
-	testutil.Until(t, formTimeout, fmt.Sprintf("%d nodes alive", n), func() error {
-		st, err := Status(pool, nodes[0])
+	testutil.Until(t, formTimeout, fmt.Sprintf("%d nodes alive in %s's view", n, nodes[0].Name()), func() error {
+		a, err := aliveInView(pool, nodes[0])
 		if err != nil {
 			return err
 		}
-		if a := Alive(st); a != n {
-			return fmt.Errorf("%s sees %d of %d nodes alive", nodes[0].Name(), a, n)
+		if a != n {
+			return fmt.Errorf("%s's view holds %d of %d nodes alive", nodes[0].Name(), a, n)
 		}
 		return nil
 	})
 	return nodes
 }
 
-// Status asks nd for the cluster status (which it forwards to the leader)
-// through pool, within 3 s.
-func Status(pool *rpc.Pool, nd *cluster.Node) (*wire.StatusResponse, error) {
+// aliveInView counts the nodes alive in nd's cluster view, asked through
+// pool within 3 s.
+func aliveInView(pool *rpc.Pool, nd *cluster.Node) (int, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
-	var st wire.StatusResponse
-	if err := pool.Call(ctx, nd.RPCAddr(), wire.MethodStatus, &wire.Empty{}, &st); err != nil {
-		return nil, fmt.Errorf("status via %s: %w", nd.Name(), err)
+	var v wire.ClusterView
+	if err := pool.Call(ctx, nd.RPCAddr(), wire.MethodClusterView, &wire.Empty{}, &v); err != nil {
+		return 0, fmt.Errorf("cluster view of %s: %w", nd.Name(), err)
 	}
-	return &st, nil
-}
-
-// Alive counts the nodes st shows alive.
-func Alive(st *wire.StatusResponse) int {
 	c := 0
-	for _, nv := range st.Nodes {
-		if nv.Status == store.NodeAlive {
+	for _, info := range v.Nodes {
+		if info.Alive {
 			c++
 		}
 	}
-	return c
+	return c, nil
 }
