@@ -13,10 +13,49 @@ import (
 // objects in place from Locations the node hands out; it knows nothing of
 // which objects exist, so the node must keep an object alive while a worker
 // reads it. Safe for concurrent use.
+//
+// The Mappings of one process share one mmap per arena file and mode, and
+// keep it after their Close for the next MapFile of the same file (as a
+// plasma client keeps its mmaps for the life of the process): the page
+// tables this process built writing into the arena are its fast path, and
+// rebuilding them costs far more than the copy itself where page faults are
+// slow (a fresh mapping of resident tmpfs pages took 0.14 GB/s to fill by
+// faults against 2 to 6 GB/s for memcpy, 2 vCPUs, Linux 6.18). An idle
+// mmap whose file was removed or replaced is unmapped by the next MapFile
+// or by ReleaseIdleMappings.
 type Mapping struct {
 	mu   sync.RWMutex
 	path string
-	data []byte // nil once closed
+	sh   *sharedMap
+	data []byte // sh.data; nil once closed
+}
+
+// mapKey names one mmap of one file in one mode.
+type mapKey struct {
+	dev, ino uint64
+	size     int64
+	writable bool
+}
+
+// sharedMap is an mmap shared by the Mappings of this process.
+type sharedMap struct {
+	key  mapKey
+	path string
+	data []byte
+	refs int // open Mappings; 0: idle, kept for reuse
+
+	popMu     sync.Mutex
+	populated []uint64 // pages Prefault has populated in this mmap, one bit each
+}
+
+// maxIdleMaps bounds the idle mmaps kept: the read-only and read-write
+// mappings of two arenas.
+const maxIdleMaps = 4
+
+var maps struct {
+	mu   sync.Mutex
+	all  map[mapKey]*sharedMap
+	idle []*sharedMap // oldest first
 }
 
 // MapFile maps the whole arena file at path (a Store's Path) read-only and
@@ -40,19 +79,76 @@ func mapFile(path string, writable bool) (*Mapping, error) {
 		return nil, fmt.Errorf("map object store: %w", err)
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, fmt.Errorf("map object store: %w", err)
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		return nil, fmt.Errorf("map object store %s: %w", path, err)
 	}
-	size := fi.Size()
+	size := st.Size
 	if size <= 0 || int64(int(size)) != size {
 		return nil, fmt.Errorf("map object store %s: %w: file size %d bytes", path, ErrInvalid, size)
+	}
+	key := mapKey{dev: uint64(st.Dev), ino: uint64(st.Ino), size: size, writable: writable}
+	maps.mu.Lock()
+	defer maps.mu.Unlock()
+	sweepIdleLocked()
+	if sh := maps.all[key]; sh != nil {
+		if sh.refs == 0 {
+			removeIdleLocked(sh)
+		}
+		sh.refs++
+		return &Mapping{path: path, sh: sh, data: sh.data}, nil
 	}
 	data, err := unix.Mmap(int(f.Fd()), 0, int(size), prot, unix.MAP_SHARED)
 	if err != nil {
 		return nil, fmt.Errorf("map object store %s (%d bytes): mmap: %w", path, size, err)
 	}
-	return &Mapping{path: path, data: data}, nil
+	sh := &sharedMap{key: key, path: path, data: data, refs: 1}
+	if maps.all == nil {
+		maps.all = make(map[mapKey]*sharedMap)
+	}
+	maps.all[key] = sh
+	return &Mapping{path: path, sh: sh, data: data}, nil
+}
+
+// sweepIdleLocked unmaps idle mmaps whose path no longer names their file
+// (the node removed or replaced its arena): nothing can map them again, and
+// they would keep the removed file's memory. maps.mu must be held.
+func sweepIdleLocked() {
+	for _, sh := range append([]*sharedMap(nil), maps.idle...) {
+		var st unix.Stat_t
+		if unix.Stat(sh.path, &st) != nil || uint64(st.Dev) != sh.key.dev || uint64(st.Ino) != sh.key.ino || st.Size != sh.key.size {
+			unmapIdleLocked(sh)
+		}
+	}
+}
+
+func removeIdleLocked(sh *sharedMap) {
+	for i, x := range maps.idle {
+		if x == sh {
+			maps.idle = append(maps.idle[:i], maps.idle[i+1:]...)
+			return
+		}
+	}
+}
+
+func unmapIdleLocked(sh *sharedMap) {
+	removeIdleLocked(sh)
+	delete(maps.all, sh.key)
+	_ = unix.Munmap(sh.data)
+}
+
+// ReleaseIdleMappings unmaps every mmap of this process that no open
+// Mapping uses, and returns how many it unmapped: for a program that is done
+// with the object store and wants its address space and the pages of a
+// removed arena back before it exits.
+func ReleaseIdleMappings() int {
+	maps.mu.Lock()
+	defer maps.mu.Unlock()
+	n := len(maps.idle)
+	for len(maps.idle) > 0 {
+		unmapIdleLocked(maps.idle[0])
+	}
+	return n
 }
 
 // Slice returns loc's bytes as a view of the mapping, without copying. Writing
@@ -72,18 +168,24 @@ func (m *Mapping) Slice(loc Location) ([]byte, error) {
 	return m.data[loc.Offset:end:end], nil
 }
 
-// Close unmaps the file; slices from Slice become invalid (touching them
-// faults). A second Close returns ErrClosed.
+// Close ends this Mapping: Slice and Prefault fail or do nothing after it.
+// The mmap is kept for the next MapFile of the same file in this process
+// (see Mapping), so slices taken from it may stay readable; they must not be
+// used. A second Close returns ErrClosed.
 func (m *Mapping) Close() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.data == nil {
 		return fmt.Errorf("close mapping %s: %w", m.path, ErrClosed)
 	}
-	err := unix.Munmap(m.data)
 	m.data = nil
-	if err != nil {
-		return fmt.Errorf("close mapping %s: %w", m.path, err)
+	maps.mu.Lock()
+	defer maps.mu.Unlock()
+	if m.sh.refs--; m.sh.refs == 0 {
+		maps.idle = append(maps.idle, m.sh)
+		for len(maps.idle) > maxIdleMaps {
+			unmapIdleLocked(maps.idle[0])
+		}
 	}
 	return nil
 }
@@ -92,8 +194,10 @@ func (m *Mapping) Close() error {
 // call, before a client fills a created object through a MapFileWritable
 // mapping: one call instead of a page fault per 4 KiB page (a 100 MiB Put
 // would take 25,600). It works in whole pages, so the pages around loc's
-// ends become resident too, bytes unchanged. Best effort, as Store.Prefault:
-// nothing happens for a bad loc, after Close, or without
+// ends become resident too, bytes unchanged, and remembers the pages it has
+// done in this process's mmap, so refilling reused space (the allocator
+// hands out freed space first) costs no system call. Best effort, as
+// Store.Prefault: nothing happens for a bad loc, after Close, or without
 // MADV_POPULATE_WRITE (before Linux 5.14, or not Linux).
 func (m *Mapping) Prefault(loc Location) {
 	m.mu.RLock()
@@ -102,8 +206,30 @@ func (m *Mapping) Prefault(loc Location) {
 	if m.data == nil || loc.Size == 0 || !loc.within(n) {
 		return
 	}
-	page := int64(os.Getpagesize())
-	start := loc.Offset / page * page
-	end := min((loc.Offset+loc.Size+page-1)/page*page, n)
-	populateWrite(m.data[start:end])
+	first := loc.Offset / pageSize
+	last := (loc.Offset + loc.Size - 1) / pageSize // inclusive
+	sh := m.sh
+	sh.popMu.Lock()
+	if sh.populated == nil {
+		sh.populated = make([]uint64, (n/pageSize+63)/64)
+	}
+	// Populate from the first page not yet done to the last one.
+	lo, hi := int64(-1), int64(0)
+	for p := first; p <= last; p++ {
+		if sh.populated[p/64]&(1<<(p%64)) == 0 {
+			if lo < 0 {
+				lo = p
+			}
+			hi = p
+		}
+	}
+	if lo < 0 {
+		sh.popMu.Unlock()
+		return
+	}
+	for p := lo; p <= hi; p++ {
+		sh.populated[p/64] |= 1 << (p % 64)
+	}
+	sh.popMu.Unlock()
+	populateWrite(m.data[lo*pageSize : min((hi+1)*pageSize, n)])
 }
