@@ -69,6 +69,13 @@ type Metric struct {
 	// frees. Setup runs once per job and does its own warm-up; otherwise
 	// Setup runs once and a warm-up run precedes the timed runs.
 	FreshJob bool
+	// WarmJob (with FreshJob): one untimed job runs first, its run going on
+	// for up to warmJobFactor times the run length, so the timed jobs find
+	// the store warm: its pages resident and this process's mapping of them
+	// already written, as for a driver that has been running (the first
+	// writes to a page are page faults, far slower than the copy on some
+	// machines; see objstore.Mapping).
+	WarmJob bool
 	// TwoNodes: the metric needs a second node (Env.SecondNode).
 	TwoNodes bool
 	// MaxRuns caps Options.Runs for metrics whose one run is long (0: no cap).

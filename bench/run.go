@@ -219,6 +219,10 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	return rep, nil
 }
 
+// warmJobFactor is how many run lengths a WarmJob's untimed run may take:
+// enough for a run bounded by its operation count to do all of them.
+const warmJobFactor = 10
+
 // metricTimeout bounds one metric, so a hang fails that metric only.
 const metricTimeout = 5 * time.Minute
 
@@ -277,6 +281,18 @@ func runMetric(ctx context.Context, e *Env, m *Metric) []Result {
 	case m.NoJob:
 		err = measure(ctx)
 	case m.FreshJob:
+		if m.WarmJob {
+			err = e.job(ctx, func(ctx context.Context) error {
+				run, err := m.Setup(ctx, e)
+				if err == nil {
+					_, err = run(ctx, warmJobFactor*e.opts.Duration)
+				}
+				return err
+			})
+			if err != nil {
+				break
+			}
+		}
 		for range runs {
 			if err = e.job(ctx, measure); err != nil {
 				break
