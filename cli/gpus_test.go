@@ -126,3 +126,19 @@ func TestStatusGPUsTable(t *testing.T) {
 		t.Errorf("empty: %q", b.String())
 	}
 }
+
+// TestNodeConfigObjectStorePrefault: --object-store-prefault reaches the
+// node's config; without it the store is not populated at start.
+func TestNodeConfigObjectStorePrefault(t *testing.T) {
+	t.Parallel()
+	for _, on := range []bool{false, true} {
+		args := []string{"--data-dir", t.TempDir()}
+		if on {
+			args = append(args, "--object-store-prefault")
+		}
+		cfg, err := nodeConfig(flagContext(t, nodeFlags(), args...), true, nil)
+		if err != nil || cfg.ObjectStorePrefault != on {
+			t.Errorf("flags %v: ObjectStorePrefault = %v, %v; want %v", args, cfg.ObjectStorePrefault, err, on)
+		}
+	}
+}

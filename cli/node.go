@@ -37,6 +37,7 @@ func nodeFlags() []ucli.Flag {
 		&ucli.StringFlag{Name: "num-cpus", Usage: "CPU resource units (default: logical CPUs)"},
 		&ucli.StringFlag{Name: "memory", Usage: "memory resource in bytes, or with a unit: 8GiB, 500MB (default: 70% of RAM)"},
 		&ucli.StringFlag{Name: "object-store-memory", Usage: "shared-memory object store size in bytes or with a unit (default: 30% of --memory)"},
+		&ucli.BoolFlag{Name: "object-store-prefault", Usage: "populate the whole object store at start (bounded by free memory and 2 minutes; logged with its duration), so Puts do not pay for fresh pages"},
 		&ucli.StringFlag{Name: "resources", Usage: `custom resources: TPU-v3=2,FPGA=4 or '{"TPU-v3": 2}'`},
 		&ucli.StringFlag{Name: "labels", Usage: "node labels: key=value,key2=value2"},
 		&ucli.IntFlag{Name: "raft-voters", Value: cluster.DefaultRaftVoters, Usage: "target number of Raft voters (1..9)"},
@@ -147,6 +148,7 @@ func nodeConfig(c *ucli.Context, head bool, peers []string) (cluster.Config, err
 			return cfg, fmt.Errorf("--object-store-memory %q: must be at least 1MiB", s)
 		}
 	}
+	cfg.ObjectStorePrefault = c.Bool("object-store-prefault")
 	if cfg.Labels, err = parseLabels(c.String("labels")); err != nil {
 		return cfg, fmt.Errorf("--labels: %w", err)
 	}

@@ -57,6 +57,12 @@ type Config struct {
 	// ObjectStoreMemory is the shared-memory object store's capacity in
 	// bytes (default: 30% of the memory resource, as Ray's default).
 	ObjectStoreMemory int64
+	// ObjectStorePrefault populates the whole object store when the node
+	// starts (objstore.Store.PrefaultAll, bounded by 90% of free memory and
+	// by prefaultLimit), so Puts do not pay for fresh pages; as Ray's
+	// preallocate_plasma_memory setting. Off by default: the memory is then
+	// taken as objects first use it, not at start.
+	ObjectStorePrefault bool
 	// GPUs says how the node finds its GPUs (detected by default, or
 	// declared); they add GPU, accelerator_type:<model> and gpu_memory to
 	// Resources, which must not hold GPU or gpu_memory itself.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -22,6 +23,10 @@ const (
 	// a response frame exceed rpc.MaxFrameSize.
 	maxReadChunk = 16 << 20
 )
+
+// prefaultLimit bounds how long --object-store-prefault may delay a node's
+// start; the rest of the arena then fills in as used.
+const prefaultLimit = 2 * time.Minute
 
 // openObjectStore creates the node's shared-memory arena: in /dev/shm when it
 // is a writable tmpfs, else in the data dir.
@@ -44,6 +49,12 @@ func (n *Node) openObjectStore() error {
 		return err
 	}
 	n.objects = s
+	if n.cfg.ObjectStorePrefault {
+		// PrefaultAll logs what it did and how long it took.
+		if _, _, err := s.PrefaultAll(prefaultLimit); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 

@@ -1,6 +1,10 @@
 package objstore
 
-import "unsafe"
+import (
+	"fmt"
+	"time"
+	"unsafe"
+)
 
 // prefaultBlock is the granularity, in bytes, at which Prefault populates
 // a Store's mapping and remembers what it has populated.
@@ -66,4 +70,62 @@ func (s *Store) Prefault(b []byte) {
 	if span != nil {
 		populateWrite(span)
 	}
+}
+
+// prefaultChunk is how much PrefaultAll populates per system call, so it can
+// stop at its deadline.
+const prefaultChunk = 64 << 20
+
+// PrefaultAll populates the whole arena before any object is stored (a
+// node's --object-store-prefault), so that no Put pays for allocating and
+// zeroing fresh tmpfs pages: one MADV_POPULATE_WRITE per 64 MiB, or, where
+// that is not supported, a write of a zero byte to every page (the arena
+// must then hold no objects yet; the node calls it right after Open). It
+// stops at the deadline given by limit (a duration; 0: none) and before
+// taking more than 90% of the system's free memory, and returns the bytes
+// it populated from the arena's start and the time it took. The populated
+// space is resident for the life of the store: it is the memory the node
+// promised its objects. Errors: ErrClosed.
+func (s *Store) PrefaultAll(limit time.Duration) (populated int64, took time.Duration, err error) {
+	start := time.Now()
+	s.mu.Lock()
+	data := s.data
+	if data == nil {
+		s.mu.Unlock()
+		return 0, 0, fmt.Errorf("prefault object store %s: %w", s.path, ErrClosed)
+	}
+	if s.populated == nil {
+		s.populated = make([]uint64, (s.capacity/prefaultBlock+64)/64)
+	}
+	s.mu.Unlock()
+	end := s.capacity
+	if free := freeMemory(); free >= 0 && free*9/10 < end {
+		end = free * 9 / 10 / prefaultChunk * prefaultChunk
+		s.log.Warn("object store prefault limited by free memory", "capacity_bytes", s.capacity, "free_bytes", free, "prefault_bytes", end)
+	}
+	touch := false
+	for populated < end {
+		if limit > 0 && time.Since(start) > limit {
+			s.log.Warn("object store prefault stopped at its time limit", "limit", limit, "populated_bytes", populated, "capacity_bytes", s.capacity)
+			break
+		}
+		n := min(prefaultChunk, end-populated)
+		chunk := data[populated : populated+n]
+		if touch || populateWriteErr(chunk) != nil {
+			touch = true
+			for i := 0; i < len(chunk); i += pageSize {
+				chunk[i] = 0
+			}
+		}
+		s.mu.Lock()
+		for blk := populated / prefaultBlock; blk*prefaultBlock < populated+n; blk++ {
+			s.populated[blk/64] |= 1 << (blk % 64)
+		}
+		s.mu.Unlock()
+		populated += n
+	}
+	took = time.Since(start)
+	s.log.Info("object store prefaulted", "populated_bytes", populated, "capacity_bytes", s.capacity,
+		"took", took, "by_touching", touch)
+	return populated, took, nil
 }

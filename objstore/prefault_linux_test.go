@@ -2,9 +2,11 @@ package objstore
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"testing"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -156,5 +158,52 @@ func BenchmarkFillFresh4MiB(b *testing.B) {
 				b.StartTimer()
 			}
 		})
+	}
+}
+
+// TestPrefaultAllPopulatesTheArena: PrefaultAll makes every page of a fresh
+// arena resident and marks it done for Prefault; with a deadline already
+// passed it populates nothing and says so.
+func TestPrefaultAllPopulatesTheArena(t *testing.T) {
+	if unix.Access("/dev/shm", unix.W_OK) != nil {
+		t.Skip("no writable /dev/shm")
+	}
+	const capacity = 3*prefaultChunk/2 + pageSize // two chunks, the last partial
+	s, err := Open("/dev/shm", fmt.Sprintf("nodeup-test-prefaultall-%d.arena", os.Getpid()), capacity, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	if n := resident(t, s.data); n != 0 {
+		t.Fatalf("%d pages of a new arena already resident", n)
+	}
+	if n, _, err := s.PrefaultAll(time.Nanosecond); err != nil || n != 0 {
+		t.Fatalf("PrefaultAll past its deadline = %d bytes, %v; want 0", n, err)
+	}
+	n, took, err := s.PrefaultAll(0)
+	if err != nil || n != capacity || took <= 0 {
+		t.Fatalf("PrefaultAll = %d bytes in %v, %v; want %d", n, took, err, capacity)
+	}
+	if got := resident(t, s.data); got != capacity/pageSize {
+		t.Fatalf("%d of %d pages resident after PrefaultAll", got, capacity/pageSize)
+	}
+	for blk := int64(0); blk*prefaultBlock < capacity; blk++ {
+		if s.populated[blk/64]&(1<<(blk%64)) == 0 {
+			t.Fatalf("block %d not marked populated", blk)
+		}
+	}
+	// The arena still reads as zeros, and objects go in as usual.
+	if err := s.Put("x", pattern(5, 1<<20)); err != nil {
+		t.Fatal(err)
+	}
+	if _, got, _ := s.Get("x"); !bytes.Equal(got, pattern(5, 1<<20)) {
+		t.Fatal("object bytes differ after PrefaultAll")
+	}
+	if b := s.data[capacity-100:]; !bytes.Equal(b, make([]byte, 100)) {
+		t.Fatal("PrefaultAll changed the arena's bytes")
+	}
+	_ = s.Close()
+	if _, _, err := s.PrefaultAll(0); !errors.Is(err, ErrClosed) {
+		t.Fatalf("PrefaultAll after Close = %v, want ErrClosed", err)
 	}
 }
