@@ -32,11 +32,23 @@ func (b span) end() int64 { return b.off + b.size }
 // O(log n) plus a slice insert, in the number of holes; the store holds tens of
 // thousands of objects at most, so this is not worth a tree.
 //
+// It also hands out already-resident space first: resident is the end of
+// the highest range ever handed out (or populated by Store.PrefaultAll),
+// and every byte below it has been written before, so its tmpfs pages exist
+// and the writers' mappings may already map them (fresh pages cost a page
+// fault and zeroing each, several times the copy on some machines; see
+// BenchmarkFillFresh4MiB). Allocation always carves a range from the start
+// of a hole, so the space below resident is a prefix of the arena; in an
+// address-ordered free list every hole wholly below it comes before the one
+// that crosses it, so first-fit takes fresh space only when no resident hole
+// fits (TestResidentFirst checks this).
+//
 // It is not safe for concurrent use; the Store's mutex guards it.
 type allocator struct {
 	capacity int64
 	used     int64
 	free     []span
+	resident int64 // bytes [0, resident) handed out or populated before
 }
 
 func newAllocator(capacity int64) *allocator {
@@ -56,6 +68,7 @@ func (a *allocator) alloc(size int64) (int64, bool) {
 			a.free[i] = span{b.off + size, b.size - size}
 		}
 		a.used += size
+		a.resident = max(a.resident, b.off+size)
 		return b.off, true
 	}
 	return 0, false
@@ -102,5 +115,5 @@ func (a *allocator) largest() int64 {
 
 // clone copies the allocator, for trying evictions without committing them.
 func (a *allocator) clone() *allocator {
-	return &allocator{capacity: a.capacity, used: a.used, free: slices.Clone(a.free)}
+	return &allocator{capacity: a.capacity, used: a.used, free: slices.Clone(a.free), resident: a.resident}
 }

@@ -121,6 +121,7 @@ func (s *Store) PrefaultAll(limit time.Duration) (populated int64, took time.Dur
 		for blk := populated / prefaultBlock; blk*prefaultBlock < populated+n; blk++ {
 			s.populated[blk/64] |= 1 << (blk % 64)
 		}
+		s.alloc.resident = max(s.alloc.resident, populated+n)
 		s.mu.Unlock()
 		populated += n
 	}

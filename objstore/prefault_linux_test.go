@@ -187,6 +187,9 @@ func TestPrefaultAllPopulatesTheArena(t *testing.T) {
 	if got := resident(t, s.data); got != capacity/pageSize {
 		t.Fatalf("%d of %d pages resident after PrefaultAll", got, capacity/pageSize)
 	}
+	if s.alloc.resident != capacity {
+		t.Fatalf("resident mark %d after PrefaultAll, want the capacity %d", s.alloc.resident, capacity)
+	}
 	for blk := int64(0); blk*prefaultBlock < capacity; blk++ {
 		if s.populated[blk/64]&(1<<(blk%64)) == 0 {
 			t.Fatalf("block %d not marked populated", blk)

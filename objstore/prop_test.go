@@ -220,3 +220,71 @@ func TestRandomOps(t *testing.T) {
 	}
 	t.Logf("ErrFull %d times, %d evictions observed, %d steps with a deleted object still viewed", fulls, evicted, deadViewed)
 }
+
+// TestResidentFirst: over random creates and deletes, an allocation reaches
+// past the already-resident part of the arena only when no hole wholly
+// inside that part fits it, and the resident part covers every allocation
+// ever made. Half the seeds start from a store whose first quarter was
+// populated by PrefaultAll.
+func TestResidentFirst(t *testing.T) {
+	t.Parallel()
+	var fresh, reused int
+	for seed := range uint64(20) {
+		rng := rand.New(rand.NewPCG(seed, 7))
+		s := openTest(t, 256<<10)
+		if seed%2 == 1 {
+			s.mu.Lock()
+			s.alloc.resident = 64 << 10 // as PrefaultAll bounded by free memory
+			s.mu.Unlock()
+		}
+		var live []string
+		for step := range 1500 {
+			if len(live) > 0 && rng.IntN(5) < 2 {
+				i := rng.IntN(len(live))
+				if err := s.Delete(live[i]); err != nil {
+					t.Fatal(err)
+				}
+				live = slices.Delete(live, i, i+1)
+				continue
+			}
+			size := int64(1 + rng.IntN(20000))
+			need := alignUp(size)
+			s.mu.Lock()
+			mark := s.alloc.resident
+			fits := false // a hole wholly below the mark fits
+			for _, h := range s.alloc.free {
+				if h.end() <= mark && h.size >= need {
+					fits = true
+				}
+			}
+			s.mu.Unlock()
+			id := fmt.Sprint("o", step)
+			if _, err := s.Create(id, size); err != nil {
+				if !errors.Is(err, ErrFull) {
+					t.Fatal(err)
+				}
+				continue
+			}
+			live = append(live, id)
+			loc, _ := s.Locate(id)
+			end := loc.Offset + need
+			switch {
+			case end > mark && fits:
+				t.Fatalf("seed %d step %d: %d bytes placed at %d, past the resident mark %d, while a resident hole fits", seed, step, need, loc.Offset, mark)
+			case end > mark:
+				fresh++
+			default:
+				reused++
+			}
+			s.mu.Lock()
+			if s.alloc.resident < end || s.alloc.resident < mark {
+				t.Fatalf("seed %d step %d: resident mark %d after placing [%d,%d) with the mark at %d", seed, step, s.alloc.resident, loc.Offset, end, mark)
+			}
+			s.mu.Unlock()
+		}
+		checkInvariants(t, s)
+	}
+	if fresh == 0 || reused == 0 {
+		t.Errorf("%d allocations took fresh space and %d resident; want both > 0", fresh, reused)
+	}
+}
