@@ -80,6 +80,11 @@ type Metric struct {
 	TwoNodes bool
 	// MaxRuns caps Options.Runs for metrics whose one run is long (0: no cap).
 	MaxRuns int
+	// StoreBytes, when set, runs the metric's jobs against a single-node
+	// cluster of its own whose object store has this capacity in bytes
+	// (Env.StoreNode), started for the metric and stopped after it; with
+	// Options.Address the metric is skipped.
+	StoreBytes int64
 	// Items is the number of items one run handles at scale 1
 	// (scalability metrics), reported with the result.
 	Items int
@@ -90,6 +95,10 @@ type Metric struct {
 // Also is a further value a metric's runs report.
 type Also struct {
 	Name, Unit string
+	// LowerIsBetter marks a size or latency; NoBaseline a value the
+	// metric's baseline does not bound (a peak store use next to a
+	// throughput).
+	LowerIsBetter, NoBaseline bool
 }
 
 // RunFunc measures once, for about d (at least one operation), and returns
@@ -117,6 +126,17 @@ type skipError struct{ reason string }
 func (s *skipError) Error() string { return "skipped: " + s.reason }
 
 func skip(format string, args ...any) error { return &skipError{reason: fmt.Sprintf(format, args...)} }
+
+// partialError is a run that stopped early for a reason worth reporting as
+// the metric's error (object_store_full) but measured something until then:
+// its values are kept as the run's sample.
+type partialError struct {
+	values []float64
+	err    error
+}
+
+func (p *partialError) Error() string { return p.err.Error() }
+func (p *partialError) Unwrap() error { return p.err }
 
 func isSkip(err error) (string, bool) {
 	var s *skipError

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"log/slog"
 	"math"
 	"os"
 	"regexp"
@@ -11,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nodeup/nodeup/worker"
 )
 
 // The test binary doubles as the worker binary of the bench's jobs and as the
@@ -156,5 +160,86 @@ func TestRunInProcess(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "placement_group_create/removal") || strings.Contains(out.String(), "skipped") {
 		t.Errorf("table lacks the placement metric or skips one:\n%s", out.String())
+	}
+}
+
+// TestObjectChurn runs object_churn twice: on its 1 GiB store for short
+// runs, which measure a throughput, a ratio to memcpy and a peak store use
+// within the store; and on a 40 MiB store, which the chain's first result,
+// one Put and one step leave too full for a second step or Put (objects are
+// freed only when the job ends), so the metric reports object_store_full
+// with what it did until then instead of hanging.
+func TestObjectChurn(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	rep, err := Run(ctx, Options{Filter: regexp.MustCompile("^object_churn$"), Duration: 5 * time.Millisecond, Runs: 2, Version: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	byName := map[string]Result{}
+	for _, r := range rep.Metrics {
+		byName[r.Name] = r
+	}
+	tp, peak, ops := byName["object_churn"], byName["object_churn_peak_store_bytes"], byName["object_churn_operations"]
+	if tp.Error != "" || tp.Runs != 2 || !(tp.Value > 0) || tp.Ratio == nil || tp.Baseline != BaselineMemcpy {
+		t.Fatalf("object_churn: %+v", tp)
+	}
+	if peak.Runs != 2 || !(peak.Max > 0) || peak.Max > churnStore || peak.Ratio != nil || !peak.LowerIsBetter {
+		t.Errorf("peak store use: %+v", peak)
+	}
+	if !(ops.Min >= 2) { // at least one Put and one chain step per run
+		t.Errorf("operations: %+v", ops)
+	}
+
+	e, err := newEnv(ctx, Options{Duration: 500 * time.Millisecond, Runs: 2, Scale: 1, Logger: slog.Default()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.close()
+	var m Metric
+	for _, x := range Metrics() {
+		if x.Name == "object_churn" {
+			m = *x
+		}
+	}
+	m.StoreBytes = 40 << 20
+	start := time.Now()
+	res := runMetric(ctx, e, &m)
+	t.Logf("40 MiB store: %s in %v", res[0].Error, time.Since(start))
+	if !strings.Contains(res[0].Error, "object_store_full after 1 Puts of 16 MiB and 1 chain steps") || res[0].Runs != 1 || !(res[0].Value > 0) {
+		t.Fatalf("a full store: %+v", res[0])
+	}
+	if p, n := res[1], res[2]; p.Runs != 1 || p.Value < 36<<20 || p.Value > 40<<20 || n.Value != 2 {
+		t.Errorf("on a full 40 MiB store: peak store use %+v, operations %+v; want 36 to 40 MiB after 2", p, n)
+	}
+}
+
+// TestWarmJob: a WarmJob metric gets one untimed job first, whose run may
+// last warmJobFactor run lengths, then one job per timed run.
+func TestWarmJob(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	e, err := newEnv(ctx, Options{Duration: time.Millisecond, Runs: 3, Scale: 1, Logger: slog.Default()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.close()
+	var jobs []string // the job of each Setup, then the length of each run
+	m := &Metric{Name: "warm", Unit: "ops/s", Group: GroupObjects, FreshJob: true, WarmJob: true,
+		Setup: func(ctx context.Context, e *Env) (RunFunc, error) {
+			nodes, err := worker.Nodes(ctx) // inside a job
+			if err != nil || len(nodes) == 0 {
+				return nil, fmt.Errorf("Setup outside a job: %v", err)
+			}
+			jobs = append(jobs, "setup")
+			return func(ctx context.Context, d time.Duration) ([]float64, error) {
+				jobs = append(jobs, d.String())
+				return []float64{1}, nil
+			}, nil
+		}}
+	res := runMetric(ctx, e, m)
+	want := []string{"setup", "10ms", "setup", "1ms", "setup", "1ms", "setup", "1ms"}
+	if res[0].Error != "" || res[0].Runs != 3 || !slices.Equal(jobs, want) {
+		t.Fatalf("runs %d (%s), calls %v; want 3 timed runs after a warm job: %v", res[0].Runs, res[0].Error, jobs, want)
 	}
 }

@@ -26,6 +26,8 @@ type Env struct {
 	addr     string       // RPC address the driver connects to
 	head     *cluster.Node
 	second   *cluster.Node // started by this run for two-node metrics
+	store    *cluster.Node // a StoreBytes metric's own node
+	storeCap int64         // its object store capacity in bytes
 	cleanups []func()
 }
 
@@ -81,10 +83,10 @@ func (e *Env) runCleanups() {
 	e.cleanups = nil
 }
 
-// job runs f as one nodeup job: Init against the bench's node, f, Shutdown
+// job runs f as one nodeup job: Init against the node at addr, f, Shutdown
 // (which stops the job's workers and frees its objects).
-func (e *Env) job(ctx context.Context, f func(ctx context.Context) error) error {
-	if err := worker.Init(ctx, worker.Address(e.addr), worker.Logger(e.opts.Logger)); err != nil {
+func (e *Env) job(ctx context.Context, addr string, f func(ctx context.Context) error) error {
+	if err := worker.Init(ctx, worker.Address(addr), worker.Logger(e.opts.Logger)); err != nil {
 		return err
 	}
 	defer worker.Shutdown()
@@ -140,6 +142,31 @@ func (e *Env) SecondNode(ctx context.Context) (string, error) {
 		case <-tick.C:
 		}
 	}
+}
+
+// StoreNode starts a single-node cluster of its own in this process with an
+// object store of capacity bytes, for the current metric (stopped after
+// it), and returns its RPC address. Its CPUs are this machine's. With
+// Options.Address it skips the metric: a remote cluster's store size is not
+// the bench's to choose.
+func (e *Env) StoreNode(ctx context.Context, capacity int64) (string, error) {
+	if e.head == nil {
+		return "", skip("it needs a node with a %d-byte object store of its own; run without --address", capacity)
+	}
+	res := sched.ResourceSet{sched.CPU: sched.QuantityOf(int64(runtime.NumCPU())), sched.Memory: sched.QuantityOf(2 << 30)}
+	n, err := cluster.Start(ctx, cluster.Config{Head: true, DataDir: filepath.Join(e.dir, "store"), BindAddr: "127.0.0.1",
+		HTTPPort: -1, NodeName: "bench-store", Resources: res, RaftVoters: 1, Server: true, Logger: e.quiet,
+		Version: e.opts.Version, ObjectStoreMemory: capacity})
+	if err != nil {
+		return "", fmt.Errorf("start a node with a %d-byte object store: %w", capacity, err)
+	}
+	e.store, e.storeCap = n, capacity
+	e.cleanup(func() {
+		_ = n.Shutdown()
+		os.RemoveAll(n.DataDir())
+		e.store = nil
+	})
+	return n.RPCAddr(), nil
 }
 
 func (e *Env) stopSecond() {

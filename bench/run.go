@@ -196,9 +196,9 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		results := runMetric(ctx, e, m)
 		for j := range results {
 			r := &results[j]
-			if r.Error == "" && r.Skipped == "" {
+			if r.Skipped == "" && r.Runs > 0 { // a run stopped early (partialError) has its values too
 				values[r.Name] = r.Value
-				if b, ok := values[m.Baseline]; ok && m.Baseline != "" && b > 0 && r.Value > 0 {
+				if b, ok := values[r.Baseline]; ok && r.Baseline != "" && b > 0 && r.Value > 0 {
 					ratio := r.Value / b
 					if r.LowerIsBetter { // a latency in µs against a rate per second
 						ratio = 1e6 / b / r.Value
@@ -236,6 +236,10 @@ func runMetric(ctx context.Context, e *Env, m *Metric) []Result {
 	for _, a := range m.Also {
 		r := base
 		r.Name, r.Unit = a.Name, a.Unit
+		r.LowerIsBetter = r.LowerIsBetter || a.LowerIsBetter
+		if a.NoBaseline {
+			r.Baseline = ""
+		}
 		results = append(results, r)
 	}
 	start := time.Now()
@@ -267,6 +271,12 @@ func runMetric(ctx context.Context, e *Env, m *Metric) []Result {
 		}
 		for range timed {
 			v, err := run(ctx, e.opts.Duration)
+			if p, ok := err.(*partialError); ok {
+				if aerr := add(p.values); aerr != nil {
+					return aerr
+				}
+				return err
+			}
 			if err != nil {
 				return err
 			}
@@ -276,13 +286,18 @@ func runMetric(ctx context.Context, e *Env, m *Metric) []Result {
 		}
 		return nil
 	}
+	addr := e.addr
 	var err error
+	if m.StoreBytes > 0 {
+		addr, err = e.StoreNode(ctx, m.StoreBytes)
+	}
 	switch {
+	case err != nil:
 	case m.NoJob:
 		err = measure(ctx)
 	case m.FreshJob:
 		if m.WarmJob {
-			err = e.job(ctx, func(ctx context.Context) error {
+			err = e.job(ctx, addr, func(ctx context.Context) error {
 				run, err := m.Setup(ctx, e)
 				if err == nil {
 					_, err = run(ctx, warmJobFactor*e.opts.Duration)
@@ -294,12 +309,12 @@ func runMetric(ctx context.Context, e *Env, m *Metric) []Result {
 			}
 		}
 		for range runs {
-			if err = e.job(ctx, measure); err != nil {
+			if err = e.job(ctx, addr, measure); err != nil {
 				break
 			}
 		}
 	default:
-		err = e.job(ctx, measure)
+		err = e.job(ctx, addr, measure)
 	}
 	for i := range results {
 		r := &results[i]
@@ -310,7 +325,9 @@ func runMetric(ctx context.Context, e *Env, m *Metric) []Result {
 		}
 		if err != nil {
 			r.Error = oneLine(err.Error())
-			continue
+			if _, partial := err.(*partialError); !partial || len(samples) == 0 {
+				continue
+			}
 		}
 		for _, s := range samples {
 			r.Samples = append(r.Samples, s[i])

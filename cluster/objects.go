@@ -192,3 +192,13 @@ func (n *Node) arenaPath() string {
 	}
 	return n.objects.Path()
 }
+
+// ObjectStoreUsed is the bytes of the node's object store allocated to
+// objects (objstore.Store.Used: sealed or not, each rounded up to 64
+// bytes), 0 before the store is open. The bench samples it for peak use.
+func (n *Node) ObjectStoreUsed() int64 {
+	if n.objects == nil {
+		return 0
+	}
+	return n.objects.Used()
+}
