@@ -84,7 +84,8 @@ func TestBench(t *testing.T) {
 		"single_client_tasks_and_get_batch", "single_client_get_object_containing_10k_refs", "single_client_wait_1k_refs",
 		"placement_group_create/removal", "memcpy_gigabytes", "unix_socket_round_trips", "loopback_tcp_gigabytes",
 		"cross_node_object_pull_gigabytes", "task_latency_p50", "task_latency_p99", "idle_node_rss",
-		"scalability_10000_args", "scalability_3000_returns", "scalability_get_10000_refs", "scalability_100000_queued_tasks"} {
+		"scalability_10000_args", "scalability_3000_returns", "scalability_get_10000_refs", "scalability_100000_queued_tasks",
+		"object_churn", "object_churn_peak_store_bytes", "object_churn_operations"} {
 		if !names[n] {
 			t.Errorf("metric %s missing from the report", n)
 		}
