@@ -16,7 +16,11 @@
 // when space runs out and they are not pinned ([Store.Pin]).
 //
 // The allocator hands out 64-byte aligned ranges first-fit from a free list
-// kept sorted by offset, coalescing neighbours on free (alloc.go).
+// kept sorted by offset, coalescing neighbours on free (alloc.go), which
+// hands out already-written space before fresh space. [Store.PrefaultAll]
+// populates the whole arena up front. A process's [Mapping]s of one arena
+// share one mmap, kept after Close for the next MapFile, so a process that
+// maps the store again keeps its page tables.
 //
 // The store does not count readers: a slice returned by [Store.Get] or
 // [Mapping.Slice] stays valid only while the object exists. Callers free
