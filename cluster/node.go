@@ -181,7 +181,7 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	}
 	n.local = newLocalSched(n.Resources())
 	n.attachGPUs()
-	n.workers = newWorkerPool(n)
+	n.workers = newWorkerPool(n, n.workerPoolConfig())
 	n.actors = newActorManager(n)
 	n.pgs = newPGManager(n)
 	n.rpcServer = rpc.NewServer(n.logger.With("component", "rpc"), wire.ProtocolVersion)
