@@ -61,7 +61,7 @@ func (n *Node) actorStart(ctx context.Context, req *wire.ActorStartRequest) (*wi
 		return nil, &rpc.Error{Code: wire.CodeBadInput, Message: fmt.Sprintf("actor %s: runtime env: %v", req.ActorID, err)}
 	}
 	if reason := n.gpuInfeasible(req.Resources); reason != "" {
-		return &wire.ActorStartReply{Infeasible: "GPU devices: " + strings.TrimSpace(reason)}, nil
+		return &wire.ActorStartReply{Infeasible: &wire.Infeasible{Reason: "GPU devices: " + strings.TrimSpace(reason)}}, nil
 	}
 	l := n.local.tryGrant(req.Resources)
 	if l == nil {

@@ -107,7 +107,7 @@ func (n *Node) nodeNames() map[string]nodeRef {
 
 func pgInfo(g *store.PlacementGroup, names map[string]nodeRef) wire.PGInfo {
 	info := wire.PGInfo{ID: g.ID, Name: g.Name, Namespace: g.Namespace, JobID: g.JobID, Detached: g.Detached,
-		Strategy: string(g.Strategy), State: string(g.State), PendingReason: g.PendingReason, Infeasible: g.Infeasible,
+		Strategy: string(g.Strategy), State: string(g.State), PendingReason: g.PendingReason, Infeasible: infeasibleIf(g.Infeasible, g.PendingReason),
 		CreatedAt: g.CreatedAt, Bundles: make([]wire.PGBundle, len(g.Bundles))}
 	for i, b := range g.Bundles {
 		nd := g.Nodes[i]
