@@ -43,7 +43,7 @@ const pgRespreadGrace = unseenGrace
 // reservation in one Raft op (all bundles or none) and tells the nodes to
 // commit. Ops of concurrent groups are batched into one Raft entry.
 type pgManager struct {
-	n *Node
+	host pgHost
 
 	mu         sync.Mutex
 	inflight   map[string]map[string]sched.ResourceSet // group → node → resources being prepared there
@@ -68,8 +68,8 @@ type pgJob struct {
 	done chan error
 }
 
-func newPGManager(n *Node) *pgManager {
-	return &pgManager{n: n, inflight: map[string]map[string]sched.ResourceSet{}, used: map[string]sched.ResourceSet{},
+func newPGManager(host pgHost) *pgManager {
+	return &pgManager{host: host, inflight: map[string]map[string]sched.ResourceSet{}, used: map[string]sched.ResourceSet{},
 		committing: map[string]chan struct{}{}, ops: make(chan *pgWrite, pgMaxBatch),
 		creates: make(chan *pgJob, pgMaxBatch), removes: make(chan *pgJob, pgMaxBatch), retrier: newRetrier()}
 }
@@ -173,15 +173,15 @@ func (m *pgManager) submit(ch chan *pgJob, g *store.PlacementGroup) error {
 	j := &pgJob{g: g, done: make(chan error, 1)}
 	select {
 	case ch <- j:
-	case <-m.n.ctx.Done():
-		return m.n.ctx.Err()
+	case <-m.host.lifetime().Done():
+		return m.host.lifetime().Err()
 	}
 	// The loop may stop (node shutdown) with the job queued, never done.
 	select {
 	case err := <-j.done:
 		return err
-	case <-m.n.ctx.Done():
-		return m.n.ctx.Err()
+	case <-m.host.lifetime().Done():
+		return m.host.lifetime().Err()
 	}
 }
 
@@ -192,7 +192,7 @@ func (m *pgManager) collect(ch chan *pgJob) []*pgJob {
 	select {
 	case j := <-ch:
 		jobs = append(jobs, j)
-	case <-m.n.ctx.Done():
+	case <-m.host.lifetime().Done():
 		return nil
 	}
 	// Linger briefly for the rest of a burst (a driver creating groups in
@@ -216,7 +216,6 @@ func (m *pgManager) collect(ch chan *pgJob) []*pgJob {
 // or PENDING with the reason, and the created ones are committed on their
 // nodes before their creators hear back.
 func (m *pgManager) createLoop() {
-	n := m.n
 	for {
 		jobs := m.collect(m.creates)
 		if jobs == nil {
@@ -253,11 +252,11 @@ func (m *pgManager) createLoop() {
 					defer wg.Done()
 					m.commitOnNodes(g)
 					m.finishCommit(g.ID, dones[i])
-					n.logger.Debug("placement group created", "group", g.ID, "strategy", g.Strategy, "nodes", g.Nodes)
+					m.host.log().Debug("placement group created", "group", g.ID, "strategy", g.Strategy, "nodes", g.Nodes)
 					j.done <- nil
 				}()
 			default:
-				n.logger.Info("placement group pending", "group", g.ID, "strategy", g.Strategy, "reason", g.PendingReason, "infeasible", g.Infeasible)
+				m.host.log().Info("placement group pending", "group", g.ID, "strategy", g.Strategy, "reason", g.PendingReason, "infeasible", g.Infeasible)
 				m.wake()
 				j.done <- nil
 			}
@@ -286,7 +285,7 @@ func (m *pgManager) removeLoop() {
 				j.done <- errs[i]
 				continue
 			}
-			if !m.n.group.goFunc("pg-remove-finish", func() { j.done <- m.finishRemove(j.g.ID) }) {
+			if !m.host.goFunc("pg-remove-finish", func() { j.done <- m.finishRemove(j.g.ID) }) {
 				j.done <- fmt.Errorf("placement group %s: node stopping before its removal finished", j.g.ID)
 			}
 		}
@@ -301,12 +300,12 @@ func (m *pgManager) removeLoop() {
 // bundles are given back even when ending an actor failed; the error
 // (pgRemove adds the group) names each actor or node that failed.
 func (m *pgManager) finishRemove(id string) error {
-	ctx, cancel := context.WithTimeout(m.n.ctx, actorStopTimeout)
+	ctx, cancel := context.WithTimeout(m.host.lifetime(), actorStopTimeout)
 	killErr := m.killActorsIn(ctx, id)
 	cancel()
 	var retErr error
 	// The record as removed: the nodes it held at the removal.
-	if g, err := m.n.fsm.State().PlacementGroupByID(id); err == nil && g != nil {
+	if g, err := m.host.State().PlacementGroupByID(id); err == nil && g != nil {
 		retErr = m.returnBundles(g.ID, g.Nodes, nil)
 	}
 	m.wake()
@@ -362,14 +361,21 @@ func (n *Node) pgGet(ctx context.Context, req *wire.PGGetRequest) (*wire.PGInfo,
 // is finished again (a no-op unless an earlier removal, or one still under
 // way, has not ended every actor yet), so no remover hears back before that.
 func (n *Node) pgRemove(ctx context.Context, req *wire.PGRemoveRequest) (*wire.Empty, error) {
-	m := n.pgs
-	st := n.fsm.State()
-	g, err := st.PlacementGroupByID(req.ID)
-	if err != nil {
+	if err := n.pgs.remove(req.ID); err != nil {
 		return nil, err
 	}
+	return &wire.Empty{}, nil
+}
+
+// remove removes group id (not_found when there is none) and returns once
+// it is finished (finishRemove); a group removed already is finished again.
+func (m *pgManager) remove(id string) error {
+	g, err := m.host.State().PlacementGroupByID(id)
+	if err != nil {
+		return err
+	}
 	if g == nil {
-		return nil, &rpc.Error{Code: wire.CodeNotFound, Message: fmt.Sprintf("no placement group with ID %s", req.ID)}
+		return &rpc.Error{Code: wire.CodeNotFound, Message: fmt.Sprintf("no placement group with ID %s", id)}
 	}
 	if g.State == store.PGRemoved {
 		err = m.finishRemove(g.ID)
@@ -377,9 +383,9 @@ func (n *Node) pgRemove(ctx context.Context, req *wire.PGRemoveRequest) (*wire.E
 		err = m.submit(m.removes, g)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("remove placement group %s: %w", g.ID, err)
+		return fmt.Errorf("remove placement group %s: %w", g.ID, err)
 	}
-	return &wire.Empty{}, nil
+	return nil
 }
 
 // write commits one op through the batcher and returns its own outcome.
@@ -394,20 +400,20 @@ func (m *pgManager) writeMany(ops []store.PlacementGroupOp) []error {
 	stopped := func() []error {
 		errs := make([]error, len(ops))
 		for i := range errs {
-			errs[i] = m.n.ctx.Err()
+			errs[i] = m.host.lifetime().Err()
 		}
 		return errs
 	}
 	select {
 	case m.ops <- w:
-	case <-m.n.ctx.Done():
+	case <-m.host.lifetime().Done():
 		return stopped()
 	}
 	// batchLoop may stop (node shutdown) with the write queued, never done.
 	select {
 	case errs := <-w.done:
 		return errs
-	case <-m.n.ctx.Done():
+	case <-m.host.lifetime().Done():
 		return stopped()
 	}
 }
@@ -423,7 +429,7 @@ func (m *pgManager) batchLoop() {
 		select {
 		case w := <-m.ops:
 			batch, size = append(batch, w), len(w.ops)
-		case <-m.n.ctx.Done():
+		case <-m.host.lifetime().Done():
 			return
 		}
 	drain:
@@ -439,7 +445,7 @@ func (m *pgManager) batchLoop() {
 		for _, w := range batch {
 			req.Ops = append(req.Ops, w.ops...)
 		}
-		res, err := m.n.apply(store.PlacementGroupWriteType, req)
+		res, err := m.host.apply(store.PlacementGroupWriteType, req)
 		r, _ := res.(*store.PlacementGroupWriteResult)
 		if err == nil && (r == nil || len(r.Errors) != size) {
 			err = fmt.Errorf("placement group write: unexpected result %T", res)
@@ -465,7 +471,7 @@ func (m *pgManager) batchLoop() {
 // − what runs outside bundles (last heartbeat), floored at zero. Callers
 // hold m.mu.
 func (m *pgManager) viewLocked() ([]sched.Node, error) {
-	st := m.n.fsm.State()
+	st := m.host.State()
 	nodes, err := st.Nodes()
 	if err != nil {
 		return nil, err
@@ -560,7 +566,7 @@ func (m *pgManager) holdSpread(g *store.PlacementGroup, got []string, now time.T
 		return ""
 	}
 	since := time.Unix(0, g.StateChangedAt)
-	if l := m.n.leader.leaderSince(); l.After(since) {
+	if l := m.host.leaderSince(); l.After(since) {
 		since = l
 	}
 	if now.Sub(since) >= pgRespreadGrace {
@@ -627,22 +633,21 @@ func (m *pgManager) eachNode(specs map[string][]wire.BundleSpec, method, group s
 // callNode runs one bundle request on a node: directly on this node,
 // through RPC elsewhere. A refusal (not enough free) is an error too.
 func (m *pgManager) callNode(nodeID, method string, req *wire.BundlesRequest) error {
-	n := m.n
 	var rep *wire.BundlesReply
-	if nodeID == n.id.NodeID {
+	if nodeID == m.host.selfID() {
 		var err error
-		if rep, err = n.bundleCall(method, req); err != nil {
+		if rep, err = m.host.bundlesHere(method, req); err != nil {
 			return err
 		}
 	} else {
-		nd, err := n.fsm.State().NodeByID(nodeID)
+		nd, err := m.host.State().NodeByID(nodeID)
 		if err != nil || nd == nil {
 			return fmt.Errorf("node %s is not registered", nodeID)
 		}
-		ctx, cancel := context.WithTimeout(n.ctx, pgPhaseTimeout)
+		ctx, cancel := context.WithTimeout(m.host.lifetime(), pgPhaseTimeout)
 		defer cancel()
 		rep = &wire.BundlesReply{}
-		if err := n.pool.Call(ctx, nd.Address, method, req, rep); err != nil {
+		if err := m.host.callNode(ctx, nd.Address, method, req, rep); err != nil {
 			return fmt.Errorf("node %s: %s: %w", nd.Name, method, err)
 		}
 	}
@@ -695,15 +700,15 @@ func (m *pgManager) commitOnNodes(g *store.PlacementGroup) {
 		if errors.As(err, &re) || rpc.IsTransport(err) {
 			// The node is unreachable or failing: gossip decides whether it
 			// is dead; the next heartbeat retries the commit otherwise.
-			m.n.logger.Warn("commit placement group bundles", "group", g.ID, "node", nd, "err", err)
+			m.host.log().Warn("commit placement group bundles", "group", g.ID, "node", nd, "err", err)
 			continue
 		}
-		m.n.logger.Warn("node could not hold committed bundles; placing them again", "group", g.ID, "node", nd, "err", err)
+		m.host.log().Warn("node could not hold committed bundles; placing them again", "group", g.ID, "node", nd, "err", err)
 		lost = append(lost, nd)
 	}
 	if len(lost) > 0 {
 		if err := m.write(store.PlacementGroupOp{Kind: store.PGOpLose, ID: g.ID, Nodes: lost, At: time.Now().UnixNano()}); err != nil {
-			m.n.logger.Warn("record lost bundles", "group", g.ID, "err", err)
+			m.host.log().Warn("record lost bundles", "group", g.ID, "err", err)
 		}
 		m.wake()
 	}
@@ -724,15 +729,15 @@ func (m *pgManager) returnBundles(group string, nodes []string, indexes []int) e
 	var errs []error
 	var wg sync.WaitGroup
 	for nd := range specs {
-		if nd == m.n.id.NodeID {
-			m.n.returnBundles(group, indexes)
+		if nd == m.host.selfID() {
+			m.host.returnBundlesHere(group, indexes)
 			continue
 		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			if err := m.callNode(nd, wire.MethodPGReturn, &wire.BundlesRequest{Group: group, Indexes: indexes}); err != nil {
-				m.n.logger.Warn("return placement group bundles", "group", group, "node", nd, "err", err)
+				m.host.log().Warn("return placement group bundles", "group", group, "node", nd, "err", err)
 				mu.Lock()
 				errs = append(errs, err)
 				mu.Unlock()
@@ -746,8 +751,7 @@ func (m *pgManager) returnBundles(group string, nodes []string, indexes []int) e
 // placePending tries every PENDING and RESCHEDULING group in creation
 // order (Ray's pending queue is FIFO too).
 func (m *pgManager) placePending(ctx context.Context) {
-	n := m.n
-	all, err := n.fsm.State().LivePlacementGroups()
+	all, err := m.host.State().LivePlacementGroups()
 	if err != nil {
 		return
 	}
@@ -779,14 +783,14 @@ func (m *pgManager) placePending(ctx context.Context) {
 				}
 			}
 			m.returnBundles(g.ID, where, moved)
-			n.logger.Warn("reserve placement group", "group", g.ID, "err", err)
+			m.host.log().Warn("reserve placement group", "group", g.ID, "err", err)
 			continue
 		}
 		was := g.State
 		g.Nodes, g.State = nodes, store.PGCreated
 		m.commitOnNodes(g)
 		m.finishCommit(g.ID, done)
-		n.logger.Info("placement group created", "group", g.ID, "was", was, "nodes", nodes)
+		m.host.log().Info("placement group created", "group", g.ID, "was", was, "nodes", nodes)
 	}
 }
 
@@ -800,7 +804,7 @@ func (m *pgManager) placePending(ctx context.Context) {
 // retries pending groups at once, every pgRetryEvery, and on wake (a
 // removal, a node change).
 func (m *pgManager) run(ctx context.Context) {
-	all, err := m.n.fsm.State().LivePlacementGroups()
+	all, err := m.host.State().LivePlacementGroups()
 	if err == nil {
 		for _, g := range all {
 			if g.State == store.PGCreated || g.State == store.PGRescheduling {
@@ -816,7 +820,7 @@ func (m *pgManager) run(ctx context.Context) {
 // term, marked as committing (Get waits for it) until done.
 func (m *pgManager) recommit(g *store.PlacementGroup) {
 	done := m.startCommit(g.ID)
-	if !m.n.leaderGo("pg-commit", func(context.Context) {
+	if !m.host.leaderGo("pg-commit", func(context.Context) {
 		defer m.finishCommit(g.ID, done)
 		m.commitOnNodes(g)
 	}) {
@@ -841,7 +845,7 @@ func (m *pgManager) revoke() {
 // checkNodes unplaces the bundles held on nodes that are dead, left or
 // gone from the table; their groups go RESCHEDULING and are placed again.
 func (m *pgManager) checkNodes() {
-	st := m.n.fsm.State()
+	st := m.host.State()
 	all, err := st.LivePlacementGroups()
 	if err != nil {
 		return
@@ -867,9 +871,9 @@ func (m *pgManager) checkNodes() {
 		if len(lost) == 0 {
 			continue
 		}
-		m.n.logger.Info("placement group lost bundles with their node; rescheduling", "group", g.ID, "nodes", lost)
+		m.host.log().Info("placement group lost bundles with their node; rescheduling", "group", g.ID, "nodes", lost)
 		if err := m.write(store.PlacementGroupOp{Kind: store.PGOpLose, ID: g.ID, Nodes: lost, At: now}); err != nil {
-			m.n.logger.Warn("record lost bundles", "group", g.ID, "err", err)
+			m.host.log().Warn("record lost bundles", "group", g.ID, "err", err)
 			continue
 		}
 		lostAny = true
@@ -898,7 +902,7 @@ func (m *pgManager) nodeReport(nd *store.Node, avail sched.ResourceSet, held []w
 	m.used[nd.ID] = used
 	m.mu.Unlock()
 
-	st := m.n.fsm.State()
+	st := m.host.State()
 	stray := map[string][]int{}
 	has := map[string]bool{}
 	for _, h := range held {
@@ -917,8 +921,8 @@ func (m *pgManager) nodeReport(nd *store.Node, avail sched.ResourceSet, held []w
 		}
 	}
 	for group, idx := range stray {
-		m.n.logger.Info("releasing bundles no committed placement group owns", "group", group, "node", nd.Name, "bundles", idx)
-		m.n.leaderGo("pg-return", func(context.Context) { m.returnBundles(group, []string{nd.ID}, idx) })
+		m.host.log().Info("releasing bundles no committed placement group owns", "group", group, "node", nd.Name, "bundles", idx)
+		m.host.leaderGo("pg-return", func(context.Context) { m.returnBundles(group, []string{nd.ID}, idx) })
 	}
 	all, err := st.LivePlacementGroups()
 	if err != nil {
@@ -932,7 +936,7 @@ func (m *pgManager) nodeReport(nd *store.Node, avail sched.ResourceSet, held []w
 			if on != nd.ID || has[bundleKey(g.ID, i)] || m.committingCh(g.ID) != nil || m.isInflight(g.ID, nd.ID) {
 				continue
 			}
-			m.n.logger.Info("node lacks committed bundles; committing again", "group", g.ID, "node", nd.Name)
+			m.host.log().Info("node lacks committed bundles; committing again", "group", g.ID, "node", nd.Name)
 			m.recommit(g)
 			break
 		}
@@ -942,7 +946,7 @@ func (m *pgManager) nodeReport(nd *store.Node, avail sched.ResourceSet, held []w
 // jobDone removes the groups a finished job created, except detached ones
 // (Ray's owner-based placement-group lifetime).
 func (m *pgManager) jobDone(job string) {
-	all, err := m.n.fsm.State().LivePlacementGroups()
+	all, err := m.host.State().LivePlacementGroups()
 	if err != nil {
 		return
 	}
@@ -954,10 +958,8 @@ func (m *pgManager) jobDone(job string) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ctx, cancel := context.WithTimeout(m.n.ctx, 30*time.Second)
-			defer cancel()
-			if _, err := m.n.pgRemove(ctx, &wire.PGRemoveRequest{ID: g.ID}); err != nil {
-				m.n.logger.Warn("remove a finished job's placement group", "group", g.ID, "job", job, "err", err)
+			if err := m.remove(g.ID); err != nil {
+				m.host.log().Warn("remove a finished job's placement group", "group", g.ID, "job", job, "err", err)
 			}
 		}()
 	}
@@ -968,7 +970,7 @@ func (m *pgManager) jobDone(job string) {
 // them), all at once, and returns when each is DEAD and its worker process
 // has exited, or ctx ended; the error joins each actor's failure.
 func (m *pgManager) killActorsIn(ctx context.Context, group string) error {
-	all, err := m.n.fsm.State().LiveActors()
+	all, err := m.host.State().LiveActors()
 	if err != nil {
 		return fmt.Errorf("list its actors: %w", err)
 	}
@@ -982,7 +984,7 @@ func (m *pgManager) killActorsIn(ctx context.Context, group string) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := m.n.actors.end(ctx, a.ID, pgRemovedCause(group)); err != nil {
+			if err := m.host.endActor(ctx, a.ID, pgRemovedCause(group)); err != nil {
 				mu.Lock()
 				errs = append(errs, err)
 				mu.Unlock()
