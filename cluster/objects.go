@@ -114,16 +114,22 @@ func (o *objectService) read(ctx context.Context, r *wire.ObjectReadRequest) (*r
 }
 
 // locate makes the object local (pulling it if needed) and returns
-// where it lies in this node's arena.
+// where it lies in this node's arena. An object no node holds any more
+// (this node is its holder and lacks it, or the holder answers not_found)
+// is object_lost, as Ray's ObjectLostError.
 func (o *objectService) locate(ctx context.Context, r *wire.ObjectLocateRequest) (*wire.ObjectLocation, error) {
 	key := r.Loc.Key
 	if loc, _, ok := o.store.Get(key); ok {
 		return &wire.ObjectLocation{Offset: loc.Offset, Size: loc.Size}, nil
 	}
 	if r.Loc.NodeAddr == o.selfAddr {
-		return nil, &rpc.Error{Code: wire.CodeNotFound, Message: fmt.Sprintf("object %s is not in the store of node %s (freed, or lost with a restart)", key, o.nodeName)}
+		return nil, &rpc.Error{Code: wire.CodeObjectLost, Message: fmt.Sprintf("object %s is not in the store of node %s (freed, or lost with a restart)", key, o.nodeName)}
 	}
 	if _, err, _ := o.pulls.Do(key, func() (any, error) { return nil, o.pull(ctx, r.Loc) }); err != nil {
+		var re *rpc.Error
+		if errors.As(err, &re) && re.Code == wire.CodeNotFound {
+			return nil, &rpc.Error{Code: wire.CodeObjectLost, Message: err.Error(), Err: err}
+		}
 		return nil, err
 	}
 	loc, _, ok := o.store.Get(key)

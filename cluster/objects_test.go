@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/nodeup/nodeup/internal/testutil"
 	"github.com/nodeup/nodeup/objstore"
+	"github.com/nodeup/nodeup/rpc"
 	"github.com/nodeup/nodeup/wire"
 )
 
@@ -105,5 +107,29 @@ func TestObjectServiceFailedPullLeavesNothing(t *testing.T) {
 	}
 	if o.store.Contains("job1/o2") {
 		t.Fatal("a failed pull left its copy in the store")
+	}
+}
+
+// An object no node holds is object_lost (the SDK's ErrObjectLost): this
+// node is named its holder but lacks it, or the holder answers not_found.
+func TestObjectServiceLostObjects(t *testing.T) {
+	peer := &fakeChunkPeer{fail: &rpc.Error{Code: wire.CodeNotFound, Message: "node n2: no object job1/o3"}}
+	o := newFakeObjectService(t, peer)
+	for _, loc := range []wire.ObjectLoc{
+		{Key: "job1/o3", NodeAddr: "self:1", Size: 10},
+		{Key: "job1/o3", NodeAddr: "peer:1", Size: 10},
+	} {
+		_, err := o.locate(context.Background(), &wire.ObjectLocateRequest{Loc: loc})
+		var re *rpc.Error
+		if !errors.As(err, &re) || re.Code != wire.CodeObjectLost || !strings.Contains(re.Message, "job1/o3") {
+			t.Errorf("locate of a lost object held at %s: %v, want object_lost naming it", loc.NodeAddr, err)
+		}
+	}
+	// Other failures keep their own code: not every failed pull is a loss.
+	peer.fail = &rpc.Error{Code: wire.CodeOverloaded, Message: "busy"}
+	_, err := o.locate(context.Background(), &wire.ObjectLocateRequest{Loc: wire.ObjectLoc{Key: "job1/o4", NodeAddr: "peer:1", Size: 10}})
+	var re *rpc.Error
+	if !errors.As(err, &re) || re.Code != wire.CodeOverloaded {
+		t.Errorf("a pull from an overloaded peer: %v, want its overloaded code kept", err)
 	}
 }

@@ -67,13 +67,13 @@ func TestPullCopiesChunksIntoTheArena(t *testing.T) {
 	if err := nodes[1].objects.Delete("j1/big"); err != nil || nodes[1].objects.Used() != 0 {
 		t.Fatalf("source after the pull: Used %d, %v", nodes[1].objects.Used(), err)
 	}
-	// Pulling an object the source no longer has fails with its key, and
-	// frees the space taken for the copy.
+	// Pulling an object the source no longer has fails with object_lost
+	// and its key, and frees the space taken for the copy.
 	used := nodes[0].objects.Used()
 	req.Loc.Key = "j1/gone"
 	_, err := nodes[0].objectSvc.locate(ctx, req)
 	var re *rpc.Error
-	if !errors.As(err, &re) || re.Code != wire.CodeNotFound || !strings.Contains(err.Error(), "j1/gone") || !strings.Contains(err.Error(), "chunk at byte ") {
+	if !errors.As(err, &re) || re.Code != wire.CodeObjectLost || !strings.Contains(err.Error(), "j1/gone") || !strings.Contains(err.Error(), "chunk at byte ") {
 		t.Fatalf("pull of a missing object: %v", err)
 	}
 	if nodes[0].objects.Contains("j1/gone") || nodes[0].objects.Used() != used {
