@@ -129,15 +129,22 @@ func (e *NodeDiedError) Error() string {
 		e.NodeAddr, e.Since.Format(time.RFC3339), e.Cause)
 }
 
-// ObjectLostError says an object's value is gone: its owner exited or it was
-// never known there (as Ray's ObjectLostError / OwnerDiedError).
+// ObjectLostError says an object's value is gone: its owner exited
+// (OwnerDied, as Ray's OwnerDiedError) or it was never known there, or no
+// node holds it any more (as Ray's ObjectLostError).
 type ObjectLostError struct {
 	ObjectID string
 	Reason   string
+	// OwnerDied: the owner process could not be reached, and the record of
+	// the object went with it.
+	OwnerDied bool
 }
 
-// Is makes errors.Is(err, ErrObjectLost) hold.
-func (e *ObjectLostError) Is(target error) bool { return target == ErrObjectLost }
+// Is makes errors.Is(err, ErrObjectLost) hold, and errors.Is(err,
+// ErrOwnerDied) too when the owner died.
+func (e *ObjectLostError) Is(target error) bool {
+	return target == ErrObjectLost || e.OwnerDied && target == ErrOwnerDied
+}
 
 // Error implements error.
 func (e *ObjectLostError) Error() string {
