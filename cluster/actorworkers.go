@@ -84,18 +84,23 @@ func (n *Node) actorStart(ctx context.Context, req *wire.ActorStartRequest) (*wi
 	// A bundle returned meanwhile is the leader's to handle: it ends actors
 	// of a removed group once their start returns (tryNode).
 	n.local.setWorker(l.id, w.id)
-	fail := func(err error) (*wire.ActorStartReply, error) {
+	fail := func(code string, err error) (*wire.ActorStartReply, error) {
 		p.stopActor(req.ActorID)
-		return nil, &rpc.Error{Code: wire.CodeWorkerFailed, Message: fmt.Sprintf("actor %s: %v", req.ActorID, err)}
+		return nil, &rpc.Error{Code: code, Message: fmt.Sprintf("actor %s: %v", req.ActorID, err)}
 	}
 	if err := w.awaitReady(ctx); err != nil {
-		return fail(fmt.Errorf("worker %w", err))
+		return fail(wire.CodeWorkerFailed, fmt.Errorf("worker %w", err))
 	}
 	var crep wire.ActorConstructReply
 	err = n.pool.Call(ctx, w.addr, wire.MethodActorConstruct, &wire.ActorConstructRequest{ActorID: req.ActorID, Incarnation: req.Incarnation,
 		Class: req.Class, Constructor: req.Constructor, Args: req.Args, MaxConcurrency: req.MaxConcurrency}, &crep)
-	if err != nil {
-		return fail(fmt.Errorf("run constructor: %w", err))
+	switch {
+	case err != nil && ctx.Err() == nil && rpc.IsTransport(err):
+		// The worker process died while it ran the constructor (the
+		// actor's creation task).
+		return fail(wire.CodeWorkerCrashed, fmt.Errorf("its worker (pid %d) crashed running the constructor: %w", w.proc.Pid(), err))
+	case err != nil:
+		return fail(wire.CodeWorkerFailed, fmt.Errorf("run constructor: %w", err))
 	}
 	if crep.Error != nil {
 		p.stopActor(req.ActorID)
