@@ -34,7 +34,7 @@ func listCommand() *ucli.Command {
 				for _, a := range list.Actors {
 					rows = append(rows, actorJSON{ActorID: a.ActorID, ClassName: a.Class, Name: a.Name, Namespace: a.Namespace, JobID: a.JobID,
 						State: a.State, NodeID: a.NodeID, NodeName: a.NodeName, NumRestarts: a.Incarnation, PID: a.PID,
-						DeathCause: a.DeathCause, PendingReason: a.PendingReason, Infeasible: a.Infeasible, Detached: a.Detached, Resources: a.Resources.Floats()})
+						DeathCause: a.DeathCause, PendingReason: a.PendingReason, Infeasible: a.Infeasible != nil, Detached: a.Detached, Resources: a.Resources.Floats()})
 				}
 				if c.Bool("json") {
 					return writeJSONOut(c.App.Writer, rows)
@@ -103,7 +103,7 @@ func listPlacementGroupsCommand() *ucli.Command {
 				rows := make([]pgJSON, 0, len(list.Groups))
 				for _, g := range list.Groups {
 					r := pgJSON{ID: g.ID, Name: g.Name, Namespace: g.Namespace, JobID: g.JobID, State: g.State, Strategy: g.Strategy,
-						Detached: g.Detached, PendingReason: g.PendingReason, Infeasible: g.Infeasible, Bundles: []bundleJSON{}}
+						Detached: g.Detached, PendingReason: g.PendingReason, Infeasible: g.Infeasible != nil, Bundles: []bundleJSON{}}
 					for _, b := range g.Bundles {
 						r.Bundles = append(r.Bundles, bundleJSON{Index: b.Index, Resources: b.Resources.Floats(), NodeID: b.NodeID, NodeName: b.NodeName})
 					}
@@ -118,7 +118,7 @@ func listPlacementGroupsCommand() *ucli.Command {
 				for _, b := range g.Bundles {
 					bs = append(bs, fmt.Sprintf("%d:{%s}@%s", b.Index, b.Resources, dash(b.NodeName)))
 				}
-				detail := pendingDetail(g.PendingReason, g.Infeasible)
+				detail := pendingDetail(g.PendingReason, g.Infeasible != nil)
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", g.ID, dash(g.Name), g.Strategy, g.State, strings.Join(bs, " "), dash(detail))
 			}
 			return tw.Flush()

@@ -149,7 +149,7 @@ func (m *actorManager) lockCtx(ctx context.Context, id string) (func(), error) {
 
 func actorInfo(a *store.Actor) wire.ActorInfo {
 	return wire.ActorInfo{ActorID: a.ID, JobID: a.JobID, Class: a.Class, Name: a.Name, Namespace: a.Namespace, State: string(a.State),
-		DeathCause: a.DeathCause, PendingReason: a.PendingReason, Infeasible: a.Infeasible, Detached: a.Detached, Incarnation: a.Restarts,
+		DeathCause: a.DeathCause, PendingReason: a.PendingReason, Infeasible: infeasibleIf(a.Infeasible, a.PendingReason), Detached: a.Detached, Incarnation: a.Restarts,
 		MaxRestarts: a.MaxRestarts, MaxTaskRetries: a.MaxTaskRetries, MaxConcurrency: a.MaxConcurrency, Resources: a.Resources,
 		NodeID: a.NodeID, NodeName: a.NodeName, NodeAddr: a.NodeAddr, WorkerAddr: a.WorkerAddr, PID: a.PID}
 }
@@ -711,8 +711,8 @@ func (m *actorManager) tryNode(a *store.Actor, nd wire.NodeInfo) (ok, stop bool,
 	case err != nil:
 		m.host.log().Warn("start actor on node failed", "actor", cur.ID, "node", nd.NodeName, "err", err)
 		return false, false, ""
-	case rep.Infeasible != "":
-		return false, false, rep.Infeasible
+	case rep.Infeasible != nil:
+		return false, false, rep.Infeasible.Why()
 	case rep.Busy:
 		return false, false, ""
 	case rep.Error != nil:

@@ -45,25 +45,15 @@ func (n *Node) actorStart(ctx context.Context, req *wire.ActorStartRequest) (*wi
 	}
 	p := n.workers
 	self := func(w *workerProc) *wire.ActorStartReply {
-		return &wire.ActorStartReply{WorkerAddr: w.addr, WorkerID: w.id, PID: w.cmd.Process.Pid,
+		return &wire.ActorStartReply{WorkerAddr: w.addr, WorkerID: w.id, PID: w.proc.Pid(),
 			NodeID: n.id.NodeID, NodeName: n.cfg.NodeName, NodeAddr: n.rpcAddr, NodeIncarnation: n.id.Incarnation}
 	}
-	p.mu.Lock()
-	if ap := p.actors[req.ActorID]; ap != nil {
-		p.mu.Unlock()
-		if ap.incarnation == req.Incarnation {
-			select {
-			case <-ap.w.ready:
-				return self(ap.w), nil
-			case <-ctx.Done():
-				return nil, ctx.Err()
-			}
+	if w, err := p.runningActor(ctx, req.ActorID, req.Incarnation); err != nil || w != nil {
+		if err != nil {
+			return nil, err
 		}
-		// An older incarnation still here: end it before starting the new one.
-		p.stopActor(req.ActorID)
-		p.mu.Lock()
+		return self(w), nil
 	}
-	p.mu.Unlock()
 	if err := checkNonNegative(req.Resources); err != nil {
 		return nil, &rpc.Error{Code: wire.CodeBadInput, Message: fmt.Sprintf("actor %s: %v", req.ActorID, err)}
 	}
@@ -71,53 +61,88 @@ func (n *Node) actorStart(ctx context.Context, req *wire.ActorStartRequest) (*wi
 		return nil, &rpc.Error{Code: wire.CodeBadInput, Message: fmt.Sprintf("actor %s: runtime env: %v", req.ActorID, err)}
 	}
 	if reason := n.gpuInfeasible(req.Resources); reason != "" {
-		return &wire.ActorStartReply{Infeasible: "GPU devices: " + strings.TrimSpace(reason)}, nil
+		return &wire.ActorStartReply{Infeasible: &wire.Infeasible{Reason: "GPU devices: " + strings.TrimSpace(reason)}}, nil
 	}
 	l := n.local.tryGrant(req.Resources)
 	if l == nil {
 		return &wire.ActorStartReply{Busy: true}, nil
 	}
-	job := actorJobID(req.ActorID, req.Incarnation)
 	if err := p.ensureBinary(ctx, req.JobID, req.BinaryHash, req.BinaryNode); err != nil {
 		n.local.release(l.id)
 		return nil, &rpc.Error{Code: wire.CodeWorkerFailed, Message: err.Error()}
 	}
-	p.mu.Lock()
 	var env []string
 	if req.JobNamespace != "" {
 		env = []string{wire.EnvNamespace + "=" + req.JobNamespace}
 	}
-	w, err := p.start(procSpec{job: job, actor: req.ActorID, binHash: req.BinaryHash, env: env, envVars: req.EnvVars, gpus: l.gpus})
+	spec := procSpec{job: actorJobID(req.ActorID, req.Incarnation), actor: req.ActorID, binHash: req.BinaryHash, env: env, envVars: req.EnvVars, gpus: l.gpus}
+	w, err := p.startActor(spec, req.Incarnation, l.id)
 	if err != nil {
-		p.mu.Unlock()
 		n.local.release(l.id)
 		return nil, &rpc.Error{Code: wire.CodeWorkerFailed, Message: err.Error()}
 	}
-	ap := &actorProc{id: req.ActorID, incarnation: req.Incarnation, lease: l.id, w: w}
-	p.actors[req.ActorID] = ap
-	p.mu.Unlock()
 	// A bundle returned meanwhile is the leader's to handle: it ends actors
 	// of a removed group once their start returns (tryNode).
 	n.local.setWorker(l.id, w.id)
-	fail := func(err error) (*wire.ActorStartReply, error) {
+	fail := func(code string, err error) (*wire.ActorStartReply, error) {
 		p.stopActor(req.ActorID)
-		return nil, &rpc.Error{Code: wire.CodeWorkerFailed, Message: fmt.Sprintf("actor %s: %v", req.ActorID, err)}
+		return nil, &rpc.Error{Code: code, Message: fmt.Sprintf("actor %s: %v", req.ActorID, err)}
 	}
 	if err := w.awaitReady(ctx); err != nil {
-		return fail(fmt.Errorf("worker %w", err))
+		return fail(wire.CodeWorkerFailed, fmt.Errorf("worker %w", err))
 	}
 	var crep wire.ActorConstructReply
 	err = n.pool.Call(ctx, w.addr, wire.MethodActorConstruct, &wire.ActorConstructRequest{ActorID: req.ActorID, Incarnation: req.Incarnation,
 		Class: req.Class, Constructor: req.Constructor, Args: req.Args, MaxConcurrency: req.MaxConcurrency}, &crep)
-	if err != nil {
-		return fail(fmt.Errorf("run constructor: %w", err))
+	switch {
+	case err != nil && ctx.Err() == nil && rpc.IsTransport(err):
+		// The worker process died while it ran the constructor (the
+		// actor's creation task).
+		return fail(wire.CodeWorkerCrashed, fmt.Errorf("its worker (pid %d) crashed running the constructor: %w", w.proc.Pid(), err))
+	case err != nil:
+		return fail(wire.CodeWorkerFailed, fmt.Errorf("run constructor: %w", err))
 	}
 	if crep.Error != nil {
 		p.stopActor(req.ActorID)
 		return &wire.ActorStartReply{Error: crep.Error}, nil
 	}
-	n.logger.Debug("actor started", "actor", req.ActorID, "class", req.Class, "incarnation", req.Incarnation, "pid", w.cmd.Process.Pid)
+	n.logger.Debug("actor started", "actor", req.ActorID, "class", req.Class, "incarnation", req.Incarnation, "pid", w.proc.Pid())
 	return self(w), nil
+}
+
+// runningActor returns the worker of actor id's incarnation inc once it
+// has registered, so a repeated start answers with it again; nil when none
+// runs here. An older incarnation still here is stopped first.
+func (p *workerPool) runningActor(ctx context.Context, id string, inc int) (*workerProc, error) {
+	p.mu.Lock()
+	ap := p.actors[id]
+	p.mu.Unlock()
+	if ap == nil {
+		return nil, nil
+	}
+	if ap.incarnation == inc {
+		select {
+		case <-ap.w.ready:
+			return ap.w, nil
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	p.stopActor(id)
+	return nil, nil
+}
+
+// startActor starts the dedicated worker of spec.actor's incarnation inc,
+// which holds its resources under lease for its whole life.
+func (p *workerPool) startActor(spec procSpec, inc int, lease uint64) (*workerProc, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	w, err := p.start(spec)
+	if err != nil {
+		return nil, err
+	}
+	p.actors[spec.actor] = &actorProc{id: spec.actor, incarnation: inc, lease: lease, w: w}
+	return w, nil
 }
 
 // stopActor ends an actor's worker process and waits for it to exit and
@@ -135,7 +160,7 @@ func (p *workerPool) stopActor(actorID string) {
 		return
 	}
 	ap.w.stopping.Store(true)
-	_ = ap.w.cmd.Process.Kill()
+	_ = ap.w.proc.Kill()
 	<-ap.w.handled
 }
 
@@ -177,34 +202,27 @@ func (p *workerPool) actorExited(w *workerProc) {
 	}
 	delete(p.actors, w.actor)
 	p.mu.Unlock()
-	n := p.n
-	n.local.release(ap.lease)
+	p.host.releaseLease(ap.lease)
 	if ap.stale && ap.jobLives {
 		return // the incarnation lives on elsewhere, with its job
 	}
 	// The actor's own objects and nested task workers go with it.
 	job := actorJobID(ap.id, ap.incarnation)
-	n.workers.stopJob(job)
-	n.objects.DeletePrefix(job + "/")
-	if n.ctx.Err() != nil {
-		return // node shutdown: the leader learns it from gossip
+	p.stopJob(job)
+	p.host.actorJobEnded(job)
+	if p.host.lifetime().Err() != nil || ap.stale {
+		// Node shutdown: the leader learns it from gossip. Stale: the
+		// leader has moved on, there is no death to report.
+		return
 	}
-	for _, addr := range n.peerAddrs() {
-		if addr != n.rpcAddr {
-			n.notifyJobFinished(n.ctx, addr, job)
-		}
-	}
-	if ap.stale {
-		return // the leader has moved on: no death to report
-	}
-	cause := fmt.Sprintf("its worker process (pid %d) on node %s exited: %v", w.cmd.Process.Pid, n.cfg.NodeName, w.err)
+	cause := fmt.Sprintf("its worker process (pid %d) on node %s exited: %v", w.proc.Pid(), p.cfg.nodeName, w.err)
 	if ap.stopped {
-		cause = fmt.Sprintf("it was killed (worker pid %d on node %s)", w.cmd.Process.Pid, n.cfg.NodeName)
+		cause = fmt.Sprintf("it was killed (worker pid %d on node %s)", w.proc.Pid(), p.cfg.nodeName)
 	} else {
-		n.logger.Warn("actor worker exited", "actor", ap.id, "pid", w.cmd.Process.Pid, "status", w.err)
+		p.host.log().Warn("actor worker exited", "actor", ap.id, "pid", w.proc.Pid(), "status", w.err)
 	}
-	n.group.goFunc("actor-died-report", func() {
-		n.reportActorDied(&wire.ActorDiedRequest{ActorID: ap.id, Incarnation: ap.incarnation, Cause: cause})
+	p.host.goFunc("actor-died-report", func() {
+		p.host.reportActorDied(&wire.ActorDiedRequest{ActorID: ap.id, Incarnation: ap.incarnation, Cause: cause})
 	})
 }
 

@@ -106,7 +106,7 @@ func TestGPUStatusAndHealthReachTheLeader(t *testing.T) {
 	defer cancel()
 	req := &wire.LeaseRequest{JobID: "j", BinaryHash: strings.Repeat("ab", 32), Resources: sched.ResourceSet{sched.GPU: sched.QuantityOf(2)}, Spilled: true}
 	rep, err := gpuNode.leaseWorker(ctx, req)
-	if err != nil || !strings.Contains(rep.Infeasible, "GPU") {
+	if err != nil || !strings.Contains(rep.Infeasible.Why(), "GPU") {
 		t.Errorf("2-GPU lease on a node with one healthy GPU: %+v, %v; want infeasible", rep, err)
 	}
 	l := gpuNode.local.tryGrant(sched.ResourceSet{sched.GPU: sched.Unit})

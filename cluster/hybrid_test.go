@@ -48,8 +48,8 @@ func decisions(t *testing.T, n *Node, k int, st wire.Strategy, names map[string]
 		case l != nil:
 			out = append(out, "here")
 			t.Cleanup(func() { n.local.release(l.id) })
-		case rep.Infeasible != "":
-			out = append(out, "infeasible: "+rep.Infeasible)
+		case rep.Infeasible != nil:
+			out = append(out, "infeasible: "+rep.Infeasible.Why())
 		default:
 			out = append(out, "spill:"+names[rep.Spillback])
 		}

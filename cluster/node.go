@@ -18,7 +18,6 @@ import (
 	"github.com/hashicorp/raft"
 	autopilot "github.com/hashicorp/raft-autopilot"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
-	"golang.org/x/sync/singleflight"
 
 	"github.com/nodeup/nodeup/objstore"
 	"github.com/nodeup/nodeup/rpc"
@@ -63,12 +62,12 @@ type Node struct {
 	spills      spillLedger  // demand spilled to other nodes since view arrived
 	viewUpdates broadcast    // published at every new view from the leader
 
-	local   *localSched
-	workers *workerPool
-	actors  *actorManager
-	pgs     *pgManager
-	objects *objstore.Store
-	pulls   singleflight.Group // one pull per object key at a time; concurrent callers share it
+	local     *localSched
+	workers   *workerPool
+	actors    *actorManager
+	pgs       *pgManager
+	objects   *objstore.Store
+	objectSvc *objectService // Obj.* endpoints and pulls from peers (objects.go)
 
 	gpus nodeGPUs    // the node's GPU devices (gpus.go)
 	disk *diskHealth // outcome of the latest writes to the data dir (disk.go)
@@ -181,7 +180,7 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	}
 	n.local = newLocalSched(n.Resources())
 	n.attachGPUs()
-	n.workers = newWorkerPool(n)
+	n.workers = newWorkerPool(n, n.workerPoolConfig())
 	n.actors = newActorManager(n)
 	n.pgs = newPGManager(n)
 	n.rpcServer = rpc.NewServer(n.logger.With("component", "rpc"), wire.ProtocolVersion)

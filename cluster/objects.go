@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/singleflight"
 	"golang.org/x/sys/unix"
 
 	"github.com/nodeup/nodeup/objstore"
@@ -55,67 +56,94 @@ func (n *Node) openObjectStore() error {
 			return err
 		}
 	}
+	n.objectSvc = &objectService{store: s, peers: n.pool, selfAddr: n.rpcAddr, nodeName: n.cfg.NodeName}
 	return nil
 }
 
+// chunkReader reads a chunk of a method's answer from the node at addr
+// straight into dst and says how many bytes came (*rpc.Pool's CallInto).
+type chunkReader interface {
+	CallInto(ctx context.Context, addr, method string, req any, dst []byte) (int, error)
+}
+
+// objectService serves this node's object store to its workers and peers
+// (Obj.Create, Seal, Abort, Read, Locate) and pulls the objects other
+// nodes hold into it. It needs nothing of the node beyond the store, a way
+// to read chunks from peers and the node's address and name, so
+// objects_test.go tests pulls against a fake peer.
+type objectService struct {
+	store    *objstore.Store
+	peers    chunkReader
+	selfAddr string // the node's RPC address: an object "on" it is never pulled
+	nodeName string
+	pulls    singleflight.Group // one pull per object key at a time; concurrent callers share it
+}
+
 func (n *Node) objectEndpoints() {
+	o := n.objectSvc
 	rpc.Handle(n.rpcServer, wire.MethodObjectCreate, func(ctx context.Context, r *wire.ObjectCreateRequest) (*wire.ObjectLocation, error) {
-		_, err := n.objects.Create(r.Key, r.Size)
+		_, err := o.store.Create(r.Key, r.Size)
 		if errors.Is(err, objstore.ErrExists) {
 			// A retried task storing its result again (its first worker died
 			// before replying): nobody holds the old copy, replace it.
-			_ = n.objects.Delete(r.Key)
-			_, err = n.objects.Create(r.Key, r.Size)
+			_ = o.store.Delete(r.Key)
+			_, err = o.store.Create(r.Key, r.Size)
 		}
 		if err != nil {
 			if errors.Is(err, objstore.ErrFull) || errors.Is(err, objstore.ErrTooLarge) {
-				return nil, &rpc.Error{Code: wire.CodeObjectStoreFull, Message: fmt.Sprintf("node %s: %v", n.cfg.NodeName, err)}
+				return nil, &rpc.Error{Code: wire.CodeObjectStoreFull, Message: fmt.Sprintf("node %s: %v", o.nodeName, err)}
 			}
 			return nil, &rpc.Error{Code: wire.CodeBadInput, Message: err.Error()}
 		}
-		loc, _ := n.objects.Locate(r.Key)
+		loc, _ := o.store.Locate(r.Key)
 		return &wire.ObjectLocation{Offset: loc.Offset, Size: loc.Size}, nil
 	})
 	rpc.Handle(n.rpcServer, wire.MethodObjectSeal, func(ctx context.Context, r *wire.ObjectKey) (*wire.Empty, error) {
-		return &wire.Empty{}, n.objects.Seal(r.Key)
+		return &wire.Empty{}, o.store.Seal(r.Key)
 	})
 	rpc.Handle(n.rpcServer, wire.MethodObjectAbort, func(ctx context.Context, r *wire.ObjectKey) (*wire.Empty, error) {
-		_ = n.objects.Abort(r.Key)
+		_ = o.store.Abort(r.Key)
 		return &wire.Empty{}, nil
 	})
-	rpc.Handle(n.rpcServer, wire.MethodObjectLocate, n.objectLocate)
-	rpc.Handle(n.rpcServer, wire.MethodObjectRead, n.objectRead)
+	rpc.Handle(n.rpcServer, wire.MethodObjectLocate, o.locate)
+	rpc.Handle(n.rpcServer, wire.MethodObjectRead, o.read)
 }
 
-// objectRead answers a chunk of a sealed object as a bulk result (a bare
+// read answers a chunk of a sealed object as a bulk result (a bare
 // msgpack bin) written to the connection straight from the arena: the view
 // keeps the chunk's bytes from being reused until the write is done.
-func (n *Node) objectRead(ctx context.Context, r *wire.ObjectReadRequest) (*rpc.Bulk, error) {
-	view, release, err := n.objects.View(r.Key, r.Offset, min(max(r.Length, 0), maxReadChunk))
+func (o *objectService) read(ctx context.Context, r *wire.ObjectReadRequest) (*rpc.Bulk, error) {
+	view, release, err := o.store.View(r.Key, r.Offset, min(max(r.Length, 0), maxReadChunk))
 	if err != nil {
 		code := wire.CodeNotFound
 		if errors.Is(err, objstore.ErrInvalid) {
 			code = wire.CodeBadInput
 		}
-		return nil, &rpc.Error{Code: code, Message: fmt.Sprintf("node %s: %v", n.cfg.NodeName, err)}
+		return nil, &rpc.Error{Code: code, Message: fmt.Sprintf("node %s: %v", o.nodeName, err)}
 	}
 	return &rpc.Bulk{Data: view, Release: release}, nil
 }
 
-// objectLocate makes the object local (pulling it if needed) and returns
-// where it lies in this node's arena.
-func (n *Node) objectLocate(ctx context.Context, r *wire.ObjectLocateRequest) (*wire.ObjectLocation, error) {
+// locate makes the object local (pulling it if needed) and returns
+// where it lies in this node's arena. An object no node holds any more
+// (this node is its holder and lacks it, or the holder answers not_found)
+// is object_lost, as Ray's ObjectLostError.
+func (o *objectService) locate(ctx context.Context, r *wire.ObjectLocateRequest) (*wire.ObjectLocation, error) {
 	key := r.Loc.Key
-	if loc, _, ok := n.objects.Get(key); ok {
+	if loc, _, ok := o.store.Get(key); ok {
 		return &wire.ObjectLocation{Offset: loc.Offset, Size: loc.Size}, nil
 	}
-	if r.Loc.NodeAddr == n.rpcAddr {
-		return nil, &rpc.Error{Code: wire.CodeNotFound, Message: fmt.Sprintf("object %s is not in the store of node %s (freed, or lost with a restart)", key, n.cfg.NodeName)}
+	if r.Loc.NodeAddr == o.selfAddr {
+		return nil, &rpc.Error{Code: wire.CodeObjectLost, Message: fmt.Sprintf("object %s is not in the store of node %s (freed, or lost with a restart)", key, o.nodeName)}
 	}
-	if _, err, _ := n.pulls.Do(key, func() (any, error) { return nil, n.pull(ctx, r.Loc) }); err != nil {
+	if _, err, _ := o.pulls.Do(key, func() (any, error) { return nil, o.pull(ctx, r.Loc) }); err != nil {
+		var re *rpc.Error
+		if errors.As(err, &re) && re.Code == wire.CodeNotFound {
+			return nil, &rpc.Error{Code: wire.CodeObjectLost, Message: err.Error(), Err: err}
+		}
 		return nil, err
 	}
-	loc, _, ok := n.objects.Get(key)
+	loc, _, ok := o.store.Get(key)
 	if !ok {
 		return nil, &rpc.Error{Code: wire.CodeNotFound, Message: fmt.Sprintf("object %s was pulled but is gone (evicted)", key)}
 	}
@@ -126,14 +154,14 @@ func (n *Node) objectLocate(ctx context.Context, r *wire.ObjectLocateRequest) (*
 // (evictable) copy: pullInFlight Obj.Read calls of pullChunk bytes at a
 // time, each answer read from the connection straight into the copy's
 // space (rpc.Pool.CallInto), whose pages are mapped just before.
-func (n *Node) pull(ctx context.Context, from wire.ObjectLoc) error {
-	if n.objects.Contains(from.Key) {
+func (o *objectService) pull(ctx context.Context, from wire.ObjectLoc) error {
+	if o.store.Contains(from.Key) {
 		return nil
 	}
-	dst, err := n.objects.CreateSecondary(from.Key, from.Size)
+	dst, err := o.store.CreateSecondary(from.Key, from.Size)
 	if err != nil {
 		if errors.Is(err, objstore.ErrFull) || errors.Is(err, objstore.ErrTooLarge) {
-			return &rpc.Error{Code: wire.CodeObjectStoreFull, Message: fmt.Sprintf("node %s: %v", n.cfg.NodeName, err)}
+			return &rpc.Error{Code: wire.CodeObjectStoreFull, Message: fmt.Sprintf("node %s: %v", o.nodeName, err)}
 		}
 		return err
 	}
@@ -155,8 +183,8 @@ func (n *Node) pull(ctx context.Context, from wire.ObjectLoc) error {
 			chunk := dst[off : off+length]
 			// Map the chunk's pages before the bytes arrive: page faults
 			// on never-used arena space cost more than the copy.
-			n.objects.Prefault(chunk)
-			got, err := n.pool.CallInto(ctx, from.NodeAddr, wire.MethodObjectRead,
+			o.store.Prefault(chunk)
+			got, err := o.peers.CallInto(ctx, from.NodeAddr, wire.MethodObjectRead,
 				&wire.ObjectReadRequest{Key: from.Key, Offset: off, Length: length}, chunk)
 			if err == nil && int64(got) != length {
 				err = fmt.Errorf("short chunk: %d of %d bytes", got, length)
@@ -174,15 +202,15 @@ func (n *Node) pull(ctx context.Context, from wire.ObjectLoc) error {
 	// waits for an answer already arriving) and Abort may free it.
 	wg.Wait()
 	if first != nil {
-		_ = n.objects.Abort(from.Key)
+		_ = o.store.Abort(from.Key)
 		return fmt.Errorf("pull object %s (%d bytes) from %s: %w", from.Key, from.Size, from.NodeAddr, first)
 	}
 	// Pinned: processes read pulled copies in place, so eviction must not
 	// reuse their bytes; the copy is freed with its job.
-	if err := n.objects.Pin(from.Key); err != nil {
+	if err := o.store.Pin(from.Key); err != nil {
 		return err
 	}
-	return n.objects.Seal(from.Key)
+	return o.store.Seal(from.Key)
 }
 
 // arenaPath is the node's object store file, for clients to map.

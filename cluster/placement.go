@@ -4,12 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"strings"
 	"sync"
 	"time"
-
-	memdb "github.com/hashicorp/go-memdb"
 
 	"github.com/nodeup/nodeup/rpc"
 	"github.com/nodeup/nodeup/sched"
@@ -43,7 +40,7 @@ const pgRespreadGrace = unseenGrace
 // reservation in one Raft op (all bundles or none) and tells the nodes to
 // commit. Ops of concurrent groups are batched into one Raft entry.
 type pgManager struct {
-	n *Node
+	host pgHost
 
 	mu         sync.Mutex
 	inflight   map[string]map[string]sched.ResourceSet // group → node → resources being prepared there
@@ -68,120 +65,31 @@ type pgJob struct {
 	done chan error
 }
 
-func newPGManager(n *Node) *pgManager {
-	return &pgManager{n: n, inflight: map[string]map[string]sched.ResourceSet{}, used: map[string]sched.ResourceSet{},
+func newPGManager(host pgHost) *pgManager {
+	return &pgManager{host: host, inflight: map[string]map[string]sched.ResourceSet{}, used: map[string]sched.ResourceSet{},
 		committing: map[string]chan struct{}{}, ops: make(chan *pgWrite, pgMaxBatch),
 		creates: make(chan *pgJob, pgMaxBatch), removes: make(chan *pgJob, pgMaxBatch), retrier: newRetrier()}
 }
 
-func (n *Node) placementEndpoints() {
-	handleLeader(n, wire.MethodPGCreate, n.pgCreate)
-	handleLeader(n, wire.MethodPGGet, n.pgGet)
-	handleLeader(n, wire.MethodPGList, func(ctx context.Context, _ *wire.Empty) (*wire.PGList, error) {
-		all, err := n.fsm.State().PlacementGroups()
-		if err != nil {
-			return nil, err
-		}
-		out := &wire.PGList{Groups: make([]wire.PGInfo, 0, len(all))}
-		names := n.nodeNames()
-		for _, g := range all {
-			out.Groups = append(out.Groups, pgInfo(g, names))
-		}
-		return out, nil
-	})
-	handleLeader(n, wire.MethodPGRemove, n.pgRemove)
-	n.bundleEndpoints()
-}
-
-type nodeRef struct{ name, addr string }
-
-func (n *Node) nodeNames() map[string]nodeRef {
-	out := map[string]nodeRef{}
-	if nodes, err := n.fsm.State().Nodes(); err == nil {
-		for _, nd := range nodes {
-			out[nd.ID] = nodeRef{nd.Name, nd.Address}
-		}
-	}
-	return out
-}
-
-func pgInfo(g *store.PlacementGroup, names map[string]nodeRef) wire.PGInfo {
-	info := wire.PGInfo{ID: g.ID, Name: g.Name, Namespace: g.Namespace, JobID: g.JobID, Detached: g.Detached,
-		Strategy: string(g.Strategy), State: string(g.State), PendingReason: g.PendingReason, Infeasible: g.Infeasible,
-		CreatedAt: g.CreatedAt, Bundles: make([]wire.PGBundle, len(g.Bundles))}
-	for i, b := range g.Bundles {
-		nd := g.Nodes[i]
-		info.Bundles[i] = wire.PGBundle{Index: i, Resources: b, NodeID: nd, NodeName: names[nd].name, NodeAddr: names[nd].addr}
-	}
-	return info
-}
-
-func badInput(format string, a ...any) error {
-	return &rpc.Error{Code: wire.CodeBadInput, Message: fmt.Sprintf(format, a...)}
-}
-
-// pgCreate validates and registers a group, placing it at once when it
-// fits: the reply comes after one durable write (batched with concurrent
-// creates), with the group CREATED or PENDING and the reason.
-func (n *Node) pgCreate(ctx context.Context, req *wire.PGCreateRequest) (*wire.PGInfo, error) {
-	if !validHexID(req.ID) {
-		return nil, badInput("placement group ID %q: use 8 to 64 hex digits", req.ID)
-	}
-	strategy, err := sched.ParsePlacementStrategy(req.Strategy)
-	if err != nil {
-		return nil, badInput("placement group: %v", err)
-	}
-	if err := sched.ValidateBundles(req.Bundles); err != nil {
-		return nil, badInput("placement group: %v", err)
-	}
-	if strings.IndexByte(req.Name, 0) >= 0 || strings.IndexByte(req.Namespace, 0) >= 0 {
-		return nil, badInput("placement group name %q: must not contain a NUL byte", req.Name)
-	}
-	st := n.fsm.State()
-	m := n.pgs
-	if g, err := st.PlacementGroupByID(req.ID); err != nil {
-		return nil, err
-	} else if g != nil {
-		// A retried create: answer with the group as it is.
-		info := pgInfo(g, n.nodeNames())
-		return &info, nil
-	}
-	if req.Name != "" {
-		if g, err := st.PlacementGroupByName(req.Namespace, req.Name); err != nil {
-			return nil, err
-		} else if g != nil {
-			return nil, &rpc.Error{Code: wire.CodeAlreadyExists, Message: fmt.Sprintf("placement group name %q is taken in namespace %q (by group %s)", req.Name, req.Namespace, g.ID)}
-		}
-	}
-	now := time.Now().UnixNano()
-	g := &store.PlacementGroup{ID: req.ID, Name: req.Name, Namespace: req.Namespace, JobID: req.JobID, Detached: req.Detached,
-		Strategy: strategy, Bundles: req.Bundles, Nodes: make([]string, len(req.Bundles)), State: store.PGPending,
-		CreatedAt: now, StateChangedAt: now}
-	if err := m.submit(m.creates, g); err != nil {
-		if errors.Is(err, store.ErrPlacementGroupNameTaken) {
-			return nil, &rpc.Error{Code: wire.CodeAlreadyExists, Err: err,
-				Message: fmt.Sprintf("placement group name %q is taken in namespace %q", req.Name, req.Namespace)}
-		}
-		return nil, fmt.Errorf("register placement group %s: %w", g.ID, err)
-	}
-	info := pgInfo(g, n.nodeNames())
-	return &info, nil
-}
+// create registers g through the create loop (placed at once when it
+// fits, else PENDING) and returns once that is durable and a placed
+// group's bundles are committed on their nodes.
+func (m *pgManager) create(g *store.PlacementGroup) error { return m.submit(m.creates, g) }
 
 // submit queues a job for the create or remove loop and waits for it.
 func (m *pgManager) submit(ch chan *pgJob, g *store.PlacementGroup) error {
 	j := &pgJob{g: g, done: make(chan error, 1)}
 	select {
 	case ch <- j:
-	case <-m.n.ctx.Done():
-		return m.n.ctx.Err()
+	case <-m.host.lifetime().Done():
+		return m.host.lifetime().Err()
 	}
 	// The loop may stop (node shutdown) with the job queued, never done.
 	select {
 	case err := <-j.done:
 		return err
-	case <-m.n.ctx.Done():
-		return m.n.ctx.Err()
+	case <-m.host.lifetime().Done():
+		return m.host.lifetime().Err()
 	}
 }
 
@@ -192,7 +100,7 @@ func (m *pgManager) collect(ch chan *pgJob) []*pgJob {
 	select {
 	case j := <-ch:
 		jobs = append(jobs, j)
-	case <-m.n.ctx.Done():
+	case <-m.host.lifetime().Done():
 		return nil
 	}
 	// Linger briefly for the rest of a burst (a driver creating groups in
@@ -216,7 +124,6 @@ func (m *pgManager) collect(ch chan *pgJob) []*pgJob {
 // or PENDING with the reason, and the created ones are committed on their
 // nodes before their creators hear back.
 func (m *pgManager) createLoop() {
-	n := m.n
 	for {
 		jobs := m.collect(m.creates)
 		if jobs == nil {
@@ -253,11 +160,11 @@ func (m *pgManager) createLoop() {
 					defer wg.Done()
 					m.commitOnNodes(g)
 					m.finishCommit(g.ID, dones[i])
-					n.logger.Debug("placement group created", "group", g.ID, "strategy", g.Strategy, "nodes", g.Nodes)
+					m.host.log().Debug("placement group created", "group", g.ID, "strategy", g.Strategy, "nodes", g.Nodes)
 					j.done <- nil
 				}()
 			default:
-				n.logger.Info("placement group pending", "group", g.ID, "strategy", g.Strategy, "reason", g.PendingReason, "infeasible", g.Infeasible)
+				m.host.log().Info("placement group pending", "group", g.ID, "strategy", g.Strategy, "reason", g.PendingReason, "infeasible", g.Infeasible)
 				m.wake()
 				j.done <- nil
 			}
@@ -286,7 +193,7 @@ func (m *pgManager) removeLoop() {
 				j.done <- errs[i]
 				continue
 			}
-			if !m.n.group.goFunc("pg-remove-finish", func() { j.done <- m.finishRemove(j.g.ID) }) {
+			if !m.host.goFunc("pg-remove-finish", func() { j.done <- m.finishRemove(j.g.ID) }) {
 				j.done <- fmt.Errorf("placement group %s: node stopping before its removal finished", j.g.ID)
 			}
 		}
@@ -301,12 +208,12 @@ func (m *pgManager) removeLoop() {
 // bundles are given back even when ending an actor failed; the error
 // (pgRemove adds the group) names each actor or node that failed.
 func (m *pgManager) finishRemove(id string) error {
-	ctx, cancel := context.WithTimeout(m.n.ctx, actorStopTimeout)
+	ctx, cancel := context.WithTimeout(m.host.lifetime(), actorStopTimeout)
 	killErr := m.killActorsIn(ctx, id)
 	cancel()
 	var retErr error
 	// The record as removed: the nodes it held at the removal.
-	if g, err := m.n.fsm.State().PlacementGroupByID(id); err == nil && g != nil {
+	if g, err := m.host.State().PlacementGroupByID(id); err == nil && g != nil {
 		retErr = m.returnBundles(g.ID, g.Nodes, nil)
 	}
 	m.wake()
@@ -319,57 +226,15 @@ func (m *pgManager) finishRemove(id string) error {
 	return errors.Join(killErr, retErr)
 }
 
-// pgGet answers a lookup, waiting (see wire.PGGetRequest) on the watch set
-// of the group's record and on the group's node commits, never polling.
-func (n *Node) pgGet(ctx context.Context, req *wire.PGGetRequest) (*wire.PGInfo, error) {
-	st := n.fsm.State()
-	var info wire.PGInfo
-	err := n.longPoll(ctx, req.WaitMillis, func(ws memdb.WatchSet) (bool, error) {
-		var g *store.PlacementGroup
-		var err error
-		if req.ID != "" {
-			g, err = st.PlacementGroupByIDWatch(ws, req.ID)
-		} else {
-			g, err = st.PlacementGroupByNameWatch(ws, req.Namespace, req.Name)
-		}
-		switch {
-		case err != nil:
-			return false, err
-		case g == nil && req.ID != "":
-			// Groups are registered in the background under IDs their
-			// creators chose, as unnamed actors are.
-			return false, errNotYet{&rpc.Error{Code: wire.CodeNotFound, Message: fmt.Sprintf("no placement group with ID %s", req.ID)}}
-		case g == nil:
-			return false, &rpc.Error{Code: wire.CodeNotFound, Message: fmt.Sprintf("no placement group named %q in namespace %q", req.Name, req.Namespace)}
-		}
-		info = pgInfo(g, n.nodeNames())
-		commit := n.pgs.committingCh(g.ID)
-		if commit != nil {
-			ws.Add(commit)
-		}
-		return g.State == store.PGRemoved || (g.State == store.PGCreated && commit == nil), nil
-	})
+// remove removes group id (not_found when there is none) and returns once
+// it is finished (finishRemove); a group removed already is finished again.
+func (m *pgManager) remove(id string) error {
+	g, err := m.host.State().PlacementGroupByID(id)
 	if err != nil {
-		return nil, err
-	}
-	return &info, nil
-}
-
-// pgRemove records the group REMOVED (one durable write, batched with
-// concurrent removals), then ends its actors and has every node give its
-// bundles back before it replies (finishRemove), as Ray's
-// remove_placement_group kills the group's actors. A group removed already
-// is finished again (a no-op unless an earlier removal, or one still under
-// way, has not ended every actor yet), so no remover hears back before that.
-func (n *Node) pgRemove(ctx context.Context, req *wire.PGRemoveRequest) (*wire.Empty, error) {
-	m := n.pgs
-	st := n.fsm.State()
-	g, err := st.PlacementGroupByID(req.ID)
-	if err != nil {
-		return nil, err
+		return err
 	}
 	if g == nil {
-		return nil, &rpc.Error{Code: wire.CodeNotFound, Message: fmt.Sprintf("no placement group with ID %s", req.ID)}
+		return &rpc.Error{Code: wire.CodeNotFound, Message: fmt.Sprintf("no placement group with ID %s", id)}
 	}
 	if g.State == store.PGRemoved {
 		err = m.finishRemove(g.ID)
@@ -377,9 +242,9 @@ func (n *Node) pgRemove(ctx context.Context, req *wire.PGRemoveRequest) (*wire.E
 		err = m.submit(m.removes, g)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("remove placement group %s: %w", g.ID, err)
+		return fmt.Errorf("remove placement group %s: %w", g.ID, err)
 	}
-	return &wire.Empty{}, nil
+	return nil
 }
 
 // write commits one op through the batcher and returns its own outcome.
@@ -394,20 +259,20 @@ func (m *pgManager) writeMany(ops []store.PlacementGroupOp) []error {
 	stopped := func() []error {
 		errs := make([]error, len(ops))
 		for i := range errs {
-			errs[i] = m.n.ctx.Err()
+			errs[i] = m.host.lifetime().Err()
 		}
 		return errs
 	}
 	select {
 	case m.ops <- w:
-	case <-m.n.ctx.Done():
+	case <-m.host.lifetime().Done():
 		return stopped()
 	}
 	// batchLoop may stop (node shutdown) with the write queued, never done.
 	select {
 	case errs := <-w.done:
 		return errs
-	case <-m.n.ctx.Done():
+	case <-m.host.lifetime().Done():
 		return stopped()
 	}
 }
@@ -423,7 +288,7 @@ func (m *pgManager) batchLoop() {
 		select {
 		case w := <-m.ops:
 			batch, size = append(batch, w), len(w.ops)
-		case <-m.n.ctx.Done():
+		case <-m.host.lifetime().Done():
 			return
 		}
 	drain:
@@ -439,7 +304,7 @@ func (m *pgManager) batchLoop() {
 		for _, w := range batch {
 			req.Ops = append(req.Ops, w.ops...)
 		}
-		res, err := m.n.apply(store.PlacementGroupWriteType, req)
+		res, err := m.host.apply(store.PlacementGroupWriteType, req)
 		r, _ := res.(*store.PlacementGroupWriteResult)
 		if err == nil && (r == nil || len(r.Errors) != size) {
 			err = fmt.Errorf("placement group write: unexpected result %T", res)
@@ -465,7 +330,7 @@ func (m *pgManager) batchLoop() {
 // − what runs outside bundles (last heartbeat), floored at zero. Callers
 // hold m.mu.
 func (m *pgManager) viewLocked() ([]sched.Node, error) {
-	st := m.n.fsm.State()
+	st := m.host.State()
 	nodes, err := st.Nodes()
 	if err != nil {
 		return nil, err
@@ -560,7 +425,7 @@ func (m *pgManager) holdSpread(g *store.PlacementGroup, got []string, now time.T
 		return ""
 	}
 	since := time.Unix(0, g.StateChangedAt)
-	if l := m.n.leader.leaderSince(); l.After(since) {
+	if l := m.host.leaderSince(); l.After(since) {
 		since = l
 	}
 	if now.Sub(since) >= pgRespreadGrace {
@@ -627,22 +492,21 @@ func (m *pgManager) eachNode(specs map[string][]wire.BundleSpec, method, group s
 // callNode runs one bundle request on a node: directly on this node,
 // through RPC elsewhere. A refusal (not enough free) is an error too.
 func (m *pgManager) callNode(nodeID, method string, req *wire.BundlesRequest) error {
-	n := m.n
 	var rep *wire.BundlesReply
-	if nodeID == n.id.NodeID {
+	if nodeID == m.host.selfID() {
 		var err error
-		if rep, err = n.bundleCall(method, req); err != nil {
+		if rep, err = m.host.bundlesHere(method, req); err != nil {
 			return err
 		}
 	} else {
-		nd, err := n.fsm.State().NodeByID(nodeID)
+		nd, err := m.host.State().NodeByID(nodeID)
 		if err != nil || nd == nil {
 			return fmt.Errorf("node %s is not registered", nodeID)
 		}
-		ctx, cancel := context.WithTimeout(n.ctx, pgPhaseTimeout)
+		ctx, cancel := context.WithTimeout(m.host.lifetime(), pgPhaseTimeout)
 		defer cancel()
 		rep = &wire.BundlesReply{}
-		if err := n.pool.Call(ctx, nd.Address, method, req, rep); err != nil {
+		if err := m.host.callNode(ctx, nd.Address, method, req, rep); err != nil {
 			return fmt.Errorf("node %s: %s: %w", nd.Name, method, err)
 		}
 	}
@@ -695,15 +559,15 @@ func (m *pgManager) commitOnNodes(g *store.PlacementGroup) {
 		if errors.As(err, &re) || rpc.IsTransport(err) {
 			// The node is unreachable or failing: gossip decides whether it
 			// is dead; the next heartbeat retries the commit otherwise.
-			m.n.logger.Warn("commit placement group bundles", "group", g.ID, "node", nd, "err", err)
+			m.host.log().Warn("commit placement group bundles", "group", g.ID, "node", nd, "err", err)
 			continue
 		}
-		m.n.logger.Warn("node could not hold committed bundles; placing them again", "group", g.ID, "node", nd, "err", err)
+		m.host.log().Warn("node could not hold committed bundles; placing them again", "group", g.ID, "node", nd, "err", err)
 		lost = append(lost, nd)
 	}
 	if len(lost) > 0 {
 		if err := m.write(store.PlacementGroupOp{Kind: store.PGOpLose, ID: g.ID, Nodes: lost, At: time.Now().UnixNano()}); err != nil {
-			m.n.logger.Warn("record lost bundles", "group", g.ID, "err", err)
+			m.host.log().Warn("record lost bundles", "group", g.ID, "err", err)
 		}
 		m.wake()
 	}
@@ -724,15 +588,15 @@ func (m *pgManager) returnBundles(group string, nodes []string, indexes []int) e
 	var errs []error
 	var wg sync.WaitGroup
 	for nd := range specs {
-		if nd == m.n.id.NodeID {
-			m.n.returnBundles(group, indexes)
+		if nd == m.host.selfID() {
+			m.host.returnBundlesHere(group, indexes)
 			continue
 		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			if err := m.callNode(nd, wire.MethodPGReturn, &wire.BundlesRequest{Group: group, Indexes: indexes}); err != nil {
-				m.n.logger.Warn("return placement group bundles", "group", group, "node", nd, "err", err)
+				m.host.log().Warn("return placement group bundles", "group", group, "node", nd, "err", err)
 				mu.Lock()
 				errs = append(errs, err)
 				mu.Unlock()
@@ -741,288 +605,4 @@ func (m *pgManager) returnBundles(group string, nodes []string, indexes []int) e
 	}
 	wg.Wait()
 	return errors.Join(errs...)
-}
-
-// placePending tries every PENDING and RESCHEDULING group in creation
-// order (Ray's pending queue is FIFO too).
-func (m *pgManager) placePending(ctx context.Context) {
-	n := m.n
-	all, err := n.fsm.State().LivePlacementGroups()
-	if err != nil {
-		return
-	}
-	for _, g := range all {
-		if ctx.Err() != nil {
-			return
-		}
-		if g.State != store.PGPending && g.State != store.PGRescheduling {
-			continue
-		}
-		nodes, reason, infeasible := m.tryPlace(g)
-		if nodes == nil {
-			if reason != g.PendingReason || infeasible != g.Infeasible {
-				_ = m.write(store.PlacementGroupOp{Kind: store.PGOpPending, ID: g.ID, Reason: reason, Infeasible: infeasible})
-			}
-			continue
-		}
-		done := m.startCommit(g.ID)
-		err := m.write(store.PlacementGroupOp{Kind: store.PGOpReserve, ID: g.ID, Nodes: nodes, At: time.Now().UnixNano()})
-		m.clearInflight(g.ID)
-		if err != nil {
-			m.finishCommit(g.ID, done)
-			var moved []int
-			var where []string
-			for i, nd := range nodes {
-				if nd != g.Nodes[i] {
-					moved = append(moved, i)
-					where = append(where, nd)
-				}
-			}
-			m.returnBundles(g.ID, where, moved)
-			n.logger.Warn("reserve placement group", "group", g.ID, "err", err)
-			continue
-		}
-		was := g.State
-		g.Nodes, g.State = nodes, store.PGCreated
-		m.commitOnNodes(g)
-		m.finishCommit(g.ID, done)
-		n.logger.Info("placement group created", "group", g.ID, "was", was, "nodes", nodes)
-	}
-}
-
-// run places pending and rescheduling groups while this node leads (ctx
-// is the term). It first picks up what the last leader left: every
-// committed bundle is committed again on its node (idempotent; finishes a
-// reservation the old leader committed to Raft but not to every node) and
-// bundles on dead nodes are rescheduled; prepared bundles that no
-// committed group owns are released through the heartbeat check
-// (nodeReport) or, at the latest, by the node's prepare timeout. Then it
-// retries pending groups at once, every pgRetryEvery, and on wake (a
-// removal, a node change).
-func (m *pgManager) run(ctx context.Context) {
-	all, err := m.n.fsm.State().LivePlacementGroups()
-	if err == nil {
-		for _, g := range all {
-			if g.State == store.PGCreated || g.State == store.PGRescheduling {
-				m.recommit(g)
-			}
-		}
-	}
-	m.checkNodes()
-	m.retrier.run(ctx, pgRetryEvery, m.placePending)
-}
-
-// recommit commits group g's bundles on their nodes again in the leader's
-// term, marked as committing (Get waits for it) until done.
-func (m *pgManager) recommit(g *store.PlacementGroup) {
-	done := m.startCommit(g.ID)
-	if !m.n.leaderGo("pg-commit", func(context.Context) {
-		defer m.finishCommit(g.ID, done)
-		m.commitOnNodes(g)
-	}) {
-		m.finishCommit(g.ID, done)
-	}
-}
-
-// prune forgets the reported usage of nodes live does not call live.
-func (m *pgManager) prune(live map[string]bool) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	maps.DeleteFunc(m.used, func(id string, _ sched.ResourceSet) bool { return !live[id] })
-}
-
-// revoke drops the usage heartbeats reported to this node as leader.
-func (m *pgManager) revoke() {
-	m.mu.Lock()
-	m.used = map[string]sched.ResourceSet{}
-	m.mu.Unlock()
-}
-
-// checkNodes unplaces the bundles held on nodes that are dead, left or
-// gone from the table; their groups go RESCHEDULING and are placed again.
-func (m *pgManager) checkNodes() {
-	st := m.n.fsm.State()
-	all, err := st.LivePlacementGroups()
-	if err != nil {
-		return
-	}
-	status := map[string]store.NodeStatus{}
-	if nodes, err := st.Nodes(); err == nil {
-		for _, nd := range nodes {
-			status[nd.ID] = nd.Status
-		}
-	}
-	now := time.Now().UnixNano()
-	lostAny := false
-	for _, g := range all {
-		if g.State != store.PGCreated && g.State != store.PGRescheduling {
-			continue
-		}
-		var lost []string
-		for _, nd := range g.Nodes {
-			if s, ok := status[nd]; nd != "" && (!ok || !s.Live()) {
-				lost = append(lost, nd)
-			}
-		}
-		if len(lost) == 0 {
-			continue
-		}
-		m.n.logger.Info("placement group lost bundles with their node; rescheduling", "group", g.ID, "nodes", lost)
-		if err := m.write(store.PlacementGroupOp{Kind: store.PGOpLose, ID: g.ID, Nodes: lost, At: now}); err != nil {
-			m.n.logger.Warn("record lost bundles", "group", g.ID, "err", err)
-			continue
-		}
-		lostAny = true
-	}
-	if lostAny {
-		m.wake()
-	}
-}
-
-// nodeReport takes a node's heartbeat: its usage outside bundles, for
-// placement, and the bundles it holds, which are reconciled with Raft state:
-// held bundles no committed or in-flight group owns are released, and
-// committed bundles the node lacks (it restarted) are committed again.
-func (m *pgManager) nodeReport(nd *store.Node, avail sched.ResourceSet, held []wire.BundleHeld) {
-	used := sched.ResourceSet{}
-	heldSum := sched.ResourceSet{}
-	for _, h := range held {
-		heldSum.Add(h.Resources)
-	}
-	for k, t := range nd.Resources {
-		if u := t - avail[k] - heldSum[k]; u > 0 {
-			used[k] = u
-		}
-	}
-	m.mu.Lock()
-	m.used[nd.ID] = used
-	m.mu.Unlock()
-
-	st := m.n.fsm.State()
-	stray := map[string][]int{}
-	has := map[string]bool{}
-	for _, h := range held {
-		has[bundleKey(h.Group, h.Index)] = true
-		if m.isInflight(h.Group, nd.ID) || m.committingCh(h.Group) != nil {
-			continue
-		}
-		g, err := st.PlacementGroupByID(h.Group)
-		if err != nil {
-			continue
-		}
-		owned := g != nil && (g.State == store.PGCreated || g.State == store.PGRescheduling) &&
-			h.Index < len(g.Nodes) && g.Nodes[h.Index] == nd.ID
-		if !owned {
-			stray[h.Group] = append(stray[h.Group], h.Index)
-		}
-	}
-	for group, idx := range stray {
-		m.n.logger.Info("releasing bundles no committed placement group owns", "group", group, "node", nd.Name, "bundles", idx)
-		m.n.leaderGo("pg-return", func(context.Context) { m.returnBundles(group, []string{nd.ID}, idx) })
-	}
-	all, err := st.LivePlacementGroups()
-	if err != nil {
-		return
-	}
-	for _, g := range all {
-		if g.State != store.PGCreated && g.State != store.PGRescheduling {
-			continue
-		}
-		for i, on := range g.Nodes {
-			if on != nd.ID || has[bundleKey(g.ID, i)] || m.committingCh(g.ID) != nil || m.isInflight(g.ID, nd.ID) {
-				continue
-			}
-			m.n.logger.Info("node lacks committed bundles; committing again", "group", g.ID, "node", nd.Name)
-			m.recommit(g)
-			break
-		}
-	}
-}
-
-// jobDone removes the groups a finished job created, except detached ones
-// (Ray's owner-based placement-group lifetime).
-func (m *pgManager) jobDone(job string) {
-	all, err := m.n.fsm.State().LivePlacementGroups()
-	if err != nil {
-		return
-	}
-	var wg sync.WaitGroup
-	for _, g := range all {
-		if g.JobID != job || g.Detached {
-			continue
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			ctx, cancel := context.WithTimeout(m.n.ctx, 30*time.Second)
-			defer cancel()
-			if _, err := m.n.pgRemove(ctx, &wire.PGRemoveRequest{ID: g.ID}); err != nil {
-				m.n.logger.Warn("remove a finished job's placement group", "group", g.ID, "job", job, "err", err)
-			}
-		}()
-	}
-	wg.Wait()
-}
-
-// killActorsIn ends the actors placed in removed group group (Ray kills
-// them), all at once, and returns when each is DEAD and its worker process
-// has exited, or ctx ended; the error joins each actor's failure.
-func (m *pgManager) killActorsIn(ctx context.Context, group string) error {
-	all, err := m.n.fsm.State().LiveActors()
-	if err != nil {
-		return fmt.Errorf("list its actors: %w", err)
-	}
-	var mu sync.Mutex
-	var errs []error
-	var wg sync.WaitGroup
-	for _, a := range all {
-		if pg, _, ok := sched.PlacementGroupOf(a.Resources); !ok || pg != group {
-			continue
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := m.n.actors.end(ctx, a.ID, pgRemovedCause(group)); err != nil {
-				mu.Lock()
-				errs = append(errs, err)
-				mu.Unlock()
-			}
-		}()
-	}
-	wg.Wait()
-	return errors.Join(errs...)
-}
-
-// pgRemovedCause is the death cause of an actor whose group was removed.
-func pgRemovedCause(group string) string {
-	return fmt.Sprintf("its placement group %s was removed", group)
-}
-
-// bundleNodes returns the nodes holding the bundles a placement-group
-// demand may use (index -1: any bundle), for actor placement and lease
-// routing; gone is set when the group is removed or unknown, and reason
-// says why there are none otherwise.
-func (n *Node) bundleNodes(ctx context.Context, pg string, index int) (nodes []wire.PGBundle, reason string, gone bool) {
-	var info wire.PGInfo
-	err := n.forward(ctx, wire.MethodPGGet, &wire.PGGetRequest{ID: pg}, &info)
-	var re *rpc.Error
-	switch {
-	case errors.As(err, &re) && re.Code == wire.CodeNotFound:
-		return nil, fmt.Sprintf("no placement group with ID %s", pg), true
-	case err != nil:
-		return nil, fmt.Sprintf("look up placement group %s: %v", pg, err), false
-	case info.State == string(store.PGRemoved):
-		return nil, fmt.Sprintf("placement group %s was removed", pg), true
-	case index >= len(info.Bundles):
-		return nil, fmt.Sprintf("placement group %s has %d bundles; bundle index %d does not exist", pg, len(info.Bundles), index), true
-	}
-	for _, b := range info.Bundles {
-		if b.NodeID != "" && (index < 0 || b.Index == index) {
-			nodes = append(nodes, b)
-		}
-	}
-	if len(nodes) == 0 {
-		return nil, fmt.Sprintf("placement group %s is %s: %s", pg, info.State, info.PendingReason), false
-	}
-	return nodes, "", false
 }

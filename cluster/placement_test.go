@@ -139,7 +139,7 @@ func TestPlacementRaceForLastResources(t *testing.T) {
 	if lose.State == "CREATED" {
 		win, lose = lose, win
 	}
-	if lose.State != "PENDING" || lose.PendingReason == "" || lose.Infeasible {
+	if lose.State != "PENDING" || lose.PendingReason == "" || lose.Infeasible != nil {
 		t.Fatalf("loser: %+v", lose)
 	}
 	if got := reservedCPU(t, nodes[0]); got != sched.QuantityOf(6) {
@@ -170,11 +170,11 @@ func TestPlacementInfeasibleAndBadInput(t *testing.T) {
 	nodes := testCluster(t, 3, nil)
 	waitFormed(t, nodes, 3, 3)
 	g := createPG(t, nodes[0], "STRICT_SPREAD", res("CPU", 1), res("CPU", 1), res("CPU", 1), res("CPU", 1))
-	if g.State != "PENDING" || !g.Infeasible || !strings.Contains(g.PendingReason, "STRICT_SPREAD") {
+	if g.State != "PENDING" || g.Infeasible == nil || g.Infeasible.Reason != g.PendingReason || !strings.Contains(g.PendingReason, "STRICT_SPREAD") {
 		t.Fatalf("STRICT_SPREAD of 4 on 3 nodes: %+v", g)
 	}
 	var list wire.PGList
-	if err := pgCall(nodes[1], wire.MethodPGList, &wire.Empty{}, &list); err != nil || len(list.Groups) != 1 || !list.Groups[0].Infeasible {
+	if err := pgCall(nodes[1], wire.MethodPGList, &wire.Empty{}, &list); err != nil || len(list.Groups) != 1 || list.Groups[0].Infeasible == nil {
 		t.Fatalf("list: %+v, %v", list, err)
 	}
 	for _, tc := range []struct {

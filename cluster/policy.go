@@ -67,6 +67,15 @@ func noPlaceReason(err error) string {
 	return err.Error()
 }
 
+// infeasibleIf is the wire shape of a pending actor's or group's state:
+// reason when the FSM marked it infeasible, else nil.
+func infeasibleIf(infeasible bool, reason string) *wire.Infeasible {
+	if !infeasible {
+		return nil
+	}
+	return &wire.Infeasible{Reason: reason}
+}
+
 // decide runs the policy for r on snap with this node's own free resources
 // as they are under the lock, and grants the lease in the same critical
 // section when the decision is to run here, so concurrent requests can

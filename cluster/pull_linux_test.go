@@ -55,7 +55,7 @@ func BenchmarkPull64MiB(b *testing.B) {
 					spacers++
 					b.StartTimer()
 				}
-				if _, err := nodes[0].objectLocate(ctx, req); err != nil {
+				if _, err := nodes[0].objectSvc.locate(ctx, req); err != nil {
 					b.Fatal(err)
 				}
 				b.StopTimer()

@@ -50,7 +50,7 @@ func TestPullCopiesChunksIntoTheArena(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			locs[i], errs[i] = nodes[0].objectLocate(ctx, req)
+			locs[i], errs[i] = nodes[0].objectSvc.locate(ctx, req)
 		}()
 	}
 	wg.Wait()
@@ -67,13 +67,13 @@ func TestPullCopiesChunksIntoTheArena(t *testing.T) {
 	if err := nodes[1].objects.Delete("j1/big"); err != nil || nodes[1].objects.Used() != 0 {
 		t.Fatalf("source after the pull: Used %d, %v", nodes[1].objects.Used(), err)
 	}
-	// Pulling an object the source no longer has fails with its key, and
-	// frees the space taken for the copy.
+	// Pulling an object the source no longer has fails with object_lost
+	// and its key, and frees the space taken for the copy.
 	used := nodes[0].objects.Used()
 	req.Loc.Key = "j1/gone"
-	_, err := nodes[0].objectLocate(ctx, req)
+	_, err := nodes[0].objectSvc.locate(ctx, req)
 	var re *rpc.Error
-	if !errors.As(err, &re) || re.Code != wire.CodeNotFound || !strings.Contains(err.Error(), "j1/gone") || !strings.Contains(err.Error(), "chunk at byte ") {
+	if !errors.As(err, &re) || re.Code != wire.CodeObjectLost || !strings.Contains(err.Error(), "j1/gone") || !strings.Contains(err.Error(), "chunk at byte ") {
 		t.Fatalf("pull of a missing object: %v", err)
 	}
 	if nodes[0].objects.Contains("j1/gone") || nodes[0].objects.Used() != used {
@@ -190,7 +190,7 @@ func TestPullFromAMisbehavingPeerFailsCleanly(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			key := "j1/m" + string(rune('a'+i))
 			req := &wire.ObjectLocateRequest{Loc: wire.ObjectLoc{Key: key, NodeAddr: fakePeer(t, tc.answer), Size: size}}
-			_, err := nodes[0].objectLocate(ctx, req)
+			_, err := nodes[0].objectSvc.locate(ctx, req)
 			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), key) {
 				t.Fatalf("got %v, want an error naming %s containing %q", err, key, tc.want)
 			}
@@ -222,7 +222,7 @@ func TestPullFromAPeerThatHangsUpMidChunk(t *testing.T) {
 		_, _ = conn.Write(append(resp, make([]byte, 2<<20)...))
 	})
 	req := &wire.ObjectLocateRequest{Loc: wire.ObjectLoc{Key: "j1/cut", NodeAddr: l.Addr().String(), Size: pullChunk}}
-	_, err := nodes[0].objectLocate(ctx, req)
+	_, err := nodes[0].objectSvc.locate(ctx, req)
 	if err == nil || !rpc.IsTransport(err) || !errors.Is(err, io.ErrUnexpectedEOF) || !strings.Contains(err.Error(), "j1/cut") {
 		t.Fatalf("got %v, want a transport error (unexpected EOF) naming the object", err)
 	}
@@ -241,7 +241,7 @@ func TestPullFromAPeerOfAnotherVersionNamesBoth(t *testing.T) {
 		return &rpc.Bulk{Data: make([]byte, 10)}, nil
 	})
 	req := &wire.ObjectLocateRequest{Loc: wire.ObjectLoc{Key: "j1/v", NodeAddr: addr, Size: 10}}
-	_, err := nodes[0].objectLocate(pullCtx(t), req)
+	_, err := nodes[0].objectSvc.locate(pullCtx(t), req)
 	var ve *rpc.VersionError
 	if !errors.As(err, &ve) || ve.Local != wire.ProtocolVersion || ve.Remote != wire.ProtocolVersion+1 || !strings.Contains(err.Error(), "j1/v") {
 		t.Fatalf("pull from a node of protocol version %d: %v; want a *rpc.VersionError naming both versions and the object", wire.ProtocolVersion+1, err)

@@ -58,7 +58,7 @@ func startFakeActor(t *testing.T, nd *Node, id string, inc int) *fakeActor {
 	nd.local.setWorker(l.id, actor.id)
 	t.Cleanup(func() {
 		for _, w := range []*workerProc{actor, task} {
-			_ = w.cmd.Process.Kill()
+			_ = w.proc.Kill()
 			<-w.dead
 		}
 	})
@@ -140,7 +140,7 @@ func TestNodeStopsActorsTheTableMovedPast(t *testing.T) {
 			if tc.stopped {
 				testutil.Until(t, 10*time.Second, "stale actor process stopped", func() error {
 					if !exited(fa.actor) {
-						return fmt.Errorf("pid %d still runs", fa.actor.cmd.Process.Pid)
+						return fmt.Errorf("pid %d still runs", fa.actor.proc.Pid())
 					}
 					return nil
 				})
@@ -205,7 +205,7 @@ func TestCutOffActorStoppedAfterHeal(t *testing.T) {
 	heal()
 	testutil.Until(t, 20*time.Second, "the old actor process stopped after the heal", func() error {
 		if !exited(fa.actor) {
-			return fmt.Errorf("pid %d still runs", fa.actor.cmd.Process.Pid)
+			return fmt.Errorf("pid %d still runs", fa.actor.proc.Pid())
 		}
 		return nil
 	})
@@ -214,7 +214,7 @@ func TestCutOffActorStoppedAfterHeal(t *testing.T) {
 	// a moment after the actor process is gone.
 	testutil.Until(t, 10*time.Second, "the DEAD actor's job ends its task worker", func() error {
 		if !exited(fa.task) {
-			return fmt.Errorf("task worker pid %d still runs", fa.task.cmd.Process.Pid)
+			return fmt.Errorf("task worker pid %d still runs", fa.task.proc.Pid())
 		}
 		return nil
 	})

@@ -124,7 +124,7 @@ func (n *Node) leaseWorker(ctx context.Context, req *wire.LeaseRequest) (*wire.L
 	if !n.local.setWorker(l.id, w.id) {
 		// Its placement-group bundle was returned while the worker started.
 		n.local.release(l.id)
-		return &wire.LeaseReply{Infeasible: errUnfit.Error()}, nil
+		return &wire.LeaseReply{Infeasible: &wire.Infeasible{Reason: errUnfit.Error()}}, nil
 	}
 	// A worker that died before the lease was tied to it (its job finished
 	// meanwhile) released its leases without this one.
@@ -162,7 +162,7 @@ func (n *Node) decideLease(ctx context.Context, req *wire.LeaseRequest) (*wire.L
 	case err != nil:
 		reason := noPlaceReason(err)
 		n.local.noteInfeasible(req.TaskName, req.Resources, reason)
-		return &wire.LeaseReply{Infeasible: reason}, nil, nil
+		return &wire.LeaseReply{Infeasible: &wire.Infeasible{Reason: reason}}, nil, nil
 	case d.Node != n.id.NodeID:
 		return n.spillTo(nodeInView(view, d.Node), req), nil, nil
 	case l != nil:
@@ -208,7 +208,7 @@ func (n *Node) waitOrSpill(ctx context.Context, req *wire.LeaseRequest, r sched.
 		select {
 		case l := <-w.grant:
 			if l == nil {
-				return &wire.LeaseReply{Infeasible: errUnfit.Error()}, nil, nil
+				return &wire.LeaseReply{Infeasible: &wire.Infeasible{Reason: errUnfit.Error()}}, nil, nil
 			}
 			return nil, l, nil
 		case <-ctx.Done():

@@ -2,15 +2,11 @@ package cluster
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"io"
 	"maps"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -40,7 +36,8 @@ const workerStartTimeout = 30 * time.Second
 // process may run many tasks at once"), started on the first lease and
 // restarted on the next lease after it dies.
 type workerPool struct {
-	n       *Node
+	host    workerHost
+	cfg     workerPoolConfig
 	mu      sync.Mutex
 	workers map[string]*workerProc // task workers by procSpec.poolKey (job, devices for GPU workers, environment)
 	byID    map[string]*workerProc
@@ -69,7 +66,7 @@ type workerProc struct {
 	job      string
 	key      string // procSpec.poolKey for a task worker
 	actor    string // actor ID for an actor's dedicated worker, else empty
-	cmd      *exec.Cmd
+	proc     process
 	addr     string
 	ready    chan struct{} // closed once registered or dead
 	readyOne sync.Once
@@ -79,138 +76,12 @@ type workerProc struct {
 	stopping atomic.Bool // the node is ending it (job end): its exit is expected
 }
 
-func newWorkerPool(n *Node) *workerPool {
-	return &workerPool{n: n, workers: map[string]*workerProc{}, byID: map[string]*workerProc{}, actors: map[string]*actorProc{},
+func newWorkerPool(host workerHost, cfg workerPoolConfig) *workerPool {
+	if cfg.spawn == nil {
+		cfg.spawn = execSpawn
+	}
+	return &workerPool{host: host, cfg: cfg, workers: map[string]*workerProc{}, byID: map[string]*workerProc{}, actors: map[string]*actorProc{},
 		finished: newExpiringSet(finishedJobMemory, maxFinishedJobs)}
-}
-
-func (p *workerPool) binDir() string { return p.n.dir.file("bin") }
-
-// binPath is where the binary of hash lives in the cache; a hash that is
-// not one (wire.CheckHash) is an error, so no name from a peer can reach a
-// file outside the cache.
-func (p *workerPool) binPath(hash string) (string, error) {
-	if err := wire.CheckHash("binary hash", hash); err != nil {
-		return "", err
-	}
-	return filepath.Join(p.binDir(), hash), nil
-}
-
-// checkJobAndHash refuses, with bad_input naming the value, a job ID or a
-// binary hash that could not safely name a file on this node.
-func checkJobAndHash(job, hash string) error {
-	if err := wire.CheckID("job ID", job); err != nil {
-		return badInputErr(err)
-	}
-	if err := wire.CheckHash("binary hash", hash); err != nil {
-		return badInputErr(fmt.Errorf("job %s: %w", job, err))
-	}
-	return nil
-}
-
-// badInputErr is err as a bad_input answer.
-func badInputErr(err error) *rpc.Error {
-	return &rpc.Error{Code: wire.CodeBadInput, Message: err.Error(), Err: err}
-}
-
-// cacheLocal copies a driver's executable into the content-addressed cache,
-// checking its hash.
-func (p *workerPool) cacheLocal(path, hash string) error {
-	p.binMu.Lock()
-	defer p.binMu.Unlock()
-	dst, err := p.binPath(hash)
-	if err != nil {
-		return err
-	}
-	if _, err := os.Stat(dst); err == nil {
-		return nil
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		return fmt.Errorf("read job binary: %w", err)
-	}
-	defer f.Close()
-	return p.store(f, hash)
-}
-
-// store writes r to the cache as hash, verifying it.
-func (p *workerPool) store(r io.Reader, hash string) error {
-	dst, err := p.binPath(hash)
-	if err != nil {
-		return err
-	}
-	if err := os.MkdirAll(p.binDir(), 0o750); err != nil {
-		return err
-	}
-	tmp, err := os.CreateTemp(p.binDir(), "tmp-")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	h := sha256.New()
-	if _, err := io.Copy(io.MultiWriter(tmp, h), r); err != nil {
-		tmp.Close()
-		return fmt.Errorf("copy job binary: %w", err)
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	if got := hex.EncodeToString(h.Sum(nil)); got != hash {
-		return fmt.Errorf("job binary hash is %s, want %s", got, hash)
-	}
-	if err := os.Chmod(tmp.Name(), 0o755); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), dst)
-}
-
-// fetch pulls a binary from another node in chunks.
-// maxBinarySize bounds a job binary fetched from a peer, in bytes: the
-// hash is checked only once every byte has arrived, so a hostile peer
-// could otherwise stream without end into the cache directory (a variable
-// for tests).
-var maxBinarySize int64 = 2 << 30
-
-func (p *workerPool) fetch(ctx context.Context, from, hash string) error {
-	p.binMu.Lock()
-	defer p.binMu.Unlock()
-	dst, err := p.binPath(hash)
-	if err != nil {
-		return err
-	}
-	if _, err := os.Stat(dst); err == nil {
-		return nil
-	}
-	pr, pw := io.Pipe()
-	started := p.n.group.goFunc("binary-fetch", func() {
-		var off int64
-		for {
-			var rep wire.BinaryFetchReply
-			if err := p.n.pool.Call(ctx, from, wire.MethodBinaryFetch, &wire.BinaryFetchRequest{Hash: hash, Offset: off, Length: 4 << 20}, &rep); err != nil {
-				pw.CloseWithError(fmt.Errorf("fetch job binary %s from %s: %w", hash[:12], from, err))
-				return
-			}
-			if rep.Size > maxBinarySize || off+int64(len(rep.Data)) > maxBinarySize {
-				pw.CloseWithError(fmt.Errorf("fetch job binary %s from %s: the peer sends %d bytes or more (declares %d); at most %d are accepted",
-					hash[:12], from, off+int64(len(rep.Data)), rep.Size, maxBinarySize))
-				return
-			}
-			if _, err := pw.Write(rep.Data); err != nil {
-				return
-			}
-			off += int64(len(rep.Data))
-			if off >= rep.Size || len(rep.Data) == 0 {
-				pw.Close()
-				return
-			}
-		}
-	})
-	if !started {
-		return fmt.Errorf("fetch job binary %s from %s: node stopping", hash[:12], from)
-	}
-	err = p.store(pr, hash)
-	pr.Close()
-	return err
 }
 
 // worker returns the job's registered worker process for a lease holding
@@ -278,22 +149,6 @@ func (w *workerProc) awaitReady(ctx context.Context) error {
 	}
 }
 
-// ensureBinary makes sure the job's binary is in the cache, fetching it from
-// the node that has it.
-func (p *workerPool) ensureBinary(ctx context.Context, job, hash, from string) error {
-	path, err := p.binPath(hash)
-	if err != nil {
-		return fmt.Errorf("job %s: %w", job, err)
-	}
-	if _, err := os.Stat(path); err == nil {
-		return nil
-	}
-	if from == "" || from == p.n.rpcAddr {
-		return fmt.Errorf("job %s binary %s is not on this node", job, hash)
-	}
-	return p.fetch(ctx, from, hash)
-}
-
 // procSpec says what worker process to start: a job's task worker, or an
 // actor's dedicated one (actor set; then job is the actor's own job ID, so
 // its objects and nested task workers are freed with the actor).
@@ -353,37 +208,33 @@ func (p *workerPool) start(spec procSpec) (*workerProc, error) {
 	}
 	w := &workerProc{id: newID()[:16], job: spec.job, key: spec.poolKey(), actor: spec.actor, ready: make(chan struct{}), dead: make(chan struct{}),
 		handled: make(chan struct{})}
-	logDir := p.n.dir.file("logs")
-	_ = os.MkdirAll(logDir, 0o750)
+	_ = os.MkdirAll(p.cfg.logDir, 0o750)
 	logName := fmt.Sprintf("worker-%s-%s.log", spec.job, w.id)
 	if spec.actor != "" {
 		logName = fmt.Sprintf("actor-%s-%s.log", spec.actor, w.id)
 	}
-	logf, err := os.OpenFile(filepath.Join(logDir, logName), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o640)
+	logf, err := os.OpenFile(filepath.Join(p.cfg.logDir, logName), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o640)
 	if err != nil {
 		return nil, err
 	}
-	host, _ := splitHost(p.n.rpcAddr)
-	cmd := exec.Command(bin)
 	// The node's own variables come last, so they win over anything before.
-	cmd.Env = append(append(append(os.Environ(), spec.userEnv()...), gpuEnv(spec.gpus)...),
-		wire.EnvWorkerMode+"=1", wire.EnvNodeAddr+"="+p.n.rpcAddr, wire.EnvJobID+"="+spec.job, wire.EnvWorkerID+"="+w.id,
-		wire.EnvBindIP+"="+host, wire.EnvNodeID+"="+p.n.id.NodeID, wire.EnvNodeName+"="+p.n.cfg.NodeName, wire.EnvArenaPath+"="+p.n.arenaPath(),
+	env := append(append(append(os.Environ(), spec.userEnv()...), gpuEnv(spec.gpus)...), p.cfg.nodeEnv...)
+	env = append(env, wire.EnvWorkerMode+"=1", wire.EnvJobID+"="+spec.job, wire.EnvWorkerID+"="+w.id,
 		wire.EnvActorID+"="+spec.actor, wire.EnvBinaryHash+"="+spec.binHash)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
+	proc, err := p.cfg.spawn(bin, env, logf)
+	if err != nil {
 		logf.Close()
 		return nil, fmt.Errorf("start worker for job %s: %w", spec.job, err)
 	}
-	w.cmd = cmd
+	w.proc = proc
 	if spec.actor == "" {
 		p.workers[w.key] = w
 	}
 	p.byID[w.id] = w
-	p.n.logger.Debug("started worker", "job", spec.job, "actor", spec.actor, "worker", w.id, "pid", cmd.Process.Pid)
+	p.host.log().Debug("started worker", "job", spec.job, "actor", spec.actor, "worker", w.id, "pid", proc.Pid())
 	wait := func() {
 		defer close(w.handled)
-		w.err = cmd.Wait()
+		w.err = proc.Wait()
 		logf.Close()
 		close(w.dead)
 		p.mu.Lock()
@@ -393,20 +244,20 @@ func (p *workerPool) start(spec procSpec) (*workerProc, error) {
 		}
 		delete(p.byID, w.id)
 		p.mu.Unlock()
-		n := p.n.local.releaseWorker(w.id)
+		n := p.host.releaseWorkerLeases(w.id)
 		if w.actor != "" {
 			p.actorExited(w)
 			return
 		}
-		if w.stopping.Load() || p.n.ctx.Err() != nil {
-			p.n.logger.Debug("worker stopped", "job", w.job, "worker", w.id, "leases_released", n)
+		if w.stopping.Load() || p.host.lifetime().Err() != nil {
+			p.host.log().Debug("worker stopped", "job", w.job, "worker", w.id, "leases_released", n)
 		} else {
-			p.n.logger.Warn("worker exited", "job", w.job, "worker", w.id, "pid", cmd.Process.Pid, "status", w.err, "leases_released", n)
+			p.host.log().Warn("worker exited", "job", w.job, "worker", w.id, "pid", proc.Pid(), "status", w.err, "leases_released", n)
 		}
 	}
-	if !p.n.group.goFunc("worker-wait", wait) {
+	if !p.host.goFunc("worker-wait", wait) {
 		// The node stopped while this worker started: it goes too.
-		_ = cmd.Process.Kill()
+		_ = proc.Kill()
 		wait()
 	}
 	return w, nil
@@ -442,9 +293,9 @@ func (p *workerPool) stopJob(job string) {
 	}
 	p.mu.Unlock()
 	for _, w := range ws {
-		if w.cmd != nil {
+		if w.proc != nil {
 			w.stopping.Store(true)
-			_ = w.cmd.Process.Kill()
+			_ = w.proc.Kill()
 			<-w.dead
 		}
 	}
@@ -469,7 +320,7 @@ func (p *workerPool) revokeLeases(leases []revokedLease, reason string) {
 		}
 	}
 	p.mu.Unlock()
-	ctx, cancel := context.WithTimeout(p.n.ctx, pgPhaseTimeout)
+	ctx, cancel := context.WithTimeout(p.host.lifetime(), pgPhaseTimeout)
 	defer cancel()
 	var wg sync.WaitGroup
 	for id, addr := range addrs {
@@ -477,8 +328,8 @@ func (p *workerPool) revokeLeases(leases []revokedLease, reason string) {
 		go func() {
 			defer wg.Done()
 			req := &wire.LeaseRevokeRequest{LeaseIDs: byWorker[id], Reason: reason}
-			if err := p.n.pool.Call(ctx, addr, wire.MethodLeaseRevoke, req, nil); err != nil && !rpc.IsTransport(err) {
-				p.n.logger.Warn("revoke leases", "worker", id, "leases", req.LeaseIDs, "err", err)
+			if err := p.host.callNode(ctx, addr, wire.MethodLeaseRevoke, req, nil); err != nil && !rpc.IsTransport(err) {
+				p.host.log().Warn("revoke leases", "worker", id, "leases", req.LeaseIDs, "err", err)
 			}
 		}()
 	}

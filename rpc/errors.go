@@ -19,11 +19,18 @@ const (
 	// already had Limits.MaxPending requests running, or their bodies and
 	// its own would exceed Limits.MaxPendingBytes. It may be retried.
 	CodeOverloaded = "overloaded"
+	// CodeTimeout: the handler gave up at a deadline of its own: it
+	// returned an error wrapping context.DeadlineExceeded and no code.
+	CodeTimeout = "timeout"
+	// CodeCancelled: the handler's work was cancelled before it finished:
+	// it returned an error wrapping context.Canceled and no code.
+	CodeCancelled = "cancelled"
 )
 
 // Error is an error returned by the remote handler. Its Code and Message
 // cross the wire unchanged: a handler that returns *Error (possibly wrapped)
-// has its code preserved, any other handler error arrives with an empty Code
+// has its code preserved, any other handler error arrives with CodeTimeout or
+// CodeCancelled when it wraps the context's error, else with an empty Code
 // and the error's text as Message. Client.Call returns *Error unwrapped.
 type Error struct {
 	// Code is a machine-readable category such as "unknown_method"

@@ -506,3 +506,38 @@ func TestDrainWaitsForRunningHandlers(t *testing.T) {
 		t.Fatal("a handler ran after Close")
 	}
 }
+
+// A handler that gives up at a deadline of its own, or whose work is
+// cancelled, answers with the code timeout or cancelled, not an empty one,
+// so a caller can branch on it without reading the text.
+func TestContextErrorsCarryTheirCode(t *testing.T) {
+	s := NewServer(quietLogger(), testVersion)
+	Handle(s, "Test.Deadline", func(ctx context.Context, req *echoReq) (*echoResp, error) {
+		ctx, cancel := context.WithTimeout(ctx, 5*time.Millisecond)
+		defer cancel()
+		<-ctx.Done()
+		return nil, fmt.Errorf("wait for %s: %w", req.Text, ctx.Err())
+	})
+	Handle(s, "Test.Cancelled", func(ctx context.Context, req *echoReq) (*echoResp, error) {
+		ctx, cancel := context.WithCancel(ctx)
+		cancel() // as a Cancel from elsewhere would
+		<-ctx.Done()
+		return nil, fmt.Errorf("run %s: %w", req.Text, ctx.Err())
+	})
+	Handle(s, "Test.PlainFail", func(ctx context.Context, req *echoReq) (*echoResp, error) { return nil, errors.New("plain failure") })
+	c := pipeClient(t, s)
+	for method, want := range map[string]string{"Test.Deadline": CodeTimeout, "Test.Cancelled": CodeCancelled, "Test.PlainFail": ""} {
+		err := c.Call(context.Background(), method, &echoReq{Text: "x"}, &echoResp{})
+		var re *Error
+		if !errors.As(err, &re) || re.Code != want || (want != "" && !strings.Contains(re.Message, "x")) {
+			t.Errorf("%s: %v (code %q), want code %q", method, err, codeOf(re), want)
+		}
+	}
+}
+
+func codeOf(e *Error) string {
+	if e == nil {
+		return "<no *Error>"
+	}
+	return e.Code
+}

@@ -21,8 +21,10 @@ import (
 // Handler serves one method. body is the msgpack-encoded argument (0xc0 for
 // a nil argument); the handler owns it and may retain it. The returned value
 // is msgpack-encoded as the result. A returned *Error (possibly wrapped)
-// keeps its Code across the wire; any other error is sent with an empty
-// Code. ctx is cancelled when the connection closes.
+// keeps its Code across the wire; any other error is sent with the code
+// CodeTimeout when it wraps context.DeadlineExceeded, CodeCancelled when it
+// wraps context.Canceled, else with an empty Code. ctx is cancelled when
+// the connection closes.
 type Handler func(ctx context.Context, body []byte) (any, error)
 
 // Server dispatches requests arriving on connections to registered
@@ -516,6 +518,14 @@ func errorCodeMessage(err error) (code, msg string) {
 			return CodeInternal, "handler returned a nil *rpc.Error"
 		}
 		return re.Code, re.Message
+	}
+	// A deadline or cancellation is a category of its own, whichever
+	// handler hit it, so callers need not read the text.
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		return CodeTimeout, err.Error()
+	case errors.Is(err, context.Canceled):
+		return CodeCancelled, err.Error()
 	}
 	return "", err.Error()
 }

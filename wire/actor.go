@@ -93,7 +93,7 @@ type ActorInfo struct {
 	State          string
 	DeathCause     string
 	PendingReason  string
-	Infeasible     bool // no node can ever hold it; PendingReason says why
+	Infeasible     *Infeasible `msgpack:",omitempty"` // no alive node can ever hold it; PendingReason says why too
 	Detached       bool
 	Incarnation    int
 	MaxRestarts    int
@@ -147,11 +147,11 @@ type ActorStartRequest struct {
 
 // ActorStartReply says where the actor runs, that the node has no room for
 // it now (Busy), that the node can never hold it although its totals cover
-// the demand (Infeasible, the reason: e.g. gpu_memory above any one
+// the demand (Infeasible, with the reason: e.g. gpu_memory above any one
 // device's), or that its constructor failed (Error).
 type ActorStartReply struct {
 	Busy       bool
-	Infeasible string `msgpack:",omitempty"`
+	Infeasible *Infeasible `msgpack:",omitempty"`
 	WorkerAddr string
 	WorkerID   string
 	PID        int

@@ -47,10 +47,13 @@ const (
 	// CodeWorkerFailed: the job's worker process could not be started or
 	// its binary fetched (Sched.Lease).
 	CodeWorkerFailed = "worker_failed"
-	// CodeTimeout: the server gave up waiting (a deadline of its own).
-	CodeTimeout = "timeout"
-	// CodeCancelled: the work was cancelled before it finished.
-	CodeCancelled = "cancelled"
+	// CodeTimeout: the server gave up waiting (a deadline of its own);
+	// package rpc sets it for any handler error wrapping
+	// context.DeadlineExceeded.
+	CodeTimeout = rpc.CodeTimeout
+	// CodeCancelled: the work was cancelled before it finished; package
+	// rpc sets it for any handler error wrapping context.Canceled.
+	CodeCancelled = rpc.CodeCancelled
 	// CodeLeaseRevoked: a worker refuses a task pushed under a lease its
 	// node revoked (the lease's placement-group bundle was returned); the
 	// owner queues the task again, no attempt counted.

@@ -79,7 +79,7 @@ type PGInfo struct {
 	Strategy      string
 	State         string
 	PendingReason string
-	Infeasible    bool
+	Infeasible    *Infeasible `msgpack:",omitempty"` // Reason is PendingReason
 	Bundles       []PGBundle
 	CreatedAt     int64
 }

@@ -11,7 +11,9 @@ package wire
 //	1: no hello (before issue 14)
 //	2: the hello; JobRegisterReply.ClusterName (was ClusterNam), without
 //	   InlineMax; the enumerated codes of codes.go
-const ProtocolVersion uint16 = 2
+//	3: one shape for infeasible, *Infeasible (was a string in LeaseReply
+//	   and ActorStartReply, a bool in ActorInfo and PGInfo)
+const ProtocolVersion uint16 = 3
 
 // PreambleRPC is the byte a client sends first on a node's port to speak
 // RPC (the port also carries Raft, 0x02); a core worker's port expects it

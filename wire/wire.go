@@ -183,8 +183,8 @@ type LeaseRequest struct {
 }
 
 // LeaseReply grants a lease, redirects the request (Spillback: retry at that
-// node's address), or says no node can ever run it (Infeasible, with the
-// missing resource named).
+// node's address), or says no node can ever run it (Infeasible, its
+// reason naming what is missing).
 type LeaseReply struct {
 	LeaseID    uint64
 	WorkerAddr string
@@ -193,7 +193,7 @@ type LeaseReply struct {
 	NodeName   string
 	NodeAddr   string
 	Spillback  string
-	Infeasible string
+	Infeasible *Infeasible `msgpack:",omitempty"`
 	Busy       bool
 }
 

@@ -362,7 +362,7 @@ func ListActors(ctx context.Context) ([]ActorInfo, error) {
 	out := make([]ActorInfo, len(list.Actors))
 	for i, a := range list.Actors {
 		out[i] = ActorInfo{ActorID: a.ActorID, Class: a.Class, Name: a.Name, Namespace: a.Namespace, JobID: a.JobID, State: a.State,
-			DeathCause: a.DeathCause, PendingReason: a.PendingReason, Infeasible: a.Infeasible, Detached: a.Detached, Restarts: a.Incarnation,
+			DeathCause: a.DeathCause, PendingReason: a.PendingReason, Infeasible: a.Infeasible != nil, Detached: a.Detached, Restarts: a.Incarnation,
 			NodeID: a.NodeID, NodeName: a.NodeName, PID: a.PID}
 	}
 	return out, nil

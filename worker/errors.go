@@ -70,16 +70,23 @@ func (e *TaskError) Error() string {
 	return fmt.Sprintf("task %s %s on node %s (pid %d): %s", e.TaskName, what, e.NodeName, e.PID, e.Message)
 }
 
-// InfeasibleError says no node in the cluster can ever satisfy a task's
-// resource demand (Ray logs this and waits; nodeup does too, and returns this
-// error to a Get only when the task was submitted with FailIfInfeasible).
+// InfeasibleError says no node in the cluster can ever satisfy a demand as
+// the nodes are: a task's (Ray logs this and waits; nodeup does too, and
+// returns this error to a Get only when the task was submitted with
+// FailIfInfeasible), or a placement group's (PlacementGroup.Ready and Wait,
+// once their time is up). It is the SDK's one infeasible type; the wire
+// carries the same as *wire.Infeasible.
 type InfeasibleError struct {
-	TaskName string
-	Reason   string // names the missing resource
+	TaskName       string // the task's name, for a task
+	PlacementGroup string // the group's ID, for a placement group
+	Reason         string // names what is missing (a resource, a label, a node)
 }
 
 // Error implements error.
 func (e *InfeasibleError) Error() string {
+	if e.PlacementGroup != "" {
+		return fmt.Sprintf("placement group %s is infeasible: %s", e.PlacementGroup, e.Reason)
+	}
 	return fmt.Sprintf("task %s is infeasible: %s", e.TaskName, e.Reason)
 }
 
@@ -122,15 +129,22 @@ func (e *NodeDiedError) Error() string {
 		e.NodeAddr, e.Since.Format(time.RFC3339), e.Cause)
 }
 
-// ObjectLostError says an object's value is gone: its owner exited or it was
-// never known there (as Ray's ObjectLostError / OwnerDiedError).
+// ObjectLostError says an object's value is gone: its owner exited
+// (OwnerDied, as Ray's OwnerDiedError) or it was never known there, or no
+// node holds it any more (as Ray's ObjectLostError).
 type ObjectLostError struct {
 	ObjectID string
 	Reason   string
+	// OwnerDied: the owner process could not be reached, and the record of
+	// the object went with it.
+	OwnerDied bool
 }
 
-// Is makes errors.Is(err, ErrObjectLost) hold.
-func (e *ObjectLostError) Is(target error) bool { return target == ErrObjectLost }
+// Is makes errors.Is(err, ErrObjectLost) hold, and errors.Is(err,
+// ErrOwnerDied) too when the owner died.
+func (e *ObjectLostError) Is(target error) bool {
+	return target == ErrObjectLost || e.OwnerDied && target == ErrOwnerDied
+}
 
 // Error implements error.
 func (e *ObjectLostError) Error() string {

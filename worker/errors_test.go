@@ -73,4 +73,7 @@ func TestTypedErrorsMatchTheirSentinels(t *testing.T) {
 			t.Errorf("%T matches ErrNotFound", c.err)
 		}
 	}
+	if errors.Is(&ObjectLostError{ObjectID: "o", Reason: "freed"}, ErrOwnerDied) {
+		t.Error("an object lost with its owner alive matches ErrOwnerDied")
+	}
 }

@@ -59,7 +59,8 @@ func (cw *coreWorker) fetchFrom(owner string, ids []string) {
 				return
 			}
 			for _, id := range ids {
-				cw.objects.complete(id, nil, &ObjectLostError{ObjectID: id, Reason: fmt.Sprintf("its owner at %s is unreachable: %v", owner, err)})
+				cw.objects.complete(id, nil, &ObjectLostError{ObjectID: id, OwnerDied: true,
+					Reason: fmt.Sprintf("its owner at %s is unreachable: %v", owner, err)})
 			}
 			return
 		}

@@ -189,7 +189,7 @@ func TestWaitForLostBorrowedRef(t *testing.T) {
 		t.Fatalf("Wait on an unreachable owner's ref: %v, %v", ready, err)
 	}
 	var le *ObjectLostError
-	if _, err := lost.Get(ctx); !errors.As(err, &le) {
-		t.Fatalf("Get of an unreachable owner's ref: %v, want ObjectLostError", err)
+	if _, err := lost.Get(ctx); !errors.As(err, &le) || !le.OwnerDied || !errors.Is(err, ErrOwnerDied) || !errors.Is(err, ErrObjectLost) {
+		t.Fatalf("Get of an unreachable owner's ref: %v, want an ObjectLostError that is ErrOwnerDied and ErrObjectLost", err)
 	}
 }

@@ -203,8 +203,8 @@ var ErrPlacementGroupRemoved = errors.New("placement group removed")
 // Wait waits up to timeout for the group to be created (every bundle
 // reserved and usable on its node), as Ray's pg.wait(timeout_seconds). It
 // returns true once created; false when the time runs out, with a nil
-// error while the group could still be placed, or a *sched.InfeasibleError
-// (errors.Is(err, sched.ErrInfeasible)) naming why no arrangement of the
+// error while the group could still be placed, or an *InfeasibleError
+// (errors.Is(err, ErrInfeasible)) naming why no arrangement of the
 // alive nodes can hold it. Removed groups give ErrPlacementGroupRemoved.
 func (pg *PlacementGroup) Wait(ctx context.Context, timeout time.Duration) (bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
@@ -213,7 +213,7 @@ func (pg *PlacementGroup) Wait(ctx context.Context, timeout time.Duration) (bool
 	switch {
 	case err == nil:
 		return true, nil
-	case errors.Is(err, sched.ErrInfeasible):
+	case errors.Is(err, ErrInfeasible):
 		return false, err
 	case errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil:
 		return false, nil
@@ -222,7 +222,7 @@ func (pg *PlacementGroup) Wait(ctx context.Context, timeout time.Duration) (bool
 }
 
 // Ready waits until the group is created (Ray's ray.get(pg.ready())), or
-// ctx ends: then the error is ctx's, joined with a *sched.InfeasibleError
+// ctx ends: then the error is ctx's, joined with an *InfeasibleError
 // when the group cannot ever be placed. A removed group gives
 // ErrPlacementGroupRemoved.
 func (pg *PlacementGroup) Ready(ctx context.Context) error {
@@ -258,13 +258,12 @@ func (pg *PlacementGroup) Ready(ctx context.Context) error {
 }
 
 // whyWaiting is Ready's error once ctx ended: ctx's error, joined with a
-// *sched.InfeasibleError when the group can never be placed as things are.
+// *InfeasibleError when the group can never be placed as things are.
 func (pg *PlacementGroup) whyWaiting(ctx context.Context) error {
 	qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 	defer cancel()
-	if info, err := pg.get(qctx, 0); err == nil && info.Infeasible {
-		return errors.Join(ctx.Err(), &sched.InfeasibleError{Bundle: -1,
-			Reason: fmt.Sprintf("placement group %s: %s", pg.id, info.PendingReason)})
+	if info, err := pg.get(qctx, 0); err == nil && info.Infeasible != nil {
+		return errors.Join(ctx.Err(), &InfeasibleError{PlacementGroup: pg.id, Reason: info.Infeasible.Why()})
 	}
 	return ctx.Err()
 }
@@ -352,7 +351,7 @@ type PlacementGroupInfo struct {
 
 func pgInfoOf(g *wire.PGInfo) PlacementGroupInfo {
 	out := PlacementGroupInfo{ID: g.ID, Name: g.Name, Namespace: g.Namespace, JobID: g.JobID, Detached: g.Detached,
-		Strategy: g.Strategy, State: g.State, PendingReason: g.PendingReason, Infeasible: g.Infeasible}
+		Strategy: g.Strategy, State: g.State, PendingReason: g.PendingReason, Infeasible: g.Infeasible != nil}
 	for _, b := range g.Bundles {
 		out.Bundles = append(out.Bundles, BundleInfo{Index: b.Index, Resources: b.Resources.Floats(), NodeID: b.NodeID, NodeName: b.NodeName})
 	}

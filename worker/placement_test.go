@@ -119,8 +119,9 @@ func TestPlacementGroupInfeasibleAndPendingThenCreated(t *testing.T) {
 		t.Fatal(err)
 	}
 	ok, err := inf.Wait(ctx, 300*time.Millisecond)
-	if ok || !errors.Is(err, sched.ErrInfeasible) {
-		t.Fatalf("STRICT_SPREAD of 2 on 1 node: Wait = %v, %v; want an infeasible error", ok, err)
+	var ie *InfeasibleError
+	if ok || !errors.Is(err, ErrInfeasible) || !errors.As(err, &ie) || ie.PlacementGroup != inf.ID() || !strings.Contains(ie.Reason, "STRICT_SPREAD") {
+		t.Fatalf("STRICT_SPREAD of 2 on 1 node: Wait = %v, %v; want an *InfeasibleError naming the group and STRICT_SPREAD", ok, err)
 	}
 	a, _ := CreatePlacementGroup(ctx, []map[string]float64{{"CPU": 2}}, "PACK")
 	if err := a.Ready(ctx); err != nil {

@@ -339,8 +339,8 @@ func (s *submitter) requestLease(q *keyQueue) {
 			addr, spilled = rep.Spillback, true
 			hops++
 			continue
-		case rep.Infeasible != "":
-			s.infeasible(q, rep.Infeasible)
+		case rep.Infeasible != nil:
+			s.infeasible(q, rep.Infeasible.Why())
 			addr, spilled = cw.nodeAddr, false
 			sleepCtx(cw.ctx, time.Second)
 			continue

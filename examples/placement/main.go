@@ -18,7 +18,6 @@ import (
 	"time"
 
 	_ "github.com/nodeup/nodeup/embedded" // starts a node in this program when none is running
-	"github.com/nodeup/nodeup/sched"
 	"github.com/nodeup/nodeup/worker"
 )
 
@@ -111,10 +110,10 @@ func run(ctx context.Context) error {
 		return err
 	}
 	ok, err := g.Wait(ctx, 2*time.Second)
-	if ok || !errors.Is(err, sched.ErrInfeasible) {
+	if ok || !errors.Is(err, worker.ErrInfeasible) {
 		return fmt.Errorf("STRICT_SPREAD of %d on %d nodes: ready %v, %v; want infeasible", alive+1, alive, ok, err)
 	}
-	var inf *sched.InfeasibleError
+	var inf *worker.InfeasibleError
 	errors.As(err, &inf)
 	fmt.Printf("STRICT_SPREAD of %d bundles on %d nodes is infeasible: %s\n", alive+1, alive, inf.Reason)
 	if err := g.Remove(ctx); err != nil {

@@ -1,0 +1,135 @@
+package cluster
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nodeup/nodeup/internal/testutil"
+	"github.com/nodeup/nodeup/objstore"
+	"github.com/nodeup/nodeup/rpc"
+	"github.com/nodeup/nodeup/wire"
+)
+
+// fakeChunkPeer serves Obj.Read chunks of the objects it holds, counting calls;
+// gate, when set, holds every call until closed; fail makes calls fail.
+type fakeChunkPeer struct {
+	objects map[string][]byte
+	gate    chan struct{}
+	fail    error
+	calls   atomic.Int64
+}
+
+func (p *fakeChunkPeer) CallInto(ctx context.Context, addr, method string, req any, dst []byte) (int, error) {
+	p.calls.Add(1)
+	if p.gate != nil {
+		<-p.gate
+	}
+	if p.fail != nil {
+		return 0, p.fail
+	}
+	r := req.(*wire.ObjectReadRequest)
+	data, ok := p.objects[r.Key]
+	if method != wire.MethodObjectRead || !ok {
+		return 0, errors.New("no such object at the fake peer")
+	}
+	return copy(dst, data[r.Offset:min(r.Offset+r.Length, int64(len(data)))]), nil
+}
+
+func newFakeObjectService(t *testing.T, peer *fakeChunkPeer) *objectService {
+	t.Helper()
+	s, err := objstore.Open(t.TempDir(), "test.arena", 64<<20, testutil.Logger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return &objectService{store: s, peers: peer, selfAddr: "self:1", nodeName: "n1"}
+}
+
+// Locate pulls another node's object in pullChunk pieces into the local
+// store once, however many callers ask at the same time, and answers
+// later calls from the local copy without another read.
+func TestObjectServicePullsOnceFromAFakePeer(t *testing.T) {
+	data := bytes.Repeat([]byte("0123456789abcdef"), (2*pullChunk+1000)/16)
+	peer := &fakeChunkPeer{objects: map[string][]byte{"job1/o1": data}, gate: make(chan struct{})}
+	o := newFakeObjectService(t, peer)
+	req := &wire.ObjectLocateRequest{Loc: wire.ObjectLoc{Key: "job1/o1", NodeAddr: "peer:1", Size: int64(len(data))}}
+	chunks := int64((len(data) + pullChunk - 1) / pullChunk)
+
+	const callers = 6
+	var wg sync.WaitGroup
+	errs := make([]error, callers)
+	for i := range callers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, errs[i] = o.locate(context.Background(), req)
+		}()
+	}
+	testutil.Until(t, 5*time.Second, "the pull's reads in flight", func() error {
+		if peer.calls.Load() < min(chunks, pullInFlight) {
+			return errors.New("not yet")
+		}
+		return nil
+	})
+	close(peer.gate)
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := peer.calls.Load(); got != chunks {
+		t.Fatalf("%d concurrent locates made %d chunk reads, want one pull of %d", callers, got, chunks)
+	}
+	if _, got, ok := o.store.Get("job1/o1"); !ok || !bytes.Equal(got, data) {
+		t.Fatalf("the pulled copy: present %v, equal %v", ok, bytes.Equal(got, data))
+	}
+	if _, err := o.locate(context.Background(), req); err != nil || peer.calls.Load() != chunks {
+		t.Fatalf("a locate of the local copy: %v, %d reads (want no new one)", err, peer.calls.Load())
+	}
+}
+
+// A pull that fails leaves nothing behind, and the error names the object
+// and the peer.
+func TestObjectServiceFailedPullLeavesNothing(t *testing.T) {
+	peer := &fakeChunkPeer{fail: errors.New("connection reset")}
+	o := newFakeObjectService(t, peer)
+	req := &wire.ObjectLocateRequest{Loc: wire.ObjectLoc{Key: "job1/o2", NodeAddr: "peer:1", Size: 1000}}
+	_, err := o.locate(context.Background(), req)
+	if err == nil || !bytes.Contains([]byte(err.Error()), []byte("job1/o2")) || !bytes.Contains([]byte(err.Error()), []byte("peer:1")) {
+		t.Fatalf("a failed pull: %v, want an error naming the object and the peer", err)
+	}
+	if o.store.Contains("job1/o2") {
+		t.Fatal("a failed pull left its copy in the store")
+	}
+}
+
+// An object no node holds is object_lost (the SDK's ErrObjectLost): this
+// node is named its holder but lacks it, or the holder answers not_found.
+func TestObjectServiceLostObjects(t *testing.T) {
+	peer := &fakeChunkPeer{fail: &rpc.Error{Code: wire.CodeNotFound, Message: "node n2: no object job1/o3"}}
+	o := newFakeObjectService(t, peer)
+	for _, loc := range []wire.ObjectLoc{
+		{Key: "job1/o3", NodeAddr: "self:1", Size: 10},
+		{Key: "job1/o3", NodeAddr: "peer:1", Size: 10},
+	} {
+		_, err := o.locate(context.Background(), &wire.ObjectLocateRequest{Loc: loc})
+		var re *rpc.Error
+		if !errors.As(err, &re) || re.Code != wire.CodeObjectLost || !strings.Contains(re.Message, "job1/o3") {
+			t.Errorf("locate of a lost object held at %s: %v, want object_lost naming it", loc.NodeAddr, err)
+		}
+	}
+	// Other failures keep their own code: not every failed pull is a loss.
+	peer.fail = &rpc.Error{Code: wire.CodeOverloaded, Message: "busy"}
+	_, err := o.locate(context.Background(), &wire.ObjectLocateRequest{Loc: wire.ObjectLoc{Key: "job1/o4", NodeAddr: "peer:1", Size: 10}})
+	var re *rpc.Error
+	if !errors.As(err, &re) || re.Code != wire.CodeOverloaded {
+		t.Errorf("a pull from an overloaded peer: %v, want its overloaded code kept", err)
+	}
+}

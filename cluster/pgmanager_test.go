@@ -1,0 +1,177 @@
+package cluster
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nodeup/nodeup/sched"
+	"github.com/nodeup/nodeup/store"
+	"github.com/nodeup/nodeup/wire"
+)
+
+// fakePGHost is a pgHost over a bare FSM (fakeActorHost's): every node
+// holds every bundle asked of it, and the host records each bundle call
+// ("node method group") and each actor it is asked to end.
+type fakePGHost struct {
+	*fakeActorHost
+	ctx context.Context
+
+	mu     sync.Mutex
+	calls  []string
+	ended  []string
+	leases []string // returnBundlesHere calls
+}
+
+func (h *fakePGHost) record(node, method, group string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.calls = append(h.calls, node+" "+method+" "+group)
+}
+
+func (h *fakePGHost) callNode(ctx context.Context, addr, method string, req, resp any) error {
+	h.record(addr, method, req.(*wire.BundlesRequest).Group)
+	resp.(*wire.BundlesReply).OK = true
+	return nil
+}
+
+func (h *fakePGHost) goFunc(name string, f func()) bool {
+	go f()
+	return true
+}
+
+func (h *fakePGHost) lifetime() context.Context { return h.ctx }
+func (h *fakePGHost) leaderSince() time.Time    { return time.Time{} }
+func (h *fakePGHost) selfID() string            { return "n1" }
+
+func (h *fakePGHost) bundlesHere(method string, req *wire.BundlesRequest) (*wire.BundlesReply, error) {
+	h.record("n1", method, req.Group)
+	return &wire.BundlesReply{OK: true}, nil
+}
+
+func (h *fakePGHost) returnBundlesHere(group string, indexes []int) {
+	h.record("n1", wire.MethodPGReturn, group)
+}
+
+func (h *fakePGHost) endActor(ctx context.Context, id, cause string) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.ended = append(h.ended, id+": "+cause)
+	return nil
+}
+
+func (h *fakePGHost) callsFor(group string) []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []string
+	for _, c := range h.calls {
+		if strings.HasSuffix(c, " "+group) {
+			out = append(out, strings.TrimSuffix(c, " "+group))
+		}
+	}
+	return out
+}
+
+// newFakePGManager runs a manager's write, create and remove loops on a
+// fake host whose table holds three alive nodes of 4 CPUs (n1 is this
+// node; the others' addresses are their IDs).
+func newFakePGManager(t *testing.T) (*pgManager, *fakePGHost) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	h := &fakePGHost{fakeActorHost: newFakeActorHost(), ctx: ctx}
+	for _, id := range []string{"n1", "n2", "n3"} {
+		nd := store.Node{ID: id, Name: id, Address: id, Status: store.NodeAlive, Incarnation: 1,
+			Resources: sched.ResourceSet{sched.CPU: sched.QuantityOf(4)}}
+		if _, err := h.apply(store.NodeRegisterType, &store.NodeRegisterRequest{Node: nd}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m := newPGManager(h)
+	var wg sync.WaitGroup
+	for _, loop := range []func(){m.batchLoop, m.createLoop, m.removeLoop} {
+		wg.Add(1)
+		go func() { defer wg.Done(); loop() }()
+	}
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	return m, h
+}
+
+func (m *pgManager) createForTest(t *testing.T, id string, strategy sched.PlacementStrategy, bundles ...sched.ResourceSet) *store.PlacementGroup {
+	t.Helper()
+	g := &store.PlacementGroup{ID: id, JobID: "job1", Strategy: strategy, Bundles: bundles, Nodes: make([]string, len(bundles)), State: store.PGPending}
+	if err := m.submit(m.creates, g); err != nil {
+		t.Fatalf("create %s: %v", id, err)
+	}
+	rec, err := m.host.State().PlacementGroupByID(id)
+	if err != nil || rec == nil {
+		t.Fatalf("group %s after create: %v, %v", id, rec, err)
+	}
+	return rec
+}
+
+// The manager's create and remove loops on a fake host: a group that fits
+// is prepared then committed on the nodes it was placed on and recorded
+// CREATED; STRICT_SPREAD over more bundles than nodes is recorded PENDING
+// and infeasible, touching no node; a removal records REMOVED, ends the
+// group's actors and has each node holding its bundles give them back.
+func TestPGManagerCreateRemoveOnFakeHost(t *testing.T) {
+	m, h := newFakePGManager(t)
+	cpu := sched.ResourceSet{sched.CPU: sched.QuantityOf(1)}
+
+	const spread = "aaaaaaaa01"
+	g := m.createForTest(t, spread, sched.StrictSpread, cpu, cpu, cpu)
+	if g.State != store.PGCreated {
+		t.Fatalf("STRICT_SPREAD of 3 on 3 nodes: %s (%s)", g.State, g.PendingReason)
+	}
+	nodes := slices.Sorted(slices.Values(g.Nodes))
+	if !slices.Equal(nodes, []string{"n1", "n2", "n3"}) {
+		t.Fatalf("STRICT_SPREAD placed on %v, want one bundle on each node", g.Nodes)
+	}
+	calls := h.callsFor(spread)
+	for _, nd := range nodes {
+		prep := slices.Index(calls, nd+" "+wire.MethodPGPrepare)
+		commit := slices.Index(calls, nd+" "+wire.MethodPGCommit)
+		if prep < 0 || commit < prep {
+			t.Fatalf("node %s: calls %v; want prepare, then commit", nd, calls)
+		}
+	}
+
+	const tooWide = "aaaaaaaa02"
+	g = m.createForTest(t, tooWide, sched.StrictSpread, cpu, cpu, cpu, cpu)
+	if g.State != store.PGPending || !g.Infeasible || !strings.Contains(g.PendingReason, "STRICT_SPREAD") {
+		t.Fatalf("STRICT_SPREAD of 4 on 3 nodes: %s, infeasible %v, reason %q", g.State, g.Infeasible, g.PendingReason)
+	}
+	if calls := h.callsFor(tooWide); len(calls) != 0 {
+		t.Fatalf("an infeasible group called nodes: %v", calls)
+	}
+
+	actor := store.Actor{ID: "actor1", JobID: "job1", Class: "C", Constructor: "C", State: store.ActorAlive, MaxConcurrency: 1,
+		NodeID: "n2", NodeName: "n2", Resources: sched.BundleResources(spread, 1, cpu)}
+	if _, err := h.apply(store.ActorRegisterType, &store.ActorRegisterRequest{Actor: actor}); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.remove(spread); err != nil {
+		t.Fatal(err)
+	}
+	if rec, _ := h.State().PlacementGroupByID(spread); rec == nil || rec.State != store.PGRemoved {
+		t.Fatalf("after remove: %+v", rec)
+	}
+	h.mu.Lock()
+	ended := slices.Clone(h.ended)
+	h.mu.Unlock()
+	if want := "actor1: " + pgRemovedCause(spread); !slices.Equal(ended, []string{want}) {
+		t.Fatalf("actors ended: %q, want %q", ended, want)
+	}
+	calls = h.callsFor(spread)
+	for _, nd := range nodes {
+		if !slices.Contains(calls, nd+" "+wire.MethodPGReturn) {
+			t.Fatalf("node %s was not asked to return its bundles: %v", nd, calls)
+		}
+	}
+	if err := m.remove("aaaaaaaa03"); err == nil || !strings.Contains(err.Error(), "no placement group") {
+		t.Fatalf("removing an unknown group: %v", err)
+	}
+}

@@ -1,0 +1,111 @@
+package cluster
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"os/exec"
+
+	"github.com/nodeup/nodeup/wire"
+)
+
+// workerHost is all the worker pool asks of its node: calls to other nodes
+// and to workers, tracked goroutines, the node's lifetime, the local
+// scheduler's leases, and what an actor's end means to the rest of the node.
+// *Node implements it; workerpool_test.go gives the pool a fake, with a fake
+// process starter, so its start, reuse and stop rules are tested without
+// processes or a node.
+type workerHost interface {
+	// callNode calls method on the node or worker at addr.
+	callNode(ctx context.Context, addr, method string, req, resp any) error
+	// goFunc runs f as a goroutine the node tracks (false: the node is
+	// stopping and f did not start).
+	goFunc(name string, f func()) bool
+	// lifetime ends when the node stops.
+	lifetime() context.Context
+	log() *slog.Logger
+	// releaseWorkerLeases returns to the local scheduler every lease the
+	// worker held and says how many there were.
+	releaseWorkerLeases(workerID string) int
+	// releaseLease returns one lease to the local scheduler.
+	releaseLease(id uint64)
+	// actorJobEnded drops an actor incarnation's objects here and, unless
+	// the node is stopping, tells the other nodes its job ended.
+	actorJobEnded(job string)
+	// reportActorDied tells the leader an actor incarnation is gone;
+	// it may block while the leader changes.
+	reportActorDied(req *wire.ActorDiedRequest)
+}
+
+var _ workerHost = (*Node)(nil)
+
+// workerPoolConfig is what the pool needs to know of its node, fixed once
+// the node has started.
+type workerPoolConfig struct {
+	binDir   string // the content-addressed cache of job binaries
+	logDir   string // where each worker process's output goes
+	selfAddr string // the node's RPC address: a binary "on" it is never fetched
+	nodeName string // for the causes of actor deaths
+	// nodeEnv are the node's KEY=VALUE entries every worker gets last
+	// (node address, ID, name, bind IP, arena path).
+	nodeEnv []string
+	// spawn starts a process (nil: execSpawn).
+	spawn spawnFunc
+}
+
+// process is a started worker process, as the pool sees it.
+type process interface {
+	Pid() int
+	// Wait blocks until the process exits and returns why it did.
+	Wait() error
+	Kill() error
+}
+
+// spawnFunc starts the binary at bin with env, its output to out.
+type spawnFunc func(bin string, env []string, out *os.File) (process, error)
+
+// execSpawn starts a real process.
+func execSpawn(bin string, env []string, out *os.File) (process, error) {
+	cmd := exec.Command(bin)
+	cmd.Env = env
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	return execProcess{cmd}, nil
+}
+
+type execProcess struct{ cmd *exec.Cmd }
+
+func (p execProcess) Pid() int    { return p.cmd.Process.Pid }
+func (p execProcess) Wait() error { return p.cmd.Wait() }
+func (p execProcess) Kill() error { return p.cmd.Process.Kill() }
+
+func (n *Node) goFunc(name string, f func()) bool { return n.group.goFunc(name, f) }
+
+func (n *Node) releaseWorkerLeases(workerID string) int { return n.local.releaseWorker(workerID) }
+
+func (n *Node) releaseLease(id uint64) { n.local.release(id) }
+
+func (n *Node) actorJobEnded(job string) {
+	n.objects.DeletePrefix(job + "/")
+	if n.ctx.Err() != nil {
+		return // node shutdown: the peers learn it from gossip
+	}
+	for _, addr := range n.peerAddrs() {
+		if addr != n.rpcAddr {
+			n.notifyJobFinished(n.ctx, addr, job)
+		}
+	}
+}
+
+// workerPoolConfig is the pool's view of this node; the object store is
+// open by now, so the arena path is known.
+func (n *Node) workerPoolConfig() workerPoolConfig {
+	host, _ := splitHost(n.rpcAddr)
+	return workerPoolConfig{
+		binDir: n.dir.file("bin"), logDir: n.dir.file("logs"), selfAddr: n.rpcAddr, nodeName: n.cfg.NodeName,
+		nodeEnv: []string{wire.EnvNodeAddr + "=" + n.rpcAddr, wire.EnvBindIP + "=" + host, wire.EnvNodeID + "=" + n.id.NodeID,
+			wire.EnvNodeName + "=" + n.cfg.NodeName, wire.EnvArenaPath + "=" + n.arenaPath()},
+	}
+}
