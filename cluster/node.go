@@ -69,6 +69,7 @@ type Node struct {
 	pgs     *pgManager
 	objects *objstore.Store
 	pulls   singleflight.Group // one pull per object key at a time; concurrent callers share it
+	copies  copyHolders        // which nodes pulled this node's objects, and pulls in flight (objfree.go)
 
 	gpus nodeGPUs    // the node's GPU devices (gpus.go)
 	disk *diskHealth // outcome of the latest writes to the data dir (disk.go)

@@ -74,6 +74,7 @@ func (n *Node) objectEndpoints() {
 	})
 	rpc.Handle(n.rpcServer, wire.MethodObjectLocate, n.objectLocate)
 	rpc.Handle(n.rpcServer, wire.MethodObjectRead, n.objectRead)
+	rpc.Handle(n.rpcServer, wire.MethodObjectFree, n.objectFree)
 }
 
 // objectRead answers a chunk of a sealed object as a bulk result (a bare
@@ -87,6 +88,9 @@ func (n *Node) objectRead(ctx context.Context, r *wire.ObjectReadRequest) (*rpc.
 			code = wire.CodeBadInput
 		}
 		return nil, &rpc.Error{Code: code, Message: fmt.Sprintf("node %s: %v", n.cfg.NodeName, err)}
+	}
+	if r.Offset == 0 && r.Puller != "" {
+		n.copies.note(n, r.Key, r.Puller)
 	}
 	return &rpc.Bulk{Data: view, Release: release}, nil
 }
@@ -126,6 +130,7 @@ func (n *Node) pull(ctx context.Context, from wire.ObjectLoc) error {
 		}
 		return err
 	}
+	n.copies.startPull(from.Key)
 	sem := make(chan struct{}, pullInFlight)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
@@ -146,7 +151,7 @@ func (n *Node) pull(ctx context.Context, from wire.ObjectLoc) error {
 			// on never-used arena space cost more than the copy.
 			n.objects.Prefault(chunk)
 			got, err := n.pool.CallInto(ctx, from.NodeAddr, wire.MethodObjectRead,
-				&wire.ObjectReadRequest{Key: from.Key, Offset: off, Length: length}, chunk)
+				&wire.ObjectReadRequest{Key: from.Key, Offset: off, Length: length, Puller: n.rpcAddr}, chunk)
 			if err == nil && int64(got) != length {
 				err = fmt.Errorf("short chunk: %d of %d bytes", got, length)
 			}
@@ -162,6 +167,9 @@ func (n *Node) pull(ctx context.Context, from wire.ObjectLoc) error {
 	// Every call has returned, so nothing writes into dst any more (CallInto
 	// waits for an answer already arriving) and Abort may free it.
 	wg.Wait()
+	if n.copies.endPull(from.Key) && first == nil {
+		first = fmt.Errorf("its owner freed it meanwhile")
+	}
 	if first != nil {
 		_ = n.objects.Abort(from.Key)
 		return fmt.Errorf("pull object %s (%d bytes) from %s: %w", from.Key, from.Size, from.NodeAddr, first)

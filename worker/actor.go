@@ -218,6 +218,12 @@ func createActor[T any](ctx context.Context, c actorClass, args ...any) (ActorHa
 	if err != nil {
 		return h, err
 	}
+	// A restart runs the constructor again with the same arguments: they
+	// are kept until the job ends.
+	for _, id := range cw.ownedArgs(wargs) {
+		cw.objects.pin(id)
+	}
+	runtime.KeepAlive(args)
 	ns := o.namespace
 	if ns == "" {
 		ns = cw.namespace

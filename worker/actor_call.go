@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"runtime"
 	"slices"
 	"sync"
 	"syscall"
@@ -126,12 +127,14 @@ func callActor[R any](ctx context.Context, actorID, class, method string, args .
 		Function: method, Args: wargs, NumReturns: 1, Owner: cw.addr}}
 	if ctx.Err() != nil {
 		call.fail(cw, cancelledErr(&call.spec, context.Cause(ctx)))
-		return Ref[R]{id: id, owner: cw.addr}
+		return ownedRef[R](cw, id)
 	}
-	cw.objects.pendingFor([]string{id}, call)
+	cw.freeOnce.Do(func() { cw.objects.setOnFree(cw.queueFree) })
+	cw.objects.pendingFor([]string{id}, call, cw.ownedArgs(wargs))
+	runtime.KeepAlive(args) // their handles held the objects until the call did
 	call.watch(ctx, func(cause error) { _ = call.cancel(cw.ctx, false, cause) })
 	call.conn.enqueue(call)
-	return Ref[R]{id: id, owner: cw.addr}
+	return ownedRef[R](cw, id)
 }
 
 // actorCaller holds this process's connections to the actors it calls.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -161,6 +162,7 @@ func submit(ctx context.Context, f remote, numReturns int, args ...any) ([]strin
 	if err != nil {
 		return fail(err)
 	}
+	cw.freeOnce.Do(func() { cw.objects.setOnFree(cw.queueFree) })
 	spec.Args = wargs
 	t := &pendingTask{sub: cw.sub, ids: ids, opts: opts, spec: spec}
 	// Refs this process owns that were not ready to inline: wait for them.
@@ -170,7 +172,8 @@ func submit(ctx context.Context, f remote, numReturns int, args ...any) ([]strin
 			deps = append(deps, i)
 		}
 	}
-	cw.objects.pendingFor(ids, t)
+	cw.objects.pendingFor(ids, t, cw.ownedArgs(wargs))
+	runtime.KeepAlive(args) // their handles held the objects until the task did
 	cw.sub.watchCtx(ctx, t)
 	if len(deps) == 0 {
 		cw.sub.enqueue(t)
@@ -187,6 +190,10 @@ func submit(ctx context.Context, f remote, numReturns int, args ...any) ([]strin
 func (cw *coreWorker) encodeArgs(ctx context.Context, verb, name string, args []any) ([]wire.Arg, error) {
 	out := make([]wire.Arg, len(args))
 	for i, a := range args {
+		if r, ok := a.(interface{ released() bool }); ok && r.released() {
+			return nil, fmt.Errorf("%s %s: argument %d: %w", verb, name, i,
+				&ObjectFreedError{ObjectID: a.(ObjectRef).ID(), Owner: a.(ObjectRef).Owner(), Reason: reasonReleased})
+		}
 		if r, ok := a.(ObjectRef); ok {
 			if o := cw.objects.get(r.ID()); o != nil && o.ready() && o.err == nil && o.loc == nil {
 				out[i] = wire.Arg{Inline: o.value}
@@ -212,6 +219,18 @@ func (cw *coreWorker) encodeArgs(ctx context.Context, verb, name string, args []
 		out[i] = wire.Arg{Inline: b}
 	}
 	return out, nil
+}
+
+// ownedArgs returns the IDs of the objects of this process that wargs pass
+// by ref: the task holds them until it finishes.
+func (cw *coreWorker) ownedArgs(wargs []wire.Arg) []string {
+	var ids []string
+	for _, a := range wargs {
+		if a.IsRef && a.Owner == cw.addr {
+			ids = append(ids, a.RefID)
+		}
+	}
+	return ids
 }
 
 // resolveThenEnqueue waits for arguments this process owns and inlines their
