@@ -115,7 +115,17 @@ const (
 	// objects is ready and return every ready one. ObjectGetManyRequest →
 	// ObjectGetManyReply.
 	MethodObjectGetMany = "Object.GetMany"
+	// MethodObjectRefRemoved: borrower → owner: the borrower let go of
+	// objects it reported as Borrowed in a task's reply (Ray's
+	// WaitForRefRemoved answer). ObjectRefRemovedRequest → Empty.
+	MethodObjectRefRemoved = "Object.RefRemoved"
 )
+
+// ObjectRefRemovedRequest names objects (at most MaxFreeKeys) whose
+// borrower let go of them, once per Borrowed report.
+type ObjectRefRemovedRequest struct {
+	IDs []string
+}
 
 // Empty is the body of calls that carry nothing.
 type Empty struct{}
@@ -316,6 +326,12 @@ type PushTaskReply struct {
 	// arguments and results included; the owner pipelines only tasks of a
 	// shape known to be short.
 	RunNanos int64 `msgpack:",omitempty"`
+	// Borrowed are objects of the task's owner that the worker process
+	// still holds refs to when the task returns (refs nested in its
+	// arguments, kept): the owner keeps each until the worker sends
+	// Object.RefRemoved for it (Ray's borrower protocol). An object the
+	// worker passed on to other processes is never removed.
+	Borrowed []string `msgpack:",omitempty"`
 }
 
 // TaskFailure is an application error or panic raised by a task.

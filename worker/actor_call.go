@@ -119,7 +119,7 @@ func callActor[R any](ctx context.Context, actorID, class, method string, args .
 	taskID := cw.newTaskID()
 	id := returnID(taskID, 0)
 	name := shortName(method)
-	wargs, err := cw.encodeArgs(ctx, "call", name, args)
+	wargs, nested, err := cw.encodeArgs(ctx, "call", name, args)
 	if err != nil {
 		return Ref[R]{err: err}
 	}
@@ -130,7 +130,7 @@ func callActor[R any](ctx context.Context, actorID, class, method string, args .
 		return ownedRef[R](cw, id)
 	}
 	cw.freeOnce.Do(func() { cw.objects.setOnFree(cw.queueFree) })
-	cw.objects.pendingFor([]string{id}, call, cw.ownedArgs(wargs))
+	cw.objects.pendingFor([]string{id}, call, append(cw.ownedArgs(wargs), nested...))
 	runtime.KeepAlive(args) // their handles held the objects until the call did
 	call.watch(ctx, func(cause error) { _ = call.cancel(cw.ctx, false, cause) })
 	call.conn.enqueue(call)
@@ -383,6 +383,9 @@ func (c *actorConn) push(callCtx context.Context, info *wire.ActorInfo, session 
 	} else {
 		err = cw.pool.Call(callCtx, info.WorkerAddr, wire.MethodActorCall, &wire.ActorCallRequest{ActorID: c.id, Incarnation: info.Incarnation,
 			Session: session, Seq: seq, Spec: call.spec}, &rep)
+	}
+	if err == nil && len(rep.Borrowed) > 0 {
+		cw.objects.addBorrowed(rep.Borrowed) // before the call's arguments are released
 	}
 	nodeLost := err != nil && callCtx.Err() != nil
 	c.mu.Lock()

@@ -54,8 +54,11 @@ type coreWorker struct {
 	arena   arena
 	// freeOnce hands objects the deletes of freed stored copies
 	// (refcount.go), which frees batches and sends.
-	freeOnce sync.Once
-	frees    freeQueue
+	freeOnce   sync.Once
+	frees      batchQueue      // Obj.Free per node
+	borrows    borrowTable     // objects of other processes this one holds refs to
+	refRemoved refRemovedQueue // Object.RefRemoved per owner
+	gcPending  atomic.Bool     // collectSoon's collection is scheduled
 	// stopEmbedded stops the node Init started in this process (nil when
 	// it connected to a running one).
 	stopEmbedded func()
@@ -105,6 +108,7 @@ func (cw *coreWorker) serve(ip string) error {
 	cw.server = rpc.NewServer(cw.logger.With("component", "rpc"), wire.ProtocolVersion)
 	rpc.Handle(cw.server, wire.MethodObjectGet, cw.handleObjectGet)
 	rpc.Handle(cw.server, wire.MethodObjectGetMany, cw.handleObjectGetMany)
+	rpc.Handle(cw.server, wire.MethodObjectRefRemoved, cw.handleRefRemoved)
 	if cw.isWorker {
 		rpc.Handle(cw.server, wire.MethodPushTask, cw.handlePushTask)
 		rpc.Handle(cw.server, wire.MethodLeaseRevoke, cw.handleLeaseRevoke)

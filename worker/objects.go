@@ -25,13 +25,14 @@ type object struct {
 	// ReferenceCounter), guarded by objectTable.mu: counted is set once a
 	// local handle or a submitted task refers to it, and then it is freed
 	// when both counts are zero and it is ready, unless pinned (nested in a
-	// value sent to other processes, whose borrowers are not tracked yet:
-	// kept until the job ends). args are the owned objects the task making
+	// Put value or a result, whose borrowers are not tracked: kept until
+	// the job ends), counting borrowers too (borrow.go). args are the owned objects the task making
 	// this object takes as arguments: released when it is ready.
 	counted   bool
 	pinned    bool
 	local     int
 	submitted int
+	borrowed  int // borrowers' reports not yet matched by a RefRemoved
 	args      []string
 	// freeReason is set by Free on an object not ready yet: it is freed,
 	// whatever its counts, once ready.

@@ -42,26 +42,33 @@ func (r Ref[T]) Owner() string { return r.owner }
 func (r Ref[T]) String() string { return fmt.Sprintf("Ref(%s)", r.id) }
 
 // EncodeMsgpack writes the ref as [id, owner], so refs nested in values
-// travel as refs. A ref this process owns that is encoded (nested in a
-// task's argument or result, or in a Put value) may reach borrowers, which
-// are not tracked yet: its object is kept until the job ends.
+// travel as refs. A ref this process owns encoded into a task's or actor
+// call's argument is held until the task returns, then by the borrowers
+// that kept it; one encoded into a Put value or a result, or a borrowed ref
+// passed on, is kept until the job ends.
 func (r Ref[T]) EncodeMsgpack(enc *msgpack.Encoder) error {
 	if r.h != nil {
-		r.h.st.cw.objects.pin(r.id)
-	} else if cw, err := current(); err == nil && r.owner == cw.addr {
-		cw.objects.pin(r.id)
+		noteEncoded(enc, r.h.st.cw, r.id, r.owner)
+	} else if cw, err := current(); err == nil {
+		noteEncoded(enc, cw, r.id, r.owner)
 	}
 	return encodePair(enc, r.id, r.owner)
 }
 
-// DecodeMsgpack reads what EncodeMsgpack wrote. A ref this process owns
-// (one that came back nested in a value) gets a local handle of its own.
+// DecodeMsgpack reads what EncodeMsgpack wrote. The ref gets a local
+// handle of its own: a reference of the owner when this process owns it (it
+// came back nested in a value), else a borrow, which the owner learns of
+// from the reply of the task that brought it here.
 func (r *Ref[T]) DecodeMsgpack(dec *msgpack.Decoder) (err error) {
 	r.id, r.owner, err = decodePair(dec, "object ref: want [id, owner]")
 	r.h = nil
-	if err == nil && r.owner != "" {
-		if cw, cerr := current(); cerr == nil && cw.addr == r.owner {
-			r.h = cw.newHandle(r.id)
+	if err == nil && r.owner != "" && r.id != "" {
+		if cw, cerr := current(); cerr == nil {
+			if cw.addr == r.owner {
+				r.h = cw.newHandle(r.id)
+			} else {
+				r.h = cw.newBorrowHandle(r.id, r.owner)
+			}
 		}
 	}
 	return err

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"runtime"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -24,8 +23,9 @@ import (
 // and every secondary copy in the nodes' stores (Obj.Free to the node of the
 // primary copy, which passes it on to the nodes that pulled one). An object
 // nested in a value that leaves the process (a task argument or result, a
-// Put) is pinned until its job ends: the borrowers that may hold it are not
-// tracked yet.
+// Put) is held by that task until it returns, then by the borrowers that
+// kept it (borrow.go); one nested in a Put or a result is pinned until the
+// job ends.
 
 // Reasons an object was freed, as ObjectFreedError says them.
 const (
@@ -44,17 +44,24 @@ const maxFreedKept = 1 << 16
 // its own handle reachable.
 type refHandle struct{ st *refState }
 
-// refState is one local reference to an object this process owns.
+// refState is one local reference to an object: one this process owns, or
+// one it borrows (borrow.go).
 type refState struct {
 	cw       *coreWorker
 	id       string
+	borrowed bool
 	released atomic.Bool
 }
 
 // release drops the reference once, whoever calls first (Release, Free, or
 // the cleanup).
 func (st *refState) release() {
-	if st.released.CompareAndSwap(false, true) {
+	if !st.released.CompareAndSwap(false, true) {
+		return
+	}
+	if st.borrowed {
+		st.cw.releaseBorrow(st.id)
+	} else {
 		st.cw.objects.releaseLocal(st.id)
 	}
 }
@@ -95,8 +102,8 @@ func resultRef[T any](id, owner string, err error) Ref[T] {
 // collector finds the Ref unreachable. Once no Ref, pending task argument or
 // nested copy refers to the object, its owner frees it from every node's
 // store. A Get through a released Ref returns *ObjectFreedError. Releasing
-// twice, a zero Ref, or a Ref this process does not own (a borrowed one)
-// does nothing. A []byte view returned by Get of a large object must not be
+// twice or a zero Ref does nothing; releasing a Ref this process borrows
+// tells the owner once no Ref to the object is left here. A []byte view returned by Get of a large object must not be
 // read after its Ref is released (the space may be reused).
 func (r Ref[T]) Release() {
 	if r.h != nil {
@@ -163,7 +170,7 @@ func (t *objectTable) setOnFree(f func([]*wire.ObjectLoc)) {
 // unreferenced reports whether a counted object has no reference left.
 // objectTable.mu must be held.
 func (o *object) unreferenced() bool {
-	return o.counted && !o.pinned && o.local <= 0 && o.submitted <= 0
+	return o.counted && !o.pinned && o.local <= 0 && o.submitted <= 0 && o.borrowed <= 0
 }
 
 // addLocal counts a new local handle of id; false when id is unknown.
@@ -256,81 +263,26 @@ func (t *objectTable) freedReason(id string) string {
 	return t.freed[id]
 }
 
-// freeQueue batches the deletes of freed objects' stored copies by the
-// node holding the primary copy; one sender goroutine at a time sends them
-// (Obj.Free). Its zero value is ready to use.
-type freeQueue struct {
-	mu      sync.Mutex
-	byNode  map[string][]string
-	sending bool
-	flushed chan struct{} // closed when the current sender ends
-}
-
-// queueFree schedules the deletion of locs' objects from their nodes.
+// queueFree schedules the deletion of locs' objects from the nodes
+// holding their primary copies (Obj.Free, batched per node).
 func (cw *coreWorker) queueFree(locs []*wire.ObjectLoc) {
-	q := &cw.frees
-	q.mu.Lock()
-	if q.byNode == nil {
-		q.byNode = map[string][]string{}
-	}
+	byNode := map[string][]string{}
 	for _, l := range locs {
-		q.byNode[l.NodeAddr] = append(q.byNode[l.NodeAddr], l.Key)
+		byNode[l.NodeAddr] = append(byNode[l.NodeAddr], l.Key)
 	}
-	start := !q.sending
-	if start {
-		q.sending = true
-		q.flushed = make(chan struct{})
-	}
-	q.mu.Unlock()
-	if start {
-		go cw.sendFrees()
+	for addr, keys := range byNode {
+		cw.frees.enqueue(addr, keys, cw.sendFree)
 	}
 }
 
-// sendFrees sends the queued deletes until none is left.
-func (cw *coreWorker) sendFrees() {
-	q := &cw.frees
-	for {
-		q.mu.Lock()
-		batch := q.byNode
-		q.byNode = nil
-		if len(batch) == 0 {
-			q.sending = false
-			close(q.flushed)
-			q.mu.Unlock()
-			return
-		}
-		q.mu.Unlock()
-		for addr, keys := range batch {
-			for len(keys) > 0 {
-				k := min(len(keys), wire.MaxFreeKeys)
-				ctx, cancel := context.WithTimeout(cw.ctx, 10*time.Second)
-				err := cw.pool.Call(ctx, addr, wire.MethodObjectFree, &wire.ObjectFreeRequest{Keys: keys[:k]}, nil)
-				cancel()
-				if err != nil && cw.ctx.Err() == nil {
-					// A node that is gone took its store with it; the job's
-					// end frees what a failed call left.
-					cw.logger.Debug("free objects", "node", addr, "objects", k, "err", err)
-				}
-				keys = keys[k:]
-			}
-		}
-	}
-}
-
-// waitFrees waits until the deletes queued so far were sent (or ctx ends).
-func (cw *coreWorker) waitFrees(ctx context.Context) {
-	q := &cw.frees
-	q.mu.Lock()
-	ch := q.flushed
-	sending := q.sending
-	q.mu.Unlock()
-	if !sending {
-		return
-	}
-	select {
-	case <-ch:
-	case <-ctx.Done():
+// sendFree sends one Obj.Free.
+func (cw *coreWorker) sendFree(addr string, keys []string) {
+	ctx, cancel := context.WithTimeout(cw.ctx, 10*time.Second)
+	defer cancel()
+	if err := cw.pool.Call(ctx, addr, wire.MethodObjectFree, &wire.ObjectFreeRequest{Keys: keys}, nil); err != nil && cw.ctx.Err() == nil {
+		// A node that is gone took its store with it; the job's end frees
+		// what a failed call left.
+		cw.logger.Debug("free objects", "node", addr, "objects", len(keys), "err", err)
 	}
 }
 
@@ -352,7 +304,7 @@ func (cw *coreWorker) reclaim(ctx context.Context, start time.Time, attempt int)
 	// Cleanups run on their own goroutine after the collection: give them
 	// a moment, then wait for the deletes they queued.
 	sleepCtx(ctx, min(time.Duration(attempt+1)*5*time.Millisecond, 100*time.Millisecond))
-	cw.waitFrees(ctx)
+	cw.frees.wait(ctx)
 	return ctx.Err() == nil
 }
 

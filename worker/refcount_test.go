@@ -152,6 +152,12 @@ var (
 		k.refs = append(k.refs, refs...)
 		return len(k.refs), nil
 	})
+	dropKept = RegisterMethod0(func(k *keeper, ctx context.Context) (int, error) {
+		n := len(k.refs)
+		k.refs = nil
+		runtime.GC() // the actor lets go now rather than at its next collection
+		return n, nil
+	})
 	sumKept = RegisterMethod0(func(k *keeper, ctx context.Context) (string, error) {
 		out := ""
 		for _, r := range k.refs {
@@ -166,7 +172,7 @@ var (
 )
 
 func TestNestedRefKeptByActorOutlivesTheDriversHandle(t *testing.T) {
-	startCluster(t, 1, nil)
+	nodes := startCluster(t, 1, nil)
 	ctx := ctxT(t)
 	h, err := keeperClass.Remote(ctx)
 	if err != nil {
@@ -190,6 +196,48 @@ func TestNestedRefKeptByActorOutlivesTheDriversHandle(t *testing.T) {
 	if err != nil || got != sum(want)+"," {
 		t.Fatalf("the actor's kept ref after the driver dropped its handle: %q, %v", got, err)
 	}
+	if k, _ := nodes[0].ObjectStoreUsage(); k == 0 {
+		t.Fatal("the borrowed object left the store while the actor keeps its ref")
+	}
+	// The borrower lets go: the owner hears of it and frees the object.
+	if n, err := dropKept.Remote(ctx, h).Get(ctx); err != nil || n != 1 {
+		t.Fatalf("drop: %d, %v", n, err)
+	}
+	storeEmpty(t, 20*time.Second, "the object is freed once its borrower let go", nodes...)
+}
+
+// sumNested checksums the values of the refs nested in its argument and
+// keeps none of them.
+var sumNested = Register1(func(ctx context.Context, refs []Ref[[]byte]) (string, error) {
+	out := ""
+	for _, r := range refs {
+		b, err := r.Get(ctx)
+		if err != nil {
+			return "", err
+		}
+		out += sum(b) + ","
+	}
+	return out, nil
+})
+
+func TestNestedArgumentFreedAfterItsTask(t *testing.T) {
+	nodes := startCluster(t, 1, nil)
+	ctx := ctxT(t)
+	want := blob(1<<20, 13)
+	func() {
+		r, err := Put(ctx, want)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res := sumNested.Remote(ctx, []Ref[[]byte]{r})
+		r.Release() // the pending task holds it
+		if got, err := res.Get(ctx); err != nil || got != sum(want)+"," {
+			t.Fatalf("task over a nested ref the driver released: %q, %v", got, err)
+		}
+	}()
+	// Not pinned until the job ends: freed once the task and its worker
+	// process let go.
+	storeEmpty(t, 20*time.Second, "the nested argument is freed after its task", nodes...)
 }
 
 func TestGetOfFreedObjectIsObjectFreedError(t *testing.T) {
