@@ -340,3 +340,48 @@ func TestPutAndDropLoopNeverFillsASmallStore(t *testing.T) {
 	t.Logf("%d puts of %d MiB through a %d MiB store; peak use %d MiB", rounds, objBytes>>20, storeBytes>>20, peak>>20)
 	storeEmpty(t, 20*time.Second, "the store empties", nodes...)
 }
+
+// gatedBlob makes a large result once path exists.
+var gatedBlob = Register2(func(ctx context.Context, path string, n int) ([]byte, error) {
+	if _, err := waitFile.Remote(ctx, path, n).Get(ctx); err != nil {
+		return nil, err
+	}
+	return blob(n, 8), nil
+})
+
+// A result whose ref was released, or freed with Free, before its task
+// finished is freed when it arrives.
+func TestResultDroppedBeforeItsTaskEndsIsFreedOnArrival(t *testing.T) {
+	nodes := startCluster(t, 1, nil)
+	ctx := ctxT(t)
+	cw, _ := current()
+	gate := filepath.Join(t.TempDir(), "go")
+	released := gatedBlob.Remote(ctx, gate, 1<<20)
+	freed := gatedBlob.Remote(ctx, gate, 1<<20)
+	kept := gatedBlob.Remote(ctx, gate, 1<<20)
+	released.Release()
+	if err := Free(freed); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(gate, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := kept.Get(ctx); err != nil || len(b) != 1<<20 {
+		t.Fatalf("the kept result: %d bytes, %v", len(b), err)
+	}
+	testutil.Until(t, 20*time.Second, "the two dropped results are freed on arrival", func() error {
+		for _, r := range []Ref[[]byte]{released, freed} {
+			if o := cw.objects.get(r.ID()); o != nil {
+				return fmt.Errorf("result %s is still in the owner's table (ready %v)", r.ID(), o.ready())
+			}
+		}
+		if k, _ := nodes[0].ObjectStoreUsage(); k != 1 {
+			return fmt.Errorf("the store holds %d objects, want the kept result only", k)
+		}
+		return nil
+	})
+	if _, err := freed.Get(ctx); !errors.As(err, new(*ObjectFreedError)) {
+		t.Fatalf("get of a result freed before it arrived: %v", err)
+	}
+	runtime.KeepAlive(kept)
+}
