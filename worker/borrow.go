@@ -35,21 +35,36 @@ type borrow struct {
 type borrowTable struct {
 	mu sync.Mutex
 	m  map[string]*borrow
+	// fresh holds, per owner, the borrows not reported yet, so that the
+	// report at the end of every task looks at those only.
+	fresh map[string]map[string]struct{}
+}
+
+// entryLocked returns id's borrow, made (and marked fresh) if new.
+func (t *borrowTable) entryLocked(id, owner string) *borrow {
+	if t.m == nil {
+		t.m = map[string]*borrow{}
+		t.fresh = map[string]map[string]struct{}{}
+	}
+	b := t.m[id]
+	if b == nil {
+		b = &borrow{owner: owner}
+		t.m[id] = b
+		f := t.fresh[owner]
+		if f == nil {
+			f = map[string]struct{}{}
+			t.fresh[owner] = f
+		}
+		f[id] = struct{}{}
+	}
+	return b
 }
 
 // add counts a new Ref handle of id, owned by owner.
 func (t *borrowTable) add(id, owner string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.m == nil {
-		t.m = map[string]*borrow{}
-	}
-	b := t.m[id]
-	if b == nil {
-		b = &borrow{owner: owner}
-		t.m[id] = b
-	}
-	b.local++
+	t.entryLocked(id, owner).local++
 }
 
 // release drops a handle of id and reports whether the owner is now owed a
@@ -65,6 +80,9 @@ func (t *borrowTable) release(id string) (owner string, owed bool) {
 		return "", false
 	}
 	delete(t.m, id)
+	if !b.reported {
+		delete(t.fresh[b.owner], id)
+	}
 	return b.owner, b.reported
 }
 
@@ -72,15 +90,7 @@ func (t *borrowTable) release(id string) (owner string, owed bool) {
 func (t *borrowTable) escape(id, owner string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.m == nil {
-		t.m = map[string]*borrow{}
-	}
-	b := t.m[id]
-	if b == nil {
-		b = &borrow{owner: owner}
-		t.m[id] = b
-	}
-	b.escaped = true
+	t.entryLocked(id, owner).escaped = true
 }
 
 // report returns the objects of owner held here and not reported yet, and
@@ -88,9 +98,14 @@ func (t *borrowTable) escape(id, owner string) {
 func (t *borrowTable) report(owner string) []string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	var ids []string
-	for id, b := range t.m {
-		if b.owner == owner && !b.reported && (b.local > 0 || b.escaped) {
+	f := t.fresh[owner]
+	if len(f) == 0 {
+		return nil
+	}
+	delete(t.fresh, owner)
+	ids := make([]string, 0, len(f))
+	for id := range f {
+		if b := t.m[id]; b != nil && !b.reported {
 			b.reported = true
 			ids = append(ids, id)
 		}
@@ -159,9 +174,12 @@ func (cw *coreWorker) handleRefRemoved(ctx context.Context, req *wire.ObjectRefR
 	var locs []*wire.ObjectLoc
 	for _, id := range req.IDs {
 		o := t.objs[id]
-		if o == nil || o.borrowed <= 0 {
-			continue // freed by Free meanwhile, or not reported: nothing held
+		if o == nil {
+			continue // freed by Free meanwhile
 		}
+		// It may come before the reply that reported the borrow (another
+		// connection): the count goes below zero until the report lands,
+		// while the task, still pending here, holds the object.
 		o.borrowed--
 		if o.unreferenced() && o.ready() {
 			locs = t.freeLocked(id, o, reasonUnreferenced, locs)
