@@ -79,6 +79,7 @@ func (t *borrowTable) release(id string) (owner string, owed bool) {
 	if b.local--; b.local > 0 || b.escaped {
 		return "", false
 	}
+	// The last handle: owner is returned so the cached value goes too.
 	delete(t.m, id)
 	if !b.reported {
 		delete(t.fresh[b.owner], id)
@@ -123,10 +124,45 @@ func (cw *coreWorker) newBorrowHandle(id, owner string) *refHandle {
 }
 
 // releaseBorrow drops a borrowed handle, telling the owner once the last
-// one here is gone and the borrow was reported.
+// one here is gone and the borrow was reported; the value cached here goes
+// then too.
 func (cw *coreWorker) releaseBorrow(id string) {
-	if owner, owed := cw.borrows.release(id); owed {
+	owner, owed := cw.borrows.release(id)
+	if owner != "" {
+		cw.objects.dropCached(id)
+	}
+	if owed {
 		cw.refRemoved.add(cw, owner, id)
+	}
+}
+
+// held reports whether a Ref handle of borrowed object id lives here.
+func (t *borrowTable) held(id string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.m[id] != nil
+}
+
+// dropCached forgets a ready copy of an object another process owns
+// (fetched by a Get, a Wait or a task's argument), so a long-running
+// process does not keep every value it ever read. A Get that needs it
+// again fetches it again. Objects of this process are never dropped here:
+// their IDs cannot match (they carry this process's owner ID).
+func (t *objectTable) dropCached(id string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if o := t.objs[id]; o != nil && !o.counted && o.ready() && o.work == nil && len(o.watchers) == 0 {
+		delete(t.objs, id)
+	}
+}
+
+// dropArgs forgets the cached copies of a finished task's arguments that
+// other processes own and no Ref here holds.
+func (cw *coreWorker) dropArgs(args []wire.Arg) {
+	for _, a := range args {
+		if a.IsRef && a.Owner != cw.addr && !cw.borrows.held(a.RefID) {
+			cw.objects.dropCached(a.RefID)
+		}
 	}
 }
 

@@ -318,6 +318,7 @@ func (cw *coreWorker) run(ctx context.Context, spec *wire.TaskSpec, numArgs int,
 				cw.collectSoon()
 			}
 		}
+		cw.dropArgs(spec.Args)
 	}()
 	fail := cw.failure
 	if len(spec.Args) != numArgs {

@@ -385,3 +385,51 @@ func TestResultDroppedBeforeItsTaskEndsIsFreedOnArrival(t *testing.T) {
 	}
 	runtime.KeepAlive(kept)
 }
+
+// putSome puts n small values in the worker (which owns them) and returns
+// their refs.
+var putSome = Register1(func(ctx context.Context, n int) ([]Ref[int], error) {
+	refs := make([]Ref[int], n)
+	for i := range refs {
+		r, err := Put(ctx, i*i)
+		if err != nil {
+			return nil, err
+		}
+		refs[i] = r
+	}
+	return refs, nil
+})
+
+// A process forgets the values it fetched from other owners once it holds
+// no Ref to them: a long-running driver does not keep every value it read.
+func TestBorrowedValuesAreNotCachedForever(t *testing.T) {
+	startCluster(t, 1, nil)
+	ctx := ctxT(t)
+	cw, _ := current()
+	var ids []string
+	func() {
+		refs, err := putSome.Remote(ctx, 5).Get(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		vals, err := GetAll(ctx, refs)
+		if err != nil || len(vals) != 5 || vals[4] != 16 {
+			t.Fatalf("values owned by the worker: %v, %v", vals, err)
+		}
+		for _, r := range refs {
+			if cw.objects.get(r.ID()) == nil {
+				t.Fatalf("object %s was not cached while its ref is held", r.ID())
+			}
+			ids = append(ids, r.ID())
+		}
+	}()
+	testutil.Until(t, 10*time.Second, "the fetched values are dropped with their refs", func() error {
+		runtime.GC()
+		for _, id := range ids {
+			if cw.objects.get(id) != nil {
+				return fmt.Errorf("object %s is still cached", id)
+			}
+		}
+		return nil
+	})
+}
