@@ -77,6 +77,7 @@ type objectService struct {
 	selfAddr string // the node's RPC address: an object "on" it is never pulled
 	nodeName string
 	pulls    singleflight.Group // one pull per object key at a time; concurrent callers share it
+	copies   copyHolders        // which nodes pulled this node's objects, and pulls in flight (objfree.go)
 }
 
 func (n *Node) objectEndpoints() {
@@ -107,6 +108,7 @@ func (n *Node) objectEndpoints() {
 	})
 	rpc.Handle(n.rpcServer, wire.MethodObjectLocate, o.locate)
 	rpc.Handle(n.rpcServer, wire.MethodObjectRead, o.read)
+	rpc.Handle(n.rpcServer, wire.MethodObjectFree, n.objectFree)
 }
 
 // read answers a chunk of a sealed object as a bulk result (a bare
@@ -120,6 +122,9 @@ func (o *objectService) read(ctx context.Context, r *wire.ObjectReadRequest) (*r
 			code = wire.CodeBadInput
 		}
 		return nil, &rpc.Error{Code: code, Message: fmt.Sprintf("node %s: %v", o.nodeName, err)}
+	}
+	if r.Offset == 0 && r.Puller != "" {
+		o.copies.note(o.store, r.Key, r.Puller)
 	}
 	return &rpc.Bulk{Data: view, Release: release}, nil
 }
@@ -165,6 +170,7 @@ func (o *objectService) pull(ctx context.Context, from wire.ObjectLoc) error {
 		}
 		return err
 	}
+	o.copies.startPull(from.Key)
 	sem := make(chan struct{}, pullInFlight)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
@@ -185,7 +191,7 @@ func (o *objectService) pull(ctx context.Context, from wire.ObjectLoc) error {
 			// on never-used arena space cost more than the copy.
 			o.store.Prefault(chunk)
 			got, err := o.peers.CallInto(ctx, from.NodeAddr, wire.MethodObjectRead,
-				&wire.ObjectReadRequest{Key: from.Key, Offset: off, Length: length}, chunk)
+				&wire.ObjectReadRequest{Key: from.Key, Offset: off, Length: length, Puller: o.selfAddr}, chunk)
 			if err == nil && int64(got) != length {
 				err = fmt.Errorf("short chunk: %d of %d bytes", got, length)
 			}
@@ -201,6 +207,9 @@ func (o *objectService) pull(ctx context.Context, from wire.ObjectLoc) error {
 	// Every call has returned, so nothing writes into dst any more (CallInto
 	// waits for an answer already arriving) and Abort may free it.
 	wg.Wait()
+	if o.copies.endPull(from.Key) && first == nil {
+		first = fmt.Errorf("its owner freed it meanwhile")
+	}
 	if first != nil {
 		_ = o.store.Abort(from.Key)
 		return fmt.Errorf("pull object %s (%d bytes) from %s: %w", from.Key, from.Size, from.NodeAddr, first)

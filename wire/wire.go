@@ -44,7 +44,24 @@ const (
 	// enclosing map), which the node writes straight from its arena and the
 	// puller reads straight into its own (rpc.Bulk, rpc.Client.CallInto).
 	MethodObjectRead = "Obj.Read"
+	// MethodObjectFree: an object's owner → the node holding its primary
+	// copy, once no reference to it is left (Ray's owner-driven free); that
+	// node deletes it and passes the request on, FromNode set, to the nodes
+	// that pulled a secondary copy. Keys not present are skipped, so a free
+	// is idempotent. ObjectFreeRequest → Empty.
+	MethodObjectFree = "Obj.Free"
 )
+
+// MaxFreeKeys is the most keys one ObjectFreeRequest may name.
+const MaxFreeKeys = 4096
+
+// ObjectFreeRequest names objects (store keys, job ID / object ID) to
+// delete from a node's store, at most MaxFreeKeys. FromNode marks a request
+// a node passed on to a holder of secondary copies (not passed on again).
+type ObjectFreeRequest struct {
+	Keys     []string
+	FromNode bool
+}
 
 // ObjectLoc names a large object's primary copy: its store key (job ID /
 // object ID), the node holding it, and its size in bytes.
@@ -74,11 +91,14 @@ type ObjectLocateRequest struct{ Loc ObjectLoc }
 
 // ObjectReadRequest asks for Length bytes of a sealed object from Offset
 // (the server caps a chunk at 16 MiB); the answer is shorter only where the
-// object ends.
+// object ends. Puller is the RPC address of the node pulling a secondary
+// copy (empty from older nodes): the serving node remembers it, from the
+// chunk at Offset 0, to pass an Obj.Free on to it.
 type ObjectReadRequest struct {
 	Key    string
 	Offset int64
 	Length int64
+	Puller string
 }
 
 // Methods served by every core worker (drivers and worker processes).
@@ -95,7 +115,17 @@ const (
 	// objects is ready and return every ready one. ObjectGetManyRequest →
 	// ObjectGetManyReply.
 	MethodObjectGetMany = "Object.GetMany"
+	// MethodObjectRefRemoved: borrower → owner: the borrower let go of
+	// objects it reported as Borrowed in a task's reply (Ray's
+	// WaitForRefRemoved answer). ObjectRefRemovedRequest → Empty.
+	MethodObjectRefRemoved = "Object.RefRemoved"
 )
+
+// ObjectRefRemovedRequest names objects (at most MaxFreeKeys) whose
+// borrower let go of them, once per Borrowed report.
+type ObjectRefRemovedRequest struct {
+	IDs []string
+}
 
 // Empty is the body of calls that carry nothing.
 type Empty struct{}
@@ -296,6 +326,12 @@ type PushTaskReply struct {
 	// arguments and results included; the owner pipelines only tasks of a
 	// shape known to be short.
 	RunNanos int64 `msgpack:",omitempty"`
+	// Borrowed are objects of the task's owner that the worker process
+	// still holds refs to when the task returns (refs nested in its
+	// arguments, kept): the owner keeps each until the worker sends
+	// Object.RefRemoved for it (Ray's borrower protocol). An object the
+	// worker passed on to other processes is never removed.
+	Borrowed []string `msgpack:",omitempty"`
 }
 
 // TaskFailure is an application error or panic raised by a task.
@@ -339,4 +375,8 @@ type ObjectGetReply struct {
 	TaskName string
 	NotReady bool
 	Lost     string // non-empty: the object is gone, and why
+	// Freed is set with Lost when the owner freed the object (no reference
+	// to it was left, or worker.Free): the borrower's Get reports an
+	// ObjectFreedError rather than a loss.
+	Freed bool
 }

@@ -214,10 +214,16 @@ func createActor[T any](ctx context.Context, c actorClass, args ...any) (ActorHa
 		return h, err
 	}
 	o := c.opts
-	wargs, err := cw.encodeArgs(ctx, "actor", c.class, args)
+	wargs, nested, err := cw.encodeArgs(ctx, "actor", c.class, args)
 	if err != nil {
 		return h, err
 	}
+	// A restart runs the constructor again with the same arguments: they
+	// are kept until the job ends.
+	for _, id := range append(cw.ownedArgs(wargs), nested...) {
+		cw.objects.pin(id)
+	}
+	runtime.KeepAlive(args)
 	ns := o.namespace
 	if ns == "" {
 		ns = cw.namespace

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"runtime"
 	"slices"
 	"sync"
 	"syscall"
@@ -118,7 +119,7 @@ func callActor[R any](ctx context.Context, actorID, class, method string, args .
 	taskID := cw.newTaskID()
 	id := returnID(taskID, 0)
 	name := shortName(method)
-	wargs, err := cw.encodeArgs(ctx, "call", name, args)
+	wargs, nested, err := cw.encodeArgs(ctx, "call", name, args)
 	if err != nil {
 		return Ref[R]{err: err}
 	}
@@ -126,12 +127,14 @@ func callActor[R any](ctx context.Context, actorID, class, method string, args .
 		Function: method, Args: wargs, NumReturns: 1, Owner: cw.addr}}
 	if ctx.Err() != nil {
 		call.fail(cw, cancelledErr(&call.spec, context.Cause(ctx)))
-		return Ref[R]{id: id, owner: cw.addr}
+		return ownedRef[R](cw, id)
 	}
-	cw.objects.pendingFor([]string{id}, call)
+	cw.freeOnce.Do(func() { cw.objects.setOnFree(cw.queueFree) })
+	cw.objects.pendingFor([]string{id}, call, append(cw.ownedArgs(wargs), nested...))
+	runtime.KeepAlive(args) // their handles held the objects until the call did
 	call.watch(ctx, func(cause error) { _ = call.cancel(cw.ctx, false, cause) })
 	call.conn.enqueue(call)
-	return Ref[R]{id: id, owner: cw.addr}
+	return ownedRef[R](cw, id)
 }
 
 // actorCaller holds this process's connections to the actors it calls.
@@ -380,6 +383,9 @@ func (c *actorConn) push(callCtx context.Context, info *wire.ActorInfo, session 
 	} else {
 		err = cw.pool.Call(callCtx, info.WorkerAddr, wire.MethodActorCall, &wire.ActorCallRequest{ActorID: c.id, Incarnation: info.Incarnation,
 			Session: session, Seq: seq, Spec: call.spec}, &rep)
+	}
+	if err == nil && len(rep.Borrowed) > 0 {
+		cw.objects.addBorrowed(rep.Borrowed) // before the call's arguments are released
 	}
 	nodeLost := err != nil && callCtx.Err() != nil
 	c.mu.Lock()

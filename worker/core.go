@@ -52,6 +52,13 @@ type coreWorker struct {
 	actor   atomic.Pointer[actorInstance] // in an actor's worker: the actor it runs
 	counter atomic.Uint64
 	arena   arena
+	// freeOnce hands objects the deletes of freed stored copies
+	// (refcount.go), which frees batches and sends.
+	freeOnce   sync.Once
+	frees      batchQueue      // Obj.Free per node
+	borrows    borrowTable     // objects of other processes this one holds refs to
+	refRemoved refRemovedQueue // Object.RefRemoved per owner
+	gcPending  atomic.Bool     // collectSoon's collection is scheduled
 	// stopEmbedded stops the node Init started in this process (nil when
 	// it connected to a running one).
 	stopEmbedded func()
@@ -101,6 +108,7 @@ func (cw *coreWorker) serve(ip string) error {
 	cw.server = rpc.NewServer(cw.logger.With("component", "rpc"), wire.ProtocolVersion)
 	rpc.Handle(cw.server, wire.MethodObjectGet, cw.handleObjectGet)
 	rpc.Handle(cw.server, wire.MethodObjectGetMany, cw.handleObjectGetMany)
+	rpc.Handle(cw.server, wire.MethodObjectRefRemoved, cw.handleRefRemoved)
 	if cw.isWorker {
 		rpc.Handle(cw.server, wire.MethodPushTask, cw.handlePushTask)
 		rpc.Handle(cw.server, wire.MethodLeaseRevoke, cw.handleLeaseRevoke)
@@ -154,6 +162,9 @@ func (cw *coreWorker) getValue(ctx context.Context, id, owner string) ([]byte, e
 	o := cw.objects.get(id)
 	if o == nil {
 		if owner == cw.addr || owner == "" {
+			if why := cw.objects.freedReason(id); why != "" {
+				return nil, &ObjectFreedError{ObjectID: id, Owner: cw.addr, Reason: why}
+			}
 			return nil, &ObjectLostError{ObjectID: id, Reason: "this process owns no object with that ID"}
 		}
 		cw.prefetch(1, func(int) (string, string) { return id, owner })
@@ -179,7 +190,8 @@ func (cw *coreWorker) getValue(ctx context.Context, id, owner string) ([]byte, e
 func (cw *coreWorker) handleObjectGet(ctx context.Context, req *wire.ObjectGetRequest) (*wire.ObjectGetReply, error) {
 	o := cw.objects.get(req.ID)
 	if o == nil {
-		return &wire.ObjectGetReply{Lost: unknownToOwner}, nil
+		rep := cw.unknownReply(req.ID)
+		return &rep, nil
 	}
 	if req.WaitMillis > 0 {
 		wctx, cancel := context.WithTimeout(ctx, time.Duration(req.WaitMillis)*time.Millisecond)
@@ -195,6 +207,15 @@ func (cw *coreWorker) handleObjectGet(ctx context.Context, req *wire.ObjectGetRe
 
 // unknownToOwner is an owner's Lost reason for an object it does not know.
 const unknownToOwner = "its owner does not know it (freed, or never created)"
+
+// unknownReply answers a borrower's get of an object not in the table:
+// freed (Freed, with why) or unknown.
+func (cw *coreWorker) unknownReply(id string) wire.ObjectGetReply {
+	if why := cw.objects.freedReason(id); why != "" {
+		return wire.ObjectGetReply{Lost: why, Freed: true}
+	}
+	return wire.ObjectGetReply{Lost: unknownToOwner}
+}
 
 // reply is a ready object as Object.Get and Object.GetMany answer it.
 func (o *object) reply() wire.ObjectGetReply {

@@ -62,6 +62,7 @@ func TestTypedErrorsMatchTheirSentinels(t *testing.T) {
 		{&ActorDiedError{ActorID: "a"}, []error{ErrActorDied}},
 		{&WorkerCrashedError{TaskName: "t"}, []error{ErrWorkerCrashed}},
 		{&ObjectLostError{ObjectID: "o"}, []error{ErrObjectLost}},
+		{&ObjectFreedError{ObjectID: "o"}, []error{ErrObjectLost}},
 	} {
 		wrapped := fmt.Errorf("get: %w", c.err)
 		for _, w := range c.want {

@@ -310,6 +310,16 @@ func (cw *coreWorker) resolveArgs(ctx context.Context, in []wire.Arg) ([][]byte,
 // run resolves spec's arguments, invokes inv (recovering a panic) and
 // stores results over the inline limit in the node's object store.
 func (cw *coreWorker) run(ctx context.Context, spec *wire.TaskSpec, numArgs int, inv invoker) (rep *wire.PushTaskReply) {
+	defer func() {
+		// Runs last: refs of the owner this process still holds (an actor
+		// keeping refs from its arguments) are reported, as Ray's borrowers.
+		if rep != nil {
+			if rep.Borrowed = cw.borrows.report(spec.Owner); len(rep.Borrowed) > 0 {
+				cw.collectSoon()
+			}
+		}
+		cw.dropArgs(spec.Args)
+	}()
 	fail := cw.failure
 	if len(spec.Args) != numArgs {
 		return fail(fmt.Sprintf("%s takes %d arguments, got %d", spec.Function, numArgs, len(spec.Args)), "", false)

@@ -70,6 +70,8 @@ func (cw *coreWorker) fetchFrom(owner string, ids []string) {
 			switch {
 			case r.NotReady:
 				rest = append(rest, id)
+			case r.Lost != "" && r.Freed:
+				cw.objects.complete(id, nil, &ObjectFreedError{ObjectID: id, Owner: owner, Reason: r.Lost})
 			case r.Lost != "":
 				cw.objects.complete(id, nil, &ObjectLostError{ObjectID: id, Reason: r.Lost})
 			case r.Loc != nil && r.Error == nil:
@@ -119,7 +121,7 @@ func (cw *coreWorker) handleObjectGetMany(ctx context.Context, req *wire.ObjectG
 		o := cw.objects.get(oid)
 		switch {
 		case o == nil:
-			out.Lost = unknownToOwner
+			*out = cw.unknownReply(oid)
 		case !o.ready() || (sent && int64(len(o.value)) > budget):
 			out.NotReady = true
 		default:

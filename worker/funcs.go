@@ -275,65 +275,65 @@ func (f Func2x2[A, B, R1, R2]) Options(opts ...Option) (Func2x2[A, B, R1, R2], e
 // Remote submits a call and returns a ref to its result.
 func (f Func0[R]) Remote(ctx context.Context) Ref[R] {
 	ids, owner, err := submit(ctx, f.remote, 1)
-	return Ref[R]{id: ids[0], owner: owner, err: err}
+	return resultRef[R](ids[0], owner, err)
 }
 
 // Remote submits a call with a plain argument.
 func (f Func1[A, R]) Remote(ctx context.Context, a A) Ref[R] {
 	ids, owner, err := submit(ctx, f.remote, 1, a)
-	return Ref[R]{id: ids[0], owner: owner, err: err}
+	return resultRef[R](ids[0], owner, err)
 }
 
 // RemoteArgs submits a call whose argument may be a Ref[A].
 func (f Func1[A, R]) RemoteArgs(ctx context.Context, a Arg[A]) Ref[R] {
 	ids, owner, err := submit(ctx, f.remote, 1, argOf(a))
-	return Ref[R]{id: ids[0], owner: owner, err: err}
+	return resultRef[R](ids[0], owner, err)
 }
 
 // Remote submits a call with plain arguments.
 func (f Func2[A, B, R]) Remote(ctx context.Context, a A, b B) Ref[R] {
 	ids, owner, err := submit(ctx, f.remote, 1, a, b)
-	return Ref[R]{id: ids[0], owner: owner, err: err}
+	return resultRef[R](ids[0], owner, err)
 }
 
 // RemoteArgs submits a call whose arguments may be refs.
 func (f Func2[A, B, R]) RemoteArgs(ctx context.Context, a Arg[A], b Arg[B]) Ref[R] {
 	ids, owner, err := submit(ctx, f.remote, 1, argOf(a), argOf(b))
-	return Ref[R]{id: ids[0], owner: owner, err: err}
+	return resultRef[R](ids[0], owner, err)
 }
 
 // Remote submits a call with plain arguments.
 func (f Func3[A, B, C, R]) Remote(ctx context.Context, a A, b B, c C) Ref[R] {
 	ids, owner, err := submit(ctx, f.remote, 1, a, b, c)
-	return Ref[R]{id: ids[0], owner: owner, err: err}
+	return resultRef[R](ids[0], owner, err)
 }
 
 // RemoteArgs submits a call whose arguments may be refs.
 func (f Func3[A, B, C, R]) RemoteArgs(ctx context.Context, a Arg[A], b Arg[B], c Arg[C]) Ref[R] {
 	ids, owner, err := submit(ctx, f.remote, 1, argOf(a), argOf(b), argOf(c))
-	return Ref[R]{id: ids[0], owner: owner, err: err}
+	return resultRef[R](ids[0], owner, err)
 }
 
 // Remote submits a call and returns a ref for each result.
 func (f Func1x2[A, R1, R2]) Remote(ctx context.Context, a A) (Ref[R1], Ref[R2]) {
 	ids, owner, err := submit(ctx, f.remote, 2, a)
-	return Ref[R1]{id: ids[0], owner: owner, err: err}, Ref[R2]{id: ids[1], owner: owner, err: err}
+	return resultRef[R1](ids[0], owner, err), resultRef[R2](ids[1], owner, err)
 }
 
 // RemoteArgs submits a call whose argument may be a ref.
 func (f Func1x2[A, R1, R2]) RemoteArgs(ctx context.Context, a Arg[A]) (Ref[R1], Ref[R2]) {
 	ids, owner, err := submit(ctx, f.remote, 2, argOf(a))
-	return Ref[R1]{id: ids[0], owner: owner, err: err}, Ref[R2]{id: ids[1], owner: owner, err: err}
+	return resultRef[R1](ids[0], owner, err), resultRef[R2](ids[1], owner, err)
 }
 
 // Remote submits a call and returns a ref for each result.
 func (f Func2x2[A, B, R1, R2]) Remote(ctx context.Context, a A, b B) (Ref[R1], Ref[R2]) {
 	ids, owner, err := submit(ctx, f.remote, 2, a, b)
-	return Ref[R1]{id: ids[0], owner: owner, err: err}, Ref[R2]{id: ids[1], owner: owner, err: err}
+	return resultRef[R1](ids[0], owner, err), resultRef[R2](ids[1], owner, err)
 }
 
 // RemoteArgs submits a call whose arguments may be refs.
 func (f Func2x2[A, B, R1, R2]) RemoteArgs(ctx context.Context, a Arg[A], b Arg[B]) (Ref[R1], Ref[R2]) {
 	ids, owner, err := submit(ctx, f.remote, 2, argOf(a), argOf(b))
-	return Ref[R1]{id: ids[0], owner: owner, err: err}, Ref[R2]{id: ids[1], owner: owner, err: err}
+	return resultRef[R1](ids[0], owner, err), resultRef[R2](ids[1], owner, err)
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/nodeup/nodeup/objstore"
 	"github.com/nodeup/nodeup/wire"
@@ -62,8 +63,20 @@ func (cw *coreWorker) storeLarge(ctx context.Context, id string, parts ...[]byte
 	}
 	key := cw.jobID + "/" + id
 	var loc wire.ObjectLocation
-	if err := cw.pool.Call(ctx, cw.nodeAddr, wire.MethodObjectCreate, &wire.ObjectCreateRequest{Key: key, Size: size}, &loc); err != nil {
-		return nil, fmt.Errorf("store object %s (%d bytes): %w", id, size, err)
+	var start time.Time
+	for attempt := 0; ; attempt++ {
+		err := cw.pool.Call(ctx, cw.nodeAddr, wire.MethodObjectCreate, &wire.ObjectCreateRequest{Key: key, Size: size}, &loc)
+		if err == nil {
+			break
+		}
+		if start.IsZero() {
+			start = time.Now()
+		}
+		// Full: objects this process no longer references may be waiting
+		// for the garbage collector or for their deletes to arrive.
+		if !storeFull(err) || !cw.reclaim(ctx, start, attempt) {
+			return nil, fmt.Errorf("store object %s (%d bytes): %w", id, size, err)
+		}
 	}
 	where := objstore.Location{Offset: loc.Offset, Size: loc.Size}
 	view, err := cw.arena.rw.Slice(where)

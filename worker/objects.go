@@ -20,6 +20,23 @@ type object struct {
 	// object, until the object is ready (for Cancel); guarded by
 	// objectTable.mu.
 	work work
+
+	// Reference counts of an object this process owns (Ray's
+	// ReferenceCounter), guarded by objectTable.mu: counted is set once a
+	// local handle or a submitted task refers to it, and then it is freed
+	// when both counts are zero and it is ready, unless pinned (nested in a
+	// Put value or a result, whose borrowers are not tracked: kept until
+	// the job ends), counting borrowers too (borrow.go). args are the owned objects the task making
+	// this object takes as arguments: released when it is ready.
+	counted   bool
+	pinned    bool
+	local     int
+	submitted int
+	borrowed  int // borrowers' reports not yet matched by a RefRemoved
+	args      []string
+	// freeReason is set by Free on an object not ready yet: it is freed,
+	// whatever its counts, once ready.
+	freeReason string
 }
 
 // watcher is one position in a Wait (or a borrower's batch get) that is told
@@ -35,6 +52,14 @@ type watcher struct {
 type objectTable struct {
 	mu   sync.Mutex
 	objs map[string]*object
+	// freed remembers the IDs of the last maxFreedKept objects freed here,
+	// and why, so a late Get names the free (ObjectFreedError);
+	// freedOrder is its keys, oldest first.
+	freed      map[string]string
+	freedOrder []string
+	// onFree is told the stored copies of freed objects (set once by the
+	// core worker; nil in unit tests).
+	onFree func(locs []*wire.ObjectLoc)
 }
 
 func newObjectTable() *objectTable { return &objectTable{objs: map[string]*object{}} }
@@ -55,13 +80,28 @@ func (t *objectTable) pendingLocked(id string) *object {
 	return o
 }
 
-// pendingFor adds the objects that w will produce (its return objects).
-func (t *objectTable) pendingFor(ids []string, w work) {
+// pendingFor adds the objects that w will produce (its return objects),
+// and holds args, the objects of this process w takes as arguments, until
+// they are ready (Ray's submitted-task references). An argument already
+// freed is skipped (the task then reports it).
+func (t *objectTable) pendingFor(ids []string, w work, args []string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for _, id := range ids {
 		t.pendingLocked(id).work = w
 	}
+	if len(args) == 0 || len(ids) == 0 {
+		return
+	}
+	held := make([]string, 0, len(args))
+	for _, a := range args {
+		if o := t.objs[a]; o != nil {
+			o.counted = true
+			o.submitted++
+			held = append(held, a)
+		}
+	}
+	t.objs[ids[0]].args = held
 }
 
 // workOf returns what produces object id, or nil once it is ready (or
@@ -113,6 +153,15 @@ func (t *objectTable) finish(name string, ids []string, returns [][]byte, stored
 
 func (t *objectTable) set(id string, value []byte, loc *wire.ObjectLoc, err error) {
 	t.mu.Lock()
+	if _, gone := t.freed[id]; gone && t.objs[id] == nil {
+		// Freed already (a late outcome: a cancel racing the result): its
+		// stored copy, if any, goes too.
+		t.mu.Unlock()
+		if loc != nil && t.onFree != nil {
+			t.onFree([]*wire.ObjectLoc{loc})
+		}
+		return
+	}
 	o := t.pendingLocked(id)
 	if o.ready() {
 		t.mu.Unlock()
@@ -126,9 +175,30 @@ func (t *objectTable) set(id string, value []byte, loc *wire.ObjectLoc, err erro
 	o.watchers = nil
 	w := o.work
 	o.work = nil
+	var locs []*wire.ObjectLoc
+	if o.freeReason != "" || o.unreferenced() {
+		why := o.freeReason
+		if why == "" {
+			why = reasonUnreferenced
+		}
+		locs = t.freeLocked(id, o, why, locs)
+	}
+	args := o.args
+	o.args = nil
+	for _, a := range args {
+		if ao := t.objs[a]; ao != nil {
+			ao.submitted--
+			if ao.unreferenced() && ao.ready() {
+				locs = t.freeLocked(a, ao, reasonUnreferenced, locs)
+			}
+		}
+	}
 	t.mu.Unlock()
 	if w != nil {
 		w.finished()
+	}
+	if len(locs) > 0 && t.onFree != nil {
+		t.onFree(locs)
 	}
 }
 
@@ -138,6 +208,7 @@ func (t *objectTable) clear() {
 	t.mu.Lock()
 	objs := t.objs
 	t.objs = map[string]*object{}
+	t.freed, t.freedOrder = nil, nil
 	t.mu.Unlock()
 	for _, o := range objs {
 		if o.work != nil {

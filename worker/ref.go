@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"runtime"
 	"time"
 
 	"github.com/vmihailenco/msgpack/v5"
@@ -19,10 +20,16 @@ type ObjectRef interface {
 // Ref is a typed object ref: a future for a value of type T produced by a
 // task or Put. Refs may be passed to tasks (as arguments, resolved before the
 // task runs, or nested inside values, passed as refs) and to other processes.
+//
+// The owner frees the object once no Ref to it is left (Release, Free, or
+// every copy of the Ref unreachable and collected) and no task taking it as
+// an argument is pending; see Release and docs/go-api.md for the lifetime
+// rules. Copies of a Ref share one handle: releasing one releases all.
 type Ref[T any] struct {
 	id    string
 	owner string
-	err   error // a submission error (bad option), reported by Get
+	err   error      // a submission error (bad option), reported by Get
+	h     *refHandle // the local reference, for refs this process owns (nil otherwise)
 }
 
 // ID returns the object ID.
@@ -35,12 +42,35 @@ func (r Ref[T]) Owner() string { return r.owner }
 func (r Ref[T]) String() string { return fmt.Sprintf("Ref(%s)", r.id) }
 
 // EncodeMsgpack writes the ref as [id, owner], so refs nested in values
-// travel as refs.
-func (r Ref[T]) EncodeMsgpack(enc *msgpack.Encoder) error { return encodePair(enc, r.id, r.owner) }
+// travel as refs. A ref this process owns encoded into a task's or actor
+// call's argument is held until the task returns, then by the borrowers
+// that kept it; one encoded into a Put value or a result, or a borrowed ref
+// passed on, is kept until the job ends.
+func (r Ref[T]) EncodeMsgpack(enc *msgpack.Encoder) error {
+	if r.h != nil {
+		noteEncoded(enc, r.h.st.cw, r.id, r.owner)
+	} else if cw, err := current(); err == nil {
+		noteEncoded(enc, cw, r.id, r.owner)
+	}
+	return encodePair(enc, r.id, r.owner)
+}
 
-// DecodeMsgpack reads what EncodeMsgpack wrote.
+// DecodeMsgpack reads what EncodeMsgpack wrote. The ref gets a local
+// handle of its own: a reference of the owner when this process owns it (it
+// came back nested in a value), else a borrow, which the owner learns of
+// from the reply of the task that brought it here.
 func (r *Ref[T]) DecodeMsgpack(dec *msgpack.Decoder) (err error) {
 	r.id, r.owner, err = decodePair(dec, "object ref: want [id, owner]")
+	r.h = nil
+	if err == nil && r.owner != "" && r.id != "" {
+		if cw, cerr := current(); cerr == nil {
+			if cw.addr == r.owner {
+				r.h = cw.newHandle(r.id)
+			} else {
+				r.h = cw.newBorrowHandle(r.id, r.owner)
+			}
+		}
+	}
 	return err
 }
 
@@ -74,7 +104,11 @@ func decodePair(dec *msgpack.Decoder, want string) (a, b string, err error) {
 
 // Get waits for the value (honouring ctx's deadline) and returns it, or the
 // task's error (*TaskError, *WorkerCrashedError, *InfeasibleError,
-// *ObjectLostError), as ray.get.
+// *ObjectLostError, *ObjectFreedError once the object was freed), as
+// ray.get. A large []byte comes back as a read-only view of the node's
+// object store, valid while a Ref to the object is kept (not released nor
+// collected: use runtime.KeepAlive(ref) after the last read if the Ref is
+// not used any more).
 func (r Ref[T]) Get(ctx context.Context) (T, error) {
 	var zero T
 	if r.err != nil {
@@ -90,7 +124,11 @@ func (r Ref[T]) Get(ctx context.Context) (T, error) {
 // get is Get with the process's core worker in hand.
 func (r Ref[T]) get(ctx context.Context, cw *coreWorker) (T, error) {
 	var zero T
+	if r.released() {
+		return zero, &ObjectFreedError{ObjectID: r.id, Owner: r.owner, Reason: reasonReleased}
+	}
 	b, err := cw.getValue(ctx, r.id, r.owner)
+	runtime.KeepAlive(r.h) // the object stays while its value is read
 	if err != nil {
 		return zero, err
 	}
@@ -151,7 +189,7 @@ func Put[T any](ctx context.Context, v T) (Ref[T], error) {
 			return Ref[T]{}, fmt.Errorf("put %T: %w", v, err)
 		}
 		cw.objects.completeLoc(id, loc)
-		return Ref[T]{id: id, owner: cw.addr}, nil
+		return ownedRef[T](cw, id), nil
 	}
 	b, err := msgpack.Marshal(v)
 	if err != nil {
@@ -166,7 +204,7 @@ func Put[T any](ctx context.Context, v T) (Ref[T], error) {
 	} else {
 		cw.objects.complete(id, b, nil)
 	}
-	return Ref[T]{id: id, owner: cw.addr}, nil
+	return ownedRef[T](cw, id), nil
 }
 
 // Wait returns once numReturns of refs are ready or timeout passes (or ctx

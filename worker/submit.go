@@ -4,12 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/nodeup/nodeup/rpc"
 	"github.com/nodeup/nodeup/sched"
@@ -157,10 +156,11 @@ func submit(ctx context.Context, f remote, numReturns int, args ...any) ([]strin
 	if ctx.Err() != nil {
 		return fail(cancelledErr(&spec, context.Cause(ctx)))
 	}
-	wargs, err := cw.encodeArgs(ctx, "submit", name, args)
+	wargs, nested, err := cw.encodeArgs(ctx, "submit", name, args)
 	if err != nil {
 		return fail(err)
 	}
+	cw.freeOnce.Do(func() { cw.objects.setOnFree(cw.queueFree) })
 	spec.Args = wargs
 	t := &pendingTask{sub: cw.sub, ids: ids, opts: opts, spec: spec}
 	// Refs this process owns that were not ready to inline: wait for them.
@@ -170,7 +170,8 @@ func submit(ctx context.Context, f remote, numReturns int, args ...any) ([]strin
 			deps = append(deps, i)
 		}
 	}
-	cw.objects.pendingFor(ids, t)
+	cw.objects.pendingFor(ids, t, append(cw.ownedArgs(wargs), nested...))
+	runtime.KeepAlive(args) // their handles held the objects until the task did
 	cw.sub.watchCtx(ctx, t)
 	if len(deps) == 0 {
 		cw.sub.enqueue(t)
@@ -184,9 +185,14 @@ func submit(ctx context.Context, f remote, numReturns int, args ...any) ([]strin
 // one this process owns travels inline), values are msgpack-encoded, and
 // values over the inline limit go to the object store and travel as refs.
 // Errors begin with verb and name ("submit square: ..."), built only then.
-func (cw *coreWorker) encodeArgs(ctx context.Context, verb, name string, args []any) ([]wire.Arg, error) {
-	out := make([]wire.Arg, len(args))
+// nested are the IDs of refs this process owns found inside the values.
+func (cw *coreWorker) encodeArgs(ctx context.Context, verb, name string, args []any) (out []wire.Arg, nested []string, err error) {
+	out = make([]wire.Arg, len(args))
 	for i, a := range args {
+		if r, ok := a.(interface{ released() bool }); ok && r.released() {
+			return nil, nil, fmt.Errorf("%s %s: argument %d: %w", verb, name, i,
+				&ObjectFreedError{ObjectID: a.(ObjectRef).ID(), Owner: a.(ObjectRef).Owner(), Reason: reasonReleased})
+		}
 		if r, ok := a.(ObjectRef); ok {
 			if o := cw.objects.get(r.ID()); o != nil && o.ready() && o.err == nil && o.loc == nil {
 				out[i] = wire.Arg{Inline: o.value}
@@ -195,15 +201,16 @@ func (cw *coreWorker) encodeArgs(ctx context.Context, verb, name string, args []
 			out[i] = wire.Arg{IsRef: true, RefID: r.ID(), Owner: r.Owner()}
 			continue
 		}
-		b, err := msgpack.Marshal(a)
+		b, in, err := marshalArg(a)
 		if err != nil {
-			return nil, fmt.Errorf("%s %s: encode argument %d (%T): %w", verb, name, i, a, err)
+			return nil, nil, fmt.Errorf("%s %s: encode argument %d (%T): %w", verb, name, i, a, err)
 		}
+		nested = append(nested, in...)
 		if len(b) > inlineMax {
 			id := cw.newObjectID("a")
 			loc, err := cw.storeLarge(ctx, id, b)
 			if err != nil {
-				return nil, fmt.Errorf("%s %s: argument %d: %w", verb, name, i, err)
+				return nil, nil, fmt.Errorf("%s %s: argument %d: %w", verb, name, i, err)
 			}
 			cw.objects.completeLoc(id, loc)
 			out[i] = wire.Arg{IsRef: true, RefID: id, Owner: cw.addr}
@@ -211,7 +218,19 @@ func (cw *coreWorker) encodeArgs(ctx context.Context, verb, name string, args []
 		}
 		out[i] = wire.Arg{Inline: b}
 	}
-	return out, nil
+	return out, nested, nil
+}
+
+// ownedArgs returns the IDs of the objects of this process that wargs pass
+// by ref: the task holds them until it finishes.
+func (cw *coreWorker) ownedArgs(wargs []wire.Arg) []string {
+	var ids []string
+	for _, a := range wargs {
+		if a.IsRef && a.Owner == cw.addr {
+			ids = append(ids, a.RefID)
+		}
+	}
+	return ids
 }
 
 // resolveThenEnqueue waits for arguments this process owns and inlines their
@@ -434,6 +453,11 @@ func (s *submitter) push(q *keyQueue, l *heldLease, t *pendingTask, pipelined bo
 	var rep wire.PushTaskReply
 	err := s.cw.pool.Call(l.ctx, l.rep.WorkerAddr, wire.MethodPushTask,
 		&wire.PushTaskRequest{LeaseID: l.rep.LeaseID, Spec: t.spec, Pipelined: pipelined}, &rep)
+	if err == nil && len(rep.Borrowed) > 0 {
+		// Before the arguments are released below: the object never drops
+		// to zero while the worker holds it.
+		s.cw.objects.addBorrowed(rep.Borrowed)
+	}
 	s.mu.Lock()
 	t.lease = nil
 	l.inflight--

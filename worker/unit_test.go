@@ -119,7 +119,7 @@ func TestWaitReturnsReadyInSubmissionOrder(t *testing.T) {
 
 func TestEncodeArgsErrorNamesTheCall(t *testing.T) {
 	cw := &coreWorker{objects: newObjectTable()}
-	_, err := cw.encodeArgs(context.Background(), "submit", "square", []any{1, make(chan int)})
+	_, _, err := cw.encodeArgs(context.Background(), "submit", "square", []any{1, make(chan int)})
 	if err == nil || !strings.HasPrefix(err.Error(), "submit square: encode argument 1 (chan int): ") {
 		t.Fatalf("encode error = %v, want it to begin with the call and name the argument", err)
 	}
