@@ -119,7 +119,7 @@ func (t *borrowTable) report(owner string) []string {
 func (cw *coreWorker) newBorrowHandle(id, owner string) *refHandle {
 	cw.borrows.add(id, owner)
 	h := &refHandle{st: &refState{cw: cw, id: id, borrowed: true}}
-	runtime.AddCleanup(h, (*refState).release, h.st)
+	runtime.AddCleanup(h, (*refState).collected, h.st)
 	return h
 }
 

@@ -106,9 +106,10 @@ func decodePair(dec *msgpack.Decoder, want string) (a, b string, err error) {
 // task's error (*TaskError, *WorkerCrashedError, *InfeasibleError,
 // *ObjectLostError, *ObjectFreedError once the object was freed), as
 // ray.get. A large []byte comes back as a read-only view of the node's
-// object store, valid while a Ref to the object is kept (not released nor
-// collected: use runtime.KeepAlive(ref) after the last read if the Ref is
-// not used any more).
+// object store: it stays valid until the Ref is released (Release, Free)
+// or the job ends. The object is then no longer freed when the garbage
+// collector finds the Ref unreachable, so call Release once done with the
+// view to free it sooner; other types are decoded copies and need no care.
 func (r Ref[T]) Get(ctx context.Context) (T, error) {
 	var zero T
 	if r.err != nil {
@@ -136,6 +137,11 @@ func (r Ref[T]) get(ctx context.Context, cw *coreWorker) (T, error) {
 	if p, ok := any(&v).(*[]byte); ok {
 		if view, ok := binView(b); ok {
 			*p = view // no copy: a view of the object (read-only for large ones)
+			if len(view) > inlineMax && r.h != nil {
+				// The view reads the store's bytes: keep the object while
+				// the program may hold it (refState.viewed).
+				r.h.st.viewed.Store(true)
+			}
 			return v, nil
 		}
 	}

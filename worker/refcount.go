@@ -51,6 +51,21 @@ type refState struct {
 	id       string
 	borrowed bool
 	released atomic.Bool
+	// viewed: Get handed out a []byte view of the object's bytes in the
+	// node's store. Nothing tells when such a view is dropped, so the
+	// garbage collector's cleanup leaves the reference held (the object
+	// stays until Release, Free or the job's end) rather than let the
+	// store reuse bytes the program may still read.
+	viewed atomic.Bool
+}
+
+// collected is the garbage collector's cleanup of a handle: it releases
+// the reference unless a view of the object was handed out.
+func (st *refState) collected() {
+	if st.viewed.Load() {
+		return
+	}
+	st.release()
 }
 
 // release drops the reference once, whoever calls first (Release, Free, or
@@ -75,7 +90,7 @@ func (cw *coreWorker) newHandle(id string) *refHandle {
 		return nil
 	}
 	h := &refHandle{st: &refState{cw: cw, id: id}}
-	runtime.AddCleanup(h, (*refState).release, h.st)
+	runtime.AddCleanup(h, (*refState).collected, h.st)
 	return h
 }
 
@@ -103,8 +118,11 @@ func resultRef[T any](id, owner string, err error) Ref[T] {
 // nested copy refers to the object, its owner frees it from every node's
 // store. A Get through a released Ref returns *ObjectFreedError. Releasing
 // twice or a zero Ref does nothing; releasing a Ref this process borrows
-// tells the owner once no Ref to the object is left here. A []byte view returned by Get of a large object must not be
-// read after its Ref is released (the space may be reused).
+// tells the owner once no Ref to the object is left here. A []byte view
+// returned by Get of a large object must not be read after its Ref is
+// released (the space may be reused); until then it stays valid even when
+// the Ref itself becomes unreachable (the object is then kept to the job's
+// end).
 func (r Ref[T]) Release() {
 	if r.h != nil {
 		r.h.st.release()
