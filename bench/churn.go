@@ -118,6 +118,9 @@ func setupChurn(ctx context.Context, e *Env) (RunFunc, error) {
 						steps+1, len(v), v[0], churnStepSize, byte(steps+1))
 				}
 				steps++
+				// The previous result was read as a view: Release frees it
+				// (the collector leaves viewed objects alone).
+				prev.Release()
 				prev = next
 			}
 			return nil
