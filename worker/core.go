@@ -54,11 +54,15 @@ type coreWorker struct {
 	arena   arena
 	// freeOnce hands objects the deletes of freed stored copies
 	// (refcount.go), which frees batches and sends.
-	freeOnce   sync.Once
-	frees      batchQueue      // Obj.Free per node
-	borrows    borrowTable     // objects of other processes this one holds refs to
-	refRemoved refRemovedQueue // Object.RefRemoved per owner
-	gcPending  atomic.Bool     // collectSoon's collection is scheduled
+	freeOnce sync.Once
+	// storedSinceGC and collecting pace the garbage collector by the
+	// store bytes this process came to own (noteStored).
+	storedSinceGC atomic.Int64
+	collecting    atomic.Bool
+	frees         batchQueue      // Obj.Free per node
+	borrows       borrowTable     // objects of other processes this one holds refs to
+	refRemoved    refRemovedQueue // Object.RefRemoved per owner
+	gcPending     atomic.Bool     // collectSoon's collection is scheduled
 	// stopEmbedded stops the node Init started in this process (nil when
 	// it connected to a running one).
 	stopEmbedded func()

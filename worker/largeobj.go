@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"os"
 	"sync"
 	"time"
 
@@ -23,6 +24,23 @@ type arena struct {
 	path   string
 	ro, rw *objstore.Mapping
 	err    error
+
+	sizeOnce sync.Once
+	size     int64 // the store file's size in bytes; 0 if unknown
+}
+
+// capacity returns the local object store's size in bytes (its file's),
+// or 0 when it is not known.
+func (a *arena) capacity() int64 {
+	a.sizeOnce.Do(func() {
+		if a.path == "" {
+			return
+		}
+		if fi, err := os.Stat(a.path); err == nil {
+			a.size = fi.Size()
+		}
+	})
+	return a.size
 }
 
 func (a *arena) open() error {

@@ -60,6 +60,9 @@ type objectTable struct {
 	// onFree is told the stored copies of freed objects (set once by the
 	// core worker; nil in unit tests).
 	onFree func(locs []*wire.ObjectLoc)
+	// onStored is told the size of each stored copy that becomes ready
+	// here (set with onFree; nil in unit tests).
+	onStored func(size int64)
 }
 
 func newObjectTable() *objectTable { return &objectTable{objs: map[string]*object{}} }
@@ -169,6 +172,9 @@ func (t *objectTable) set(id string, value []byte, loc *wire.ObjectLoc, err erro
 	}
 	o.value, o.loc, o.err = value, loc, err
 	close(o.done)
+	if loc != nil && t.onStored != nil {
+		defer t.onStored(loc.Size) // after the unlock below
+	}
 	for _, w := range o.watchers {
 		w.ch <- w.i // never blocks: ch has room for every position watched
 	}

@@ -85,7 +85,7 @@ func (st *refState) release() {
 // owns) and returns the handle releasing it; nil when the object is not in
 // the table (freed, or after Shutdown): a Get then reports it.
 func (cw *coreWorker) newHandle(id string) *refHandle {
-	cw.freeOnce.Do(func() { cw.objects.setOnFree(cw.queueFree) })
+	cw.freeOnce.Do(func() { cw.objects.setOnFree(cw.queueFree, cw.noteStored) })
 	if !cw.objects.addLocal(id) {
 		return nil
 	}
@@ -179,10 +179,31 @@ func (e *ObjectFreedError) Error() string {
 	return "object " + e.ObjectID + " (owner " + e.Owner + ") was freed: " + e.Reason
 }
 
-func (t *objectTable) setOnFree(f func([]*wire.ObjectLoc)) {
+func (t *objectTable) setOnFree(f func([]*wire.ObjectLoc), stored func(size int64)) {
 	t.mu.Lock()
-	t.onFree = f
+	t.onFree, t.onStored = f, stored
 	t.mu.Unlock()
+}
+
+// noteStored counts the bytes of stored objects this process came to own
+// and, once they pass a quarter of the local store since the last
+// collection, starts one in the background. Dropped Refs hold store space,
+// not Go heap, so the collector would otherwise run rarely and their
+// objects would stay until the store fills (then reclaim collects, but a
+// Create waits for it).
+func (cw *coreWorker) noteStored(size int64) {
+	capacity := cw.arena.capacity()
+	if capacity <= 0 || cw.storedSinceGC.Add(size) < capacity/4 {
+		return
+	}
+	if !cw.collecting.CompareAndSwap(false, true) {
+		return
+	}
+	cw.storedSinceGC.Store(0)
+	go func() {
+		defer cw.collecting.Store(false)
+		runtime.GC()
+	}()
 }
 
 // unreferenced reports whether a counted object has no reference left.
