@@ -35,7 +35,7 @@ func sum(b []byte) string {
 	return strconv.FormatUint(s, 10)
 }
 
-func TestLargePutGetIsZeroCopyOnOneNode(t *testing.T) {
+func TestLargePutViewIsZeroCopyOnOneNode(t *testing.T) {
 	startCluster(t, 1, nil)
 	ctx := ctxT(t)
 	want := blob(4<<20, 7)
@@ -43,14 +43,18 @@ func TestLargePutGetIsZeroCopyOnOneNode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := ref.Get(ctx)
+	a, err := View(ctx, ref)
 	if err != nil || !bytes.Equal(a, want) {
-		t.Fatalf("get of a 4 MiB put: %d bytes, equal=%v, %v", len(a), bytes.Equal(a, want), err)
+		t.Fatalf("view of a 4 MiB put: %d bytes, equal=%v, %v", len(a), bytes.Equal(a, want), err)
 	}
-	b, _ := ref.Get(ctx)
-	// Both Gets are views of the same bytes in the shared-memory arena.
+	b, _ := View(ctx, ref)
+	// Both Views are of the same bytes in the shared-memory arena.
 	if unsafe.SliceData(a) != unsafe.SliceData(b) {
-		t.Fatal("two Gets of a large []byte returned different memory: a copy was made")
+		t.Fatal("two Views of a large []byte returned different memory: a copy was made")
+	}
+	// Get copies: the caller's value outlives the object.
+	if c, err := ref.Get(ctx); err != nil || !bytes.Equal(c, want) || unsafe.SliceData(c) == unsafe.SliceData(a) {
+		t.Fatalf("Get of a 4 MiB put: equal=%v, a view=%v, %v", bytes.Equal(c, want), unsafe.SliceData(c) == unsafe.SliceData(a), err)
 	}
 	// A task on the node reads it as an argument, through the store.
 	got, err := blobSum.RemoteArgs(ctx, ref).Get(ctx)

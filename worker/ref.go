@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"math"
@@ -105,11 +106,8 @@ func decodePair(dec *msgpack.Decoder, want string) (a, b string, err error) {
 // Get waits for the value (honouring ctx's deadline) and returns it, or the
 // task's error (*TaskError, *WorkerCrashedError, *InfeasibleError,
 // *ObjectLostError, *ObjectFreedError once the object was freed), as
-// ray.get. A large []byte comes back as a read-only view of the node's
-// object store: it stays valid until the Ref is released (Release, Free)
-// or the job ends. The object is then no longer freed when the garbage
-// collector finds the Ref unreachable, so call Release once done with the
-// view to free it sooner; other types are decoded copies and need no care.
+// ray.get. The value is the caller's: a large []byte is copied out of the
+// node's object store (View reads it in place).
 func (r Ref[T]) Get(ctx context.Context) (T, error) {
 	var zero T
 	if r.err != nil {
@@ -136,12 +134,13 @@ func (r Ref[T]) get(ctx context.Context, cw *coreWorker) (T, error) {
 	var v T
 	if p, ok := any(&v).(*[]byte); ok {
 		if view, ok := binView(b); ok {
-			*p = view // no copy: a view of the object (read-only for large ones)
-			if len(view) > inlineMax && r.h != nil {
-				// The view reads the store's bytes: keep the object while
-				// the program may hold it (refState.viewed).
-				r.h.st.viewed.Store(true)
+			if len(view) > inlineMax {
+				// The store's bytes are freed once the Ref is gone, and
+				// nothing tells when a view is dropped: a copy (View
+				// hands out the bytes themselves).
+				view = bytes.Clone(view)
 			}
+			*p = view
 			return v, nil
 		}
 	}
@@ -149,6 +148,45 @@ func (r Ref[T]) get(ctx context.Context, cw *coreWorker) (T, error) {
 		return zero, fmt.Errorf("decode object %s as %T: %w", r.id, v, err)
 	}
 	return v, nil
+}
+
+// View is Get of a []byte without a copy: for a value over 100 KiB it
+// returns a read-only view of the node's shared-memory object store (a
+// write faults), as Ray's zero-copy numpy reads. The view stays valid until
+// the Ref is released (Ref.Release, Free) or the job ends: the object is no
+// longer freed when the garbage collector finds the Ref unreachable, since
+// nothing tells when a view is dropped, so call Release once done with the
+// view, and do not read it after. A smaller value is this process's cached
+// copy: do not modify it. Errors as Get.
+func View(ctx context.Context, r Ref[[]byte]) ([]byte, error) {
+	if r.err != nil {
+		return nil, r.err
+	}
+	cw, err := current()
+	if err != nil {
+		return nil, err
+	}
+	if r.released() {
+		return nil, &ObjectFreedError{ObjectID: r.id, Owner: r.owner, Reason: reasonReleased}
+	}
+	b, err := cw.getValue(ctx, r.id, r.owner)
+	if err != nil {
+		runtime.KeepAlive(r.h)
+		return nil, err
+	}
+	view, ok := binView(b)
+	if !ok {
+		var v []byte
+		if err := msgpack.Unmarshal(b, &v); err != nil {
+			return nil, fmt.Errorf("decode object %s as []byte: %w", r.id, err)
+		}
+		return v, nil
+	}
+	if len(view) > inlineMax && r.h != nil {
+		r.h.st.viewed.Store(true) // refState.viewed: kept while the view may be read
+	}
+	runtime.KeepAlive(r.h)
+	return view, nil
 }
 
 // Get is Ref.Get as a function.

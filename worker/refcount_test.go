@@ -105,27 +105,37 @@ func TestDroppedRefsLeaveTheStoreEmpty(t *testing.T) {
 	runtime.KeepAlive(held)
 }
 
-// TestViewOutlivesItsRef: a []byte view Get returned of a large object
+// TestViewOutlivesItsRef: a []byte view View returned of a large object
 // stays byte-exact after its Ref became unreachable and was collected, while
-// the store is reused by many more objects than it holds; releasing the Ref
-// frees the object.
+// the store is reused by many more objects than it holds; a value Get
+// returned is a copy, unaffected by its Ref's release; releasing a Ref
+// frees the object viewed through it.
 func TestViewOutlivesItsRef(t *testing.T) {
 	nodes := startCluster(t, 1, nil)
 	ctx := ctxT(t)
 	want := blob(4<<20, 7)
-	viewOf := func(seed byte) ([]byte, string) {
+	viewOf := func(seed byte) []byte {
 		r, err := Put(ctx, blob(4<<20, seed))
 		if err != nil {
 			t.Fatal(err)
 		}
-		b, err := r.Get(ctx)
+		b, err := View(ctx, r)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return b, r.ID()
+		return b
 	}
-	view, _ := viewOf(7) // its Ref is unreachable from here on
-	for i := range 40 {  // 160 MiB of dropped objects through the store
+	view := viewOf(7) // its Ref is unreachable from here on
+	got, err := Put(ctx, want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	copied, err := got.Get(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got.Release()
+	for i := range 40 { // 160 MiB of dropped objects through the store
 		runtime.GC()
 		r, err := Put(ctx, blob(4<<20, byte(i)))
 		if err != nil {
@@ -137,12 +147,15 @@ func TestViewOutlivesItsRef(t *testing.T) {
 	if sum(view) != sum(want) {
 		t.Fatal("a view of an object whose Ref was collected changed: its space was reused")
 	}
+	if sum(copied) != sum(want) {
+		t.Fatal("a value Get returned changed after its Ref was released")
+	}
 	// A released Ref frees the object it was viewed through.
 	r, err := Put(ctx, blob(1<<20, 3))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r.Get(ctx); err != nil {
+	if _, err := View(ctx, r); err != nil {
 		t.Fatal(err)
 	}
 	r.Release()
