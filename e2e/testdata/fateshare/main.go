@@ -1,0 +1,88 @@
+// Command fateshare is the driver of e2e's fate-sharing tests: it reserves a
+// placement group (one bundle of 1 CPU), creates a non-detached actor
+// (1 CPU) and a detached named actor (no CPU), starts two tasks (1 CPU each,
+// spread over the nodes) that hang, waits until both write their worker's
+// PID into the directory given as the argument, writes the file "ready"
+// there, and then waits for the test to kill it. It handles no signal
+// itself, so SIGINT and SIGTERM reach the SDK's handler.
+package main
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/nodeup/nodeup/worker"
+)
+
+// hang writes its worker's PID into dir and never returns.
+var hang = worker.Register1(func(ctx context.Context, dir string) (int, error) {
+	writeFile(filepath.Join(dir, "task-"+strconv.Itoa(os.Getpid())), "")
+	select {} // the test kills the driver; its job's end must stop this worker
+})
+
+// Holder is an actor that only says where it runs.
+type Holder struct{}
+
+func newHolder(ctx context.Context) (*Holder, error) { return &Holder{}, nil }
+
+func (h *Holder) pid(ctx context.Context) (int, error) { return os.Getpid(), nil }
+
+var (
+	holder    = worker.RegisterActor0(newHolder)
+	holderPID = worker.RegisterMethod0((*Holder).pid)
+)
+
+func main() {
+	ctx := context.Background()
+	if err := worker.Init(ctx); err != nil {
+		log.Fatal(err)
+	}
+	if len(os.Args) != 2 {
+		log.Fatal("usage: fateshare DIR")
+	}
+	dir := os.Args[1]
+	pg, err := worker.CreatePlacementGroup(ctx, []map[string]float64{{"CPU": 1}}, "PACK")
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := pg.Ready(ctx); err != nil {
+		log.Fatal(err)
+	}
+	owned := worker.Must(worker.Must(holder.Options(worker.CPUs(1), worker.Name("owned"))).Remote(ctx))
+	kept := worker.Must(worker.Must(holder.Options(worker.Detached(), worker.Name("kept"))).Remote(ctx))
+	for _, h := range []worker.ActorHandle[Holder]{owned, kept} {
+		if _, err := holderPID.Remote(ctx, h).Get(ctx); err != nil {
+			log.Fatal(err)
+		}
+	}
+	for range 2 {
+		_ = worker.Must(hang.Options(worker.CPUs(1), worker.Spread())).Remote(ctx, dir)
+	}
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
+		m, _ := filepath.Glob(filepath.Join(dir, "task-*"))
+		if len(m) == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			log.Fatalf("tasks did not start within a minute: %v", m)
+		}
+	}
+	writeFile(filepath.Join(dir, "ready"), pg.ID())
+	fmt.Println("ready; placement group", pg.ID())
+	select {} // until the test kills us
+}
+
+// writeFile puts s into path whole (written aside, then renamed).
+func writeFile(path, s string) {
+	if err := os.WriteFile(path+".tmp", []byte(s), 0o644); err != nil {
+		log.Fatal(err)
+	}
+	if err := os.Rename(path+".tmp", path); err != nil {
+		log.Fatal(err)
+	}
+}
