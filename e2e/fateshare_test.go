@@ -75,11 +75,16 @@ func runFateShare(t *testing.T, sig syscall.Signal) {
 		}
 		taskPIDs = append(taskPIDs, pid)
 	}
+	// Task workers carry the job's ID; an actor's worker carries its own
+	// (one per actor incarnation), so actors are found by PID.
 	procs := jobProcesses(t, job)
-	for _, pid := range append([]int{owned.PID, kept.PID}, taskPIDs...) {
+	for _, pid := range taskPIDs {
 		if !slices.Contains(procs, pid) {
-			t.Fatalf("worker %d is not among job %s's processes %v", pid, job, procs)
+			t.Fatalf("task worker %d is not among job %s's processes %v", pid, job, procs)
 		}
+	}
+	if !processAlive(owned.PID) || !processAlive(kept.PID) {
+		t.Fatalf("actor workers %d and %d not both running", owned.PID, kept.PID)
 	}
 	if err := allBack(t, head.addr(), kept); err == nil {
 		t.Fatal("all resources available while the driver holds tasks, an actor and a placement group")
@@ -101,8 +106,11 @@ func runFateShare(t *testing.T, sig syscall.Signal) {
 				return fmt.Errorf("placement group %s is %s", pgID, g.State)
 			}
 		}
-		if left := slices.DeleteFunc(jobProcesses(t, job), func(pid int) bool { return pid == kept.PID }); len(left) > 0 {
-			return fmt.Errorf("worker processes of job %s left: %v", job, left)
+		if left := jobProcesses(t, job); len(left) > 0 {
+			return fmt.Errorf("task workers of job %s left: %v", job, left)
+		}
+		if processAlive(owned.PID) {
+			return fmt.Errorf("actor worker %d still running", owned.PID)
 		}
 		return nil
 	})
