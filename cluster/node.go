@@ -69,6 +69,7 @@ type Node struct {
 	pgs     *pgManager
 	objects *objstore.Store
 	pulls   singleflight.Group // one pull per object key at a time; concurrent callers share it
+	drivers driverWatch        // drivers registered here, ended jobs when they exit (drivers.go)
 
 	gpus nodeGPUs    // the node's GPU devices (gpus.go)
 	disk *diskHealth // outcome of the latest writes to the data dir (disk.go)
@@ -208,6 +209,7 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	}
 	n.group.goFunc("agent", n.agentLoop)
 	n.group.goFunc("watch-disk", n.watchDisk)
+	n.group.goFunc("watch-drivers", n.watchDrivers)
 	n.group.goCtx("reconnect", n.reconnectLoop)
 	n.group.goFunc("peers", n.peersLoop)
 	if cfg.Server {

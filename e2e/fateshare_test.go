@@ -86,9 +86,13 @@ func runFateShare(t *testing.T, sig syscall.Signal) {
 	if !processAlive(owned.PID) || !processAlive(kept.PID) {
 		t.Fatalf("actor workers %d and %d not both running", owned.PID, kept.PID)
 	}
-	if err := allBack(t, head.addr(), kept); err == nil {
-		t.Fatal("all resources available while the driver holds tasks, an actor and a placement group")
-	}
+	// The leader's view of available resources trails by a heartbeat.
+	testutil.Until(t, 10*time.Second, "the job's resources show as held", func() error {
+		if allBack(t, head.addr(), kept) == nil {
+			return fmt.Errorf("all resources available while the driver holds tasks, an actor and a placement group")
+		}
+		return nil
+	})
 
 	if err := d.Cmd.Process.Signal(sig); err != nil {
 		t.Fatal(err)
