@@ -31,6 +31,10 @@ const (
 // worker process of the job is left, while its detached actor lives on.
 func TestDriverKill9FateSharing(t *testing.T) { runFateShare(t, syscall.SIGKILL) }
 
+// TestDriverPanicFateSharing: a driver that panics (exits without Shutdown)
+// ends its job the same way.
+func TestDriverPanicFateSharing(t *testing.T) { runFateShare(t, 0) }
+
 // TestDriverSIGINTShutsDown: a driver that does not handle SIGINT shuts down
 // cleanly on it (the SDK's handler runs Shutdown), with the same checks.
 func TestDriverSIGINTShutsDown(t *testing.T) { runFateShare(t, syscall.SIGINT) }
@@ -94,10 +98,18 @@ func runFateShare(t *testing.T, sig syscall.Signal) {
 		return nil
 	})
 
-	if err := d.Cmd.Process.Signal(sig); err != nil {
-		t.Fatal(err)
+	how := "panic"
+	if sig == 0 {
+		if err := os.WriteFile(filepath.Join(dir, "panic"), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	} else {
+		how = sig.String()
+		if err := d.Cmd.Process.Signal(sig); err != nil {
+			t.Fatal(err)
+		}
 	}
-	took := testutil.Until(t, fateShareWithin, fmt.Sprintf("job %s ended after %v of its driver", job, sig), func() error {
+	took := testutil.Until(t, fateShareWithin, fmt.Sprintf("job %s ended after %s of its driver", job, how), func() error {
 		if err := allBack(t, head.addr(), kept); err != nil {
 			return err
 		}
@@ -118,18 +130,18 @@ func runFateShare(t *testing.T, sig syscall.Signal) {
 		}
 		return nil
 	})
-	t.Logf("fate-sharing after %v: every resource back, actor DEAD, group removed, workers gone %s after the signal (target %s)",
-		sig, took.Round(time.Millisecond), fateShareTarget)
+	t.Logf("fate-sharing after %s: every resource back, actor DEAD, group removed, workers gone %s after it (target %s)",
+		how, took.Round(time.Millisecond), fateShareTarget)
 
 	select {
 	case <-d.Done():
 	case <-time.After(10 * time.Second):
-		t.Fatalf("driver still running 10 s after %v", sig)
+		t.Fatalf("driver still running 10 s after %s", how)
 	}
 	if a := listActors(t, head.addr())["kept"]; a.State != "ALIVE" || !processAlive(kept.PID) {
 		t.Fatalf("detached actor after its driver's death: %+v (process alive %v)", a, processAlive(kept.PID))
 	}
-	if sig != syscall.SIGKILL {
+	if sig == syscall.SIGINT || sig == syscall.SIGTERM {
 		// A clean shutdown: the driver's own Shutdown ended the job, and it
 		// died of the signal (as a program without a handler does).
 		if !strings.Contains(head.log.String(), "job finished") || !strings.Contains(head.log.String(), "reason=shutdown") {

@@ -3,7 +3,8 @@
 // (1 CPU) and a detached named actor (no CPU), starts two tasks (1 CPU each,
 // spread over the nodes) that hang, waits until both write their worker's
 // PID into the directory given as the argument, writes the file "ready"
-// there, and then waits for the test to kill it. It handles no signal
+// there, and then waits for the test to kill it, or to create the file
+// "panic" there, on which it panics. It handles no signal
 // itself, so SIGINT and SIGTERM reach the SDK's handler.
 package main
 
@@ -74,7 +75,12 @@ func main() {
 	}
 	writeFile(filepath.Join(dir, "ready"), pg.ID())
 	fmt.Println("ready; placement group", pg.ID())
-	select {} // until the test kills us
+	// Until the test kills us, or tells us to panic (the file "panic").
+	for ; ; time.Sleep(10 * time.Millisecond) {
+		if _, err := os.Stat(filepath.Join(dir, "panic")); err == nil {
+			panic("the test asked this driver to panic")
+		}
+	}
 }
 
 // writeFile puts s into path whole (written aside, then renamed).
