@@ -27,8 +27,9 @@ const (
 
 // TestDriverKill9FateSharing (issue 17, item 1): kill -9 of a driver that
 // holds running tasks, a non-detached actor and a placement group ends its
-// job: every resource is back, the actor is DEAD, the group removed and no
-// worker process of the job is left, while its detached actor lives on.
+// job: every resource is back, its queued task gone, the actor is DEAD, the
+// group removed and no worker process of the job is left, while its
+// detached actor lives on.
 func TestDriverKill9FateSharing(t *testing.T) { runFateShare(t, syscall.SIGKILL) }
 
 // TestDriverPanicFateSharing: a driver that panics (exits without Shutdown)
@@ -58,7 +59,7 @@ type pgRow struct {
 }
 
 func runFateShare(t *testing.T, sig syscall.Signal) {
-	nodes := startThreeNodes(t)
+	nodes := startThreeNodes(t, []string{"--resources", "q=1"})
 	head := nodes[0]
 	dir := t.TempDir()
 	d := startDriver(t, []string{buildTestdata(t, "fateshare"), dir}, []string{"NODEUP_ADDRESS=" + head.addr()})
@@ -91,9 +92,12 @@ func runFateShare(t *testing.T, sig syscall.Signal) {
 		t.Fatalf("actor workers %d and %d not both running", owned.PID, kept.PID)
 	}
 	// The leader's view of available resources trails by a heartbeat.
-	testutil.Until(t, 10*time.Second, "the job's resources show as held", func() error {
+	testutil.Until(t, 10*time.Second, "the job's resources show as held, a task queued", func() error {
 		if allBack(t, head.addr(), kept) == nil {
 			return fmt.Errorf("all resources available while the driver holds tasks, an actor and a placement group")
+		}
+		if st, err := status(t, head.addr()); err != nil || len(st.Pending) == 0 {
+			return fmt.Errorf("no pending demand while a task waits for q (%v)", err)
 		}
 		return nil
 	})
@@ -113,6 +117,9 @@ func runFateShare(t *testing.T, sig syscall.Signal) {
 		if err := allBack(t, head.addr(), kept); err != nil {
 			return err
 		}
+		if st, err := status(t, head.addr()); err != nil || len(st.Pending) > 0 {
+			return fmt.Errorf("pending demand %+v left (%v)", st, err)
+		}
 		a := listActors(t, head.addr())
 		if a["owned"].State != "DEAD" {
 			return fmt.Errorf("non-detached actor is %s", a["owned"].State)
@@ -130,7 +137,7 @@ func runFateShare(t *testing.T, sig syscall.Signal) {
 		}
 		return nil
 	})
-	t.Logf("fate-sharing after %s: every resource back, actor DEAD, group removed, workers gone %s after it (target %s)",
+	t.Logf("fate-sharing after %s: every resource back, no pending demand, actor DEAD, group removed, workers gone %s after it (target %s)",
 		how, took.Round(time.Millisecond), fateShareTarget)
 
 	select {

@@ -1,8 +1,10 @@
 // Command fateshare is the driver of e2e's fate-sharing tests: it reserves a
 // placement group (one bundle of 1 CPU), creates a non-detached actor
 // (1 CPU) and a detached named actor (no CPU), starts two tasks (1 CPU each,
-// spread over the nodes) that hang, waits until both write their worker's
-// PID into the directory given as the argument, writes the file "ready"
+// spread over the nodes) and two that need the head's one unit of resource
+// "q" (at least one queues), all of which hang, waits until the first two
+// write their worker's PID into the directory given as the argument (as
+// does a "q" task that runs), writes the file "ready"
 // there, and then waits for the test to kill it, or to create the file
 // "panic" there, on which it panics. It handles no signal
 // itself, so SIGINT and SIGTERM reach the SDK's handler.
@@ -64,9 +66,14 @@ func main() {
 	for range 2 {
 		_ = worker.Must(hang.Options(worker.CPUs(1), worker.Spread())).Remote(ctx, dir)
 	}
+	// Two tasks needing the head's one unit of "q" (and a CPU there): at
+	// least one queues.
+	for range 2 {
+		_ = worker.Must(hang.Options(worker.Resources(map[string]float64{"q": 1}))).Remote(ctx, dir)
+	}
 	for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
 		m, _ := filepath.Glob(filepath.Join(dir, "task-*"))
-		if len(m) == 2 {
+		if len(m) >= 2 {
 			break
 		}
 		if time.Now().After(deadline) {
