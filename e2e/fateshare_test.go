@@ -43,6 +43,46 @@ func TestDriverSIGINTShutsDown(t *testing.T) { runFateShare(t, syscall.SIGINT) }
 // TestDriverSIGTERMShutsDown: the same for SIGTERM.
 func TestDriverSIGTERMShutsDown(t *testing.T) { runFateShare(t, syscall.SIGTERM) }
 
+// TestDriverOwnSIGINTHandlerKeepsJob: a driver that handles SIGINT itself
+// and passes HandleSignals(false) gets the signal and keeps its job; once
+// killed, its job ends as any other.
+func TestDriverOwnSIGINTHandlerKeepsJob(t *testing.T) {
+	nodes := startThreeNodes(t, []string{"--resources", "q=1"})
+	head := nodes[0]
+	dir := t.TempDir()
+	d := startDriver(t, []string{buildTestdata(t, "fateshare"), dir}, []string{"NODEUP_ADDRESS=" + head.addr(), "FATESHARE_OWN_HANDLER=1"})
+	waitFile(t, d, filepath.Join(dir, "ready"), "driver holds tasks, actors and a placement group", 90*time.Second)
+	if err := d.Cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	waitFile(t, d, filepath.Join(dir, "got-sigint"), "driver's own handler got SIGINT", 10*time.Second)
+	// Two driver-watch periods and a heartbeat: a job wrongly ended would
+	// show by then. Polled, so a failure shows as soon as it happens.
+	deadline := time.Now().Add(3 * time.Second)
+	for time.Now().Before(deadline) {
+		if a := listActors(t, head.addr())["owned"]; a.State != "ALIVE" {
+			t.Fatalf("actor of a driver that handles SIGINT itself is %s after SIGINT", a.State)
+		}
+		select {
+		case <-d.Done():
+			t.Fatalf("driver with its own SIGINT handler exited: %v", d.Wait())
+		default:
+		}
+	}
+	if strings.Contains(head.log.String(), "job finished") {
+		t.Fatalf("job ended on a SIGINT the driver handles itself:\n%s", head.log.String())
+	}
+	if err := d.Cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Until(t, fateShareWithin, "job ends once the driver is killed", func() error {
+		if a := listActors(t, head.addr())["owned"]; a.State != "DEAD" {
+			return fmt.Errorf("actor is %s", a.State)
+		}
+		return nil
+	})
+}
+
 type actorRow struct {
 	ActorID   string             `json:"actor_id"`
 	Name      string             `json:"name"`

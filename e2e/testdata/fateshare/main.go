@@ -6,7 +6,9 @@
 // write their worker's PID into the directory given as the argument (as
 // does a "q" task that runs), writes the file "ready"
 // there, and then waits for the test to kill it, or to create the file
-// "panic" there, on which it panics. It handles no signal
+// "panic" there, on which it panics. With FATESHARE_OWN_HANDLER=1 it
+// handles SIGINT itself (writing the file "got-sigint") and passes
+// HandleSignals(false), so its job outlives a SIGINT. It handles no signal
 // itself, so SIGINT and SIGTERM reach the SDK's handler.
 package main
 
@@ -15,8 +17,10 @@ import (
 	"fmt"
 	"log"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/nodeup/nodeup/worker"
@@ -42,7 +46,19 @@ var (
 
 func main() {
 	ctx := context.Background()
-	if err := worker.Init(ctx); err != nil {
+	var opts []worker.InitOption
+	if os.Getenv("FATESHARE_OWN_HANDLER") == "1" {
+		// This program handles SIGINT itself and keeps its job past it.
+		opts = append(opts, worker.HandleSignals(false))
+		ch := make(chan os.Signal, 1)
+		signal.Notify(ch, syscall.SIGINT)
+		go func() {
+			for range ch {
+				writeFile(filepath.Join(os.Args[1], "got-sigint"), "SIGINT")
+			}
+		}()
+	}
+	if err := worker.Init(ctx, opts...); err != nil {
 		log.Fatal(err)
 	}
 	if len(os.Args) != 2 {
