@@ -68,6 +68,7 @@ type Node struct {
 	pgs       *pgManager
 	objects   *objstore.Store
 	objectSvc *objectService // Obj.* endpoints and pulls from peers (objects.go)
+	drivers   driverWatch    // drivers registered here, ended jobs when they exit (drivers.go)
 
 	gpus nodeGPUs    // the node's GPU devices (gpus.go)
 	disk *diskHealth // outcome of the latest writes to the data dir (disk.go)
@@ -207,6 +208,7 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	}
 	n.group.goFunc("agent", n.agentLoop)
 	n.group.goFunc("watch-disk", n.watchDisk)
+	n.group.goFunc("watch-drivers", n.watchDrivers)
 	n.group.goCtx("reconnect", n.reconnectLoop)
 	n.group.goFunc("peers", n.peersLoop)
 	if cfg.Server {

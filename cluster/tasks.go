@@ -48,6 +48,13 @@ func (n *Node) jobRegister(ctx context.Context, req *wire.JobRegisterRequest) (*
 	if err := n.workers.cacheLocal(req.BinaryPath, req.BinaryHash); err != nil {
 		return nil, &rpc.Error{Code: wire.CodeBadInput, Message: fmt.Sprintf("job %s: %v (the driver must run on the same machine as the node it connects to)", req.JobID, err)}
 	}
+	watched, err := n.drivers.watch(req.JobID, req.DriverPID)
+	if err != nil {
+		return nil, &rpc.Error{Code: wire.CodeOverloaded, Message: err.Error()}
+	}
+	if !watched {
+		n.logger.Warn("driver process not visible from this node; its job ends only when it calls Shutdown", "job", req.JobID, "driver_pid", req.DriverPID)
+	}
 	host, _ := splitHost(n.rpcAddr)
 	n.logger.Info("job started", "job", req.JobID, "driver_pid", req.DriverPID)
 	return &wire.JobRegisterReply{NodeID: n.id.NodeID, NodeName: n.cfg.NodeName, NodeAddr: n.rpcAddr, BindIP: host, ArenaPath: n.arenaPath(),
@@ -55,26 +62,42 @@ func (n *Node) jobRegister(ctx context.Context, req *wire.JobRegisterRequest) (*
 }
 
 func (n *Node) jobFinish(ctx context.Context, req *wire.JobFinishRequest) (*wire.Empty, error) {
-	if !req.FromNode {
-		n.logger.Info("job finished", "job", req.JobID)
-		n.group.goFunc("job-done-forward", func() {
-			ctx, cancel := context.WithTimeout(n.ctx, 30*time.Second)
-			defer cancel()
-			if err := n.forward(ctx, wire.MethodActorJobDone, &wire.JobFinishRequest{JobID: req.JobID}, nil); err != nil {
-				n.logger.Warn("end the finished job's actors", "job", req.JobID, "err", err)
-			}
-		})
-		for _, addr := range n.peerAddrs() {
-			if addr != n.rpcAddr {
-				n.notifyJobFinished(context.WithoutCancel(ctx), addr, req.JobID)
-			}
-		}
-	}
-	n.workers.stopJob(req.JobID)
-	if k := n.objects.DeletePrefix(req.JobID + "/"); k > 0 {
-		n.logger.Debug("freed job objects", "job", req.JobID, "objects", k)
+	if req.FromNode {
+		n.endJobHere(req.JobID)
+	} else {
+		n.endJob(req.JobID, "shutdown")
 	}
 	return &wire.Empty{}, nil
+}
+
+// endJob ends job cluster-wide, for the reason logged ("shutdown": its
+// driver called Shutdown; "driver exited": fate-sharing, drivers.go): the
+// leader ends its non-detached actors and placement groups, and every node
+// stops its workers (which returns their leases) and frees its objects.
+func (n *Node) endJob(job, reason string) {
+	n.drivers.forget(job)
+	n.logger.Info("job finished", "job", job, "reason", reason)
+	n.group.goFunc("job-done-forward", func() {
+		ctx, cancel := context.WithTimeout(n.ctx, 30*time.Second)
+		defer cancel()
+		if err := n.forward(ctx, wire.MethodActorJobDone, &wire.JobFinishRequest{JobID: job}, nil); err != nil {
+			n.logger.Warn("end the finished job's actors", "job", job, "err", err)
+		}
+	})
+	for _, addr := range n.peerAddrs() {
+		if addr != n.rpcAddr {
+			n.notifyJobFinished(n.ctx, addr, job)
+		}
+	}
+	n.endJobHere(job)
+}
+
+// endJobHere stops job's workers on this node and frees its objects here.
+func (n *Node) endJobHere(job string) {
+	n.workers.stopJob(job)
+	if k := n.objects.DeletePrefix(job + "/"); k > 0 {
+		n.logger.Debug("freed job objects", "job", job, "objects", k)
+	}
 }
 
 func (n *Node) binaryFetch(ctx context.Context, req *wire.BinaryFetchRequest) (*wire.BinaryFetchReply, error) {

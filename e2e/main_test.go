@@ -117,6 +117,12 @@ type statusJSON struct {
 		Available               map[string]float64 `json:"AvailableResources"`
 	} `json:"nodes"`
 	Total map[string]float64 `json:"total_resources"`
+	// Pending is the cluster's pending demand (work waiting for resources).
+	Pending []struct {
+		Resources map[string]float64
+		Count     int
+		Reason    string
+	} `json:"pending_demands"`
 }
 
 func status(t *testing.T, addr string) (*statusJSON, error) {

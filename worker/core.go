@@ -33,6 +33,9 @@ type coreWorker struct {
 	workerEnv []string
 	ownerID   string // unique per process: prefixes task and object IDs
 	binHash   string
+	// stopSignals uninstalls the driver's SIGINT/SIGTERM handler
+	// (signals.go); nil when none was installed.
+	stopSignals func()
 	// envVars are this process's effective runtime env vars (the job's in
 	// a driver, the node-given ones in a worker), which the work it submits
 	// inherits. Set once in Init.

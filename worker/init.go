@@ -27,6 +27,7 @@ type initConfig struct {
 	logger    *slog.Logger
 	gpus      *gpuDecl   // EmbeddedGPUs (gpus.go)
 	env       RuntimeEnv // JobRuntimeEnv
+	noSignals bool       // HandleSignals(false)
 }
 
 // Address connects to the node at host:port instead of NODEUP_ADDRESS or the
@@ -85,7 +86,9 @@ func Logger(l *slog.Logger) InitOption { return func(c *initConfig) { c.logger =
 // else NODEUP_ADDRESS, else the node running on this machine, else it starts
 // an embedded single-node cluster in this process. In a worker process
 // (started by a node) Init does not return: it serves tasks until the node
-// stops it. Errors name the node that could not be reached.
+// stops it. Errors name the node that could not be reached. A driver shuts
+// down on SIGINT and SIGTERM unless HandleSignals(false) is given, and its
+// job ends when it exits without Shutdown (its node watches its process).
 func Init(ctx context.Context, opts ...InitOption) error {
 	cfg := initConfig{logger: slog.Default()}
 	for _, o := range opts {
@@ -128,6 +131,9 @@ func Init(ctx context.Context, opts ...InitOption) error {
 	if err := cw.connect(ctx, cfg); err != nil {
 		cw.close()
 		return err
+	}
+	if !cfg.noSignals {
+		cw.stopSignals = handleSignals(cw.logger)
 	}
 	currentCW = cw
 	return nil
@@ -228,6 +234,9 @@ func Shutdown() {
 	currentMu.Unlock()
 	if cw == nil {
 		return
+	}
+	if cw.stopSignals != nil {
+		cw.stopSignals()
 	}
 	cw.sub.returnAll()
 	// Stop lease requests still in flight first: the node refuses them once
