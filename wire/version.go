@@ -11,7 +11,9 @@ package wire
 //	1: no hello (before issue 14)
 //	2: the hello; JobRegisterReply.ClusterName (was ClusterNam), without
 //	   InlineMax; the enumerated codes of codes.go
-const ProtocolVersion uint16 = 2
+//	3: a client's hello may carry a token ("NT", rpc.AppendHelloToken);
+//	   permission_denied is sent (MethodRoles)
+const ProtocolVersion uint16 = 3
 
 // PreambleRPC is the byte a client sends first on a node's port to speak
 // RPC (the port also carries Raft, 0x02); a core worker's port expects it

@@ -1,0 +1,185 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nodeup/nodeup/internal/pki"
+	"github.com/nodeup/nodeup/rpc"
+	"github.com/nodeup/nodeup/wire"
+)
+
+// mapTokens is a tokenAuthority over a map, standing in for raftTokens.
+type mapTokens map[string]pki.Role
+
+func (m mapTokens) RoleOf(token string, now time.Time) (pki.Role, error) {
+	t, err := pki.ParseToken(token)
+	if err != nil {
+		return "", err
+	}
+	r, ok := m[token]
+	if !ok {
+		return "", fmt.Errorf("token %s: unknown", t.ID)
+	}
+	return r, nil
+}
+
+// newTestToken makes a token string of a made-up cluster.
+func newTestToken(t *testing.T) string {
+	t.Helper()
+	tok, err := pki.NewToken("sha256:" + strings.Repeat("ab", 32))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok.String()
+}
+
+// dialNode opens an RPC client to addr ("host:port" or unix://path)
+// presenting token ("" for none).
+func dialNode(t *testing.T, addr, token string) *rpc.Client {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	network := "tcp"
+	if p, ok := strings.CutPrefix(addr, rpc.UnixPrefix); ok {
+		network, addr = "unix", p
+	}
+	c, err := rpc.Dial(ctx, network, addr, []byte{wire.PreambleRPC}, wire.ProtocolVersion, rpc.WithToken(token))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func wantDenied(t *testing.T, err error, want ...string) {
+	t.Helper()
+	var re *rpc.Error
+	if !errors.As(err, &re) || re.Code != wire.CodePermissionDenied {
+		t.Fatalf("got %v, want a %s error", err, wire.CodePermissionDenied)
+	}
+	for _, w := range want {
+		if !strings.Contains(re.Message, w) {
+			t.Errorf("refusal %q does not say %q", re.Message, w)
+		}
+	}
+}
+
+// With a token authority the node enforces wire.MethodRoles: no token is
+// refused, a read token may read but not submit, a submit token may
+// submit, and a client on the node's Unix socket (this test's uid is the
+// node's) may do everything without a token.
+func TestRolesEnforcedWithTokenAuthority(t *testing.T) {
+	read, submit, revoked := newTestToken(t), newTestToken(t), newTestToken(t)
+	tokens := mapTokens{read: pki.RoleRead, submit: pki.RoleSubmit}
+	nd := testCluster(t, 1, func(_ int, c *Config) { c.tokens = tokens })[0]
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	kvSet := &wire.KVRequest{Key: "k", Value: []byte("v")}
+
+	anon := dialNode(t, nd.RPCAddr(), "")
+	wantDenied(t, anon.Call(ctx, wire.MethodJobRegister, &wire.JobRegisterRequest{}, nil),
+		"Job.Register needs role submit", "anonymous with role none", "NODEUP_TOKEN")
+	wantDenied(t, anon.Call(ctx, wire.MethodStatus, &wire.Empty{}, nil), "Cluster.Status needs role read")
+
+	reader := dialNode(t, nd.RPCAddr(), read)
+	id, _ := pki.ParseToken(read)
+	wantDenied(t, reader.Call(ctx, wire.MethodKVSet, kvSet, nil),
+		"KV.Set needs role submit", "token "+id.ID+" with role read", "--token")
+	// The refusal maps to the SDK's sentinel code.
+	var st wire.StatusResponse
+	if err := reader.Call(ctx, wire.MethodStatus, &wire.Empty{}, &st); err != nil {
+		t.Fatalf("read token calling Cluster.Status: %v", err)
+	}
+
+	writer := dialNode(t, nd.RPCAddr(), submit)
+	if err := writer.Call(ctx, wire.MethodKVSet, kvSet, &wire.KVResponse{}); err != nil {
+		t.Fatalf("submit token calling KV.Set: %v", err)
+	}
+	// Node-only methods need more than submit.
+	wantDenied(t, writer.Call(ctx, wire.MethodNodeHeartbeat, &wire.HeartbeatRequest{}, nil), "Node.Heartbeat needs role admin")
+
+	bad := dialNode(t, nd.RPCAddr(), revoked)
+	rid, _ := pki.ParseToken(revoked)
+	err := bad.Call(ctx, wire.MethodStatus, &wire.Empty{}, nil)
+	wantDenied(t, err, "token "+rid.ID+": unknown")
+	if strings.Contains(err.Error(), rid.Secret) {
+		t.Fatalf("refusal %q carries the token's secret", err)
+	}
+
+	if nd.SocketAddr() == "" {
+		t.Fatal("node has no Unix socket")
+	}
+	local := dialNode(t, nd.SocketAddr(), "")
+	if err := local.Call(ctx, wire.MethodKVSet, kvSet, &wire.KVResponse{}); err != nil {
+		t.Fatalf("local Unix-socket client calling KV.Set: %v", err)
+	}
+}
+
+// Without a token authority (insecure mode, as before issue 15) every
+// call is allowed, also on the Unix socket.
+func TestNoTokenAuthorityAllowsAll(t *testing.T) {
+	nd := testCluster(t, 1, nil)[0]
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, addr := range []string{nd.RPCAddr(), nd.SocketAddr()} {
+		c := dialNode(t, addr, "")
+		if err := c.Call(ctx, wire.MethodKVSet, &wire.KVRequest{Key: "k", Value: []byte("v")}, &wire.KVResponse{}); err != nil {
+			t.Fatalf("KV.Set at %s without a token authority: %v", addr, err)
+		}
+	}
+}
+
+// Every method a node registers has a role in wire.MethodRoles.
+func TestEveryRegisteredMethodHasARole(t *testing.T) {
+	nd := testCluster(t, 1, nil)[0]
+	methods := nd.rpcServer.Methods()
+	if len(methods) < 40 {
+		t.Fatalf("node registered %d methods, want more than 40", len(methods))
+	}
+	for _, m := range methods {
+		if _, ok := wire.MethodRole(m); !ok {
+			t.Errorf("method %s has no entry in wire.MethodRoles: a node enforcing roles refuses it to everyone", m)
+		}
+	}
+}
+
+// The peer-credential check: the node's uid and root are local, another
+// uid is refused in one line naming it unless in the socket group (its
+// primary group or a supplementary one).
+func TestUnixPeerCredentials(t *testing.T) {
+	a := &authenticator{uid: 1000, gid: -1, groupsOf: func(int32) ([]int, error) { return []int{50, 60}, nil }}
+	check := func(cred peerCreds) error {
+		a.peerCred = func(*net.UnixConn) (peerCreds, error) { return cred, nil }
+		p, err := a.local(nil)
+		if err == nil && p.Grants != wire.GrantAll {
+			t.Fatalf("local principal %+v does not hold every role", p)
+		}
+		return err
+	}
+	for _, uid := range []int{1000, 0} {
+		if err := check(peerCreds{PID: 7, UID: uid, GID: 1}); err != nil {
+			t.Errorf("uid %d refused: %v", uid, err)
+		}
+	}
+	err := check(peerCreds{PID: 7, UID: 1001, GID: 60})
+	if err == nil || !strings.Contains(err.Error(), "uid 1001 (pid 7) is not the node's uid 1000 or root") {
+		t.Fatalf("uid 1001 without a socket group: got %v, want a refusal naming it", err)
+	}
+	a.gid = 60
+	if err := check(peerCreds{PID: 7, UID: 1001, GID: 60}); err != nil {
+		t.Errorf("uid 1001 of primary group 60 = --socket-group refused: %v", err)
+	}
+	if err := check(peerCreds{PID: 7, UID: 1001, GID: 1}); err != nil {
+		t.Errorf("uid 1001 with supplementary group 60 = --socket-group refused: %v", err)
+	}
+	a.gid = 70
+	if err := check(peerCreds{PID: 7, UID: 1001, GID: 1}); err == nil || !strings.Contains(err.Error(), "or in group 70") {
+		t.Fatalf("uid 1001 outside group 70: got %v, want refused", err)
+	}
+}
