@@ -367,7 +367,7 @@ func (p *workerPool) start(spec procSpec) (*workerProc, error) {
 	cmd := exec.Command(bin)
 	// The node's own variables come last, so they win over anything before.
 	cmd.Env = append(append(append(os.Environ(), spec.userEnv()...), gpuEnv(spec.gpus)...),
-		wire.EnvWorkerMode+"=1", wire.EnvNodeAddr+"="+p.n.rpcAddr, wire.EnvJobID+"="+spec.job, wire.EnvWorkerID+"="+w.id,
+		wire.EnvWorkerMode+"=1", wire.EnvNodeAddr+"="+p.n.rpcAddr, wire.EnvNodeSocket+"="+p.n.sockAddr, wire.EnvJobID+"="+spec.job, wire.EnvWorkerID+"="+w.id,
 		wire.EnvBindIP+"="+host, wire.EnvNodeID+"="+p.n.id.NodeID, wire.EnvNodeName+"="+p.n.cfg.NodeName, wire.EnvArenaPath+"="+p.n.arenaPath(),
 		wire.EnvActorID+"="+spec.actor, wire.EnvBinaryHash+"="+spec.binHash)
 	cmd.Stdout, cmd.Stderr = logf, logf

@@ -105,9 +105,9 @@ func denied(p *Principal, method string, e *entry, hint string) *Error {
 	}
 	var msg string
 	if !e.known {
-		msg = fmt.Sprintf("permission denied: %s has no role in the method table, so it is refused to everyone (a nodeup bug: report it)", method)
+		msg = fmt.Sprintf("%s has no role in the method table, so it is refused to everyone (a nodeup bug: report it)", method)
 	} else {
-		msg = fmt.Sprintf("permission denied: %s needs role %s; this connection is %s with role %s", method, e.need.Role, p.Name, p.Role)
+		msg = fmt.Sprintf("%s needs role %s; this connection is %s with role %s", method, e.need.Role, p.Name, p.Role)
 	}
 	if p.Note != "" {
 		msg += " (" + p.Note + ")"
