@@ -69,6 +69,17 @@ var MethodRoles = map[string]pki.Role{
 	MethodObjectGetMany:  pki.RoleRead,
 }
 
+// HTTPRoles is the role each endpoint of a node's HTTP API needs, by its
+// pattern as registered (net/http's "METHOD /path"); "" is open to anyone
+// (the health check load balancers probe). A request presents a token as
+// "Authorization: Bearer <token>". The node refuses to register an
+// endpoint missing here.
+var HTTPRoles = map[string]pki.Role{
+	"GET /v1/health": "",
+	"GET /v1/status": pki.RoleRead,
+	"GET /metrics":   pki.RoleRead,
+}
+
 // MethodRole returns the role method needs (MethodRoles, the leader-only
 // variant as its method), false when the table has none.
 func MethodRole(method string) (pki.Role, bool) {
