@@ -8,7 +8,11 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -248,5 +252,95 @@ func TestHTTPTokenAuth(t *testing.T) {
 		if rec.Code != want || body["role"] != "submit" || !strings.Contains(body["error"], "POST /v1/test needs role submit") {
 			t.Errorf("write endpoint: got %d %v, want %d naming role submit", rec.Code, body, want)
 		}
+	}
+}
+
+// envPeerCredDial makes TestPeerCredChild dial the Unix socket it names.
+const envPeerCredDial = "NODEUP_TEST_PEERCRED_DIAL"
+
+// TestPeerCredChild is the child of TestUnixSocketOtherUID: it calls
+// Cluster.Status over the socket and prints the outcome. It does nothing
+// in an ordinary run.
+func TestPeerCredChild(t *testing.T) {
+	path := os.Getenv(envPeerCredDial)
+	if path == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := rpc.Dial(ctx, "unix", path, []byte{wire.PreambleRPC}, wire.ProtocolVersion)
+	if err != nil {
+		fmt.Println("DIAL:", err)
+		return
+	}
+	defer c.Close()
+	if err := c.Call(ctx, wire.MethodStatus, &wire.Empty{}, &wire.StatusResponse{}); err != nil {
+		fmt.Println("CALL:", err)
+		return
+	}
+	fmt.Println("CALL: ok")
+}
+
+// A real process of another uid on the node's Unix socket (made
+// world-writable here, so that the kernel lets it connect) is refused by
+// its SO_PEERCRED credentials, naming its uid; the same child as root is
+// the local principal.
+func TestUnixSocketOtherUID(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("needs root to start a child of another uid")
+	}
+	nd := testCluster(t, 1, func(_ int, c *Config) { c.tokens = mapTokens{} })[0]
+	dir, err := os.MkdirTemp("", "nodeup-peercred-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "s.sock")
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(path, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	closed := newRaftLayer(ln.Addr())
+	_ = closed.Close()
+	m := newMux(ln, nd.rpcServer.ServeConn, closed, nd.logger)
+	go m.serve()
+	t.Cleanup(func() { ln.Close(); m.wg.Wait() })
+
+	// The test binary, where another uid may run it.
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(exe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	child := filepath.Join(dir, "cluster.test")
+	if err := os.WriteFile(child, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	run := func(cred *syscall.Credential) string {
+		cmd := exec.Command(child, "-test.run=^TestPeerCredChild$", "-test.count=1")
+		cmd.Env = append(os.Environ(), envPeerCredDial+"="+path)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("child: %v\n%s", err, out)
+		}
+		return string(out)
+	}
+	out := run(&syscall.Credential{Uid: 65534, Gid: 65534})
+	if !strings.Contains(out, "CALL:") || !strings.Contains(out, "permission_denied") ||
+		!strings.Contains(out, "unix socket peer uid 65534") {
+		t.Fatalf("child of uid 65534: %s\nwant permission_denied naming the peer's uid", out)
+	}
+	if out := run(nil); !strings.Contains(out, "CALL: ok") {
+		t.Fatalf("child as root: %s\nwant the call answered", out)
 	}
 }
