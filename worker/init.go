@@ -123,6 +123,16 @@ func Init(ctx context.Context, opts ...InitOption) error {
 	if cw.namespace != DefaultNamespace {
 		cw.workerEnv = []string{EnvNamespace + "=" + cw.namespace}
 	}
+	// The token is presented on TCP connections (to other nodes, and to
+	// the local node when its socket is not used). A worker process runs
+	// the driver's main, so it presents the driver's Token too.
+	if cfg.token == "" {
+		cfg.token = os.Getenv(wire.EnvToken)
+	}
+	if err := cw.pool.SetToken(cfg.token); err != nil {
+		cw.close()
+		return fmt.Errorf("nodeup: Token: %w", err)
+	}
 	if os.Getenv(wire.EnvWorkerMode) == "1" {
 		env, err := workerRuntimeEnv()
 		if err != nil {
@@ -135,13 +145,6 @@ func Init(ctx context.Context, opts ...InitOption) error {
 		runWorker(cw) // never returns
 	}
 	cw.setEnv(cfg.env.EnvVars)
-	if cfg.token == "" {
-		cfg.token = os.Getenv(wire.EnvToken)
-	}
-	if err := cw.pool.SetToken(cfg.token); err != nil {
-		cw.close()
-		return fmt.Errorf("nodeup: Token: %w", err)
-	}
 	if err := cw.connect(ctx, cfg); err != nil {
 		cw.close()
 		return err
