@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -342,5 +343,77 @@ func TestUnixSocketOtherUID(t *testing.T) {
 	}
 	if out := run(nil); !strings.Contains(out, "CALL: ok") {
 		t.Fatalf("child as root: %s\nwant the call answered", out)
+	}
+}
+
+// tlsPair returns both ends of a TLS 1.3 connection between a server with
+// a node certificate of a fresh cluster CA, verifying client certificates
+// when given, and a client that shows one when withCert is set.
+func tlsPair(t *testing.T, withCert bool) (server, client *tls.Conn) {
+	t.Helper()
+	ca, err := pki.NewCA("test", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	identity := func(nodeID string) *pki.Identity {
+		key, err := pki.NewKey()
+		if err != nil {
+			t.Fatal(err)
+		}
+		csr, err := pki.NewCSR(key, nodeID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		certPEM, err := ca.SignNode(csr, nodeID, time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		keyPEM, err := pki.KeyPEM(key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		id, err := pki.NewIdentity(certPEM, keyPEM, ca.CertPEM())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	srvID, cliID := identity("server"), identity("client")
+	scfg := srvID.ServerConfig()
+	scfg.ClientAuth = tls.VerifyClientCertIfGiven // a joining node has none yet
+	ccfg := cliID.ClientConfig()
+	if !withCert {
+		ccfg.Certificates = nil
+	}
+	a, b := net.Pipe()
+	server, client = tls.Server(a, scfg), tls.Client(b, ccfg)
+	t.Cleanup(func() { server.Close(); client.Close() })
+	done := make(chan error, 1)
+	go func() { done <- client.Handshake() }()
+	if err := server.Handshake(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	return server, client
+}
+
+// A TLS peer with a certificate of the cluster CA is the node principal;
+// one without a certificate is what its token says.
+func TestTLSPeerIsNode(t *testing.T) {
+	join := newTestToken(t)
+	a := newAuthenticator(mapTokens{join: pki.RoleJoin}, -1, nil)
+	server, _ := tlsPair(t, true)
+	if p := a.authenticate(server, ""); p.Name != principalNode.Name || p.Grants != wire.GrantAll {
+		t.Fatalf("TLS peer with a cluster certificate: %+v, want the node principal", p)
+	}
+	server, _ = tlsPair(t, false)
+	p := a.authenticate(server, join)
+	if p.Role != string(pki.RoleJoin) || p.Grants != wire.GrantsOf(pki.RoleJoin) {
+		t.Fatalf("TLS peer without a certificate, with a join token: %+v, want role join", p)
+	}
+	if p := a.authenticate(server, ""); p.Name != "anonymous" || p.Grants != 0 {
+		t.Fatalf("TLS peer without a certificate or token: %+v, want anonymous", p)
 	}
 }
