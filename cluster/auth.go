@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"crypto/tls"
 	"fmt"
-	"log/slog"
 	"net"
 	"os"
 	"os/user"
@@ -43,7 +42,6 @@ type authenticator struct {
 	tokens tokenAuthority
 	uid    int // the node's user
 	gid    int // the --socket-group's ID, -1 for none
-	logger *slog.Logger
 	// peerCred reads a Unix connection's peer credentials (unix.GetsockoptUcred).
 	peerCred func(*net.UnixConn) (peerCreds, error)
 	// groupsOf lists a process's supplementary group IDs (/proc/<pid>/status).
@@ -56,9 +54,8 @@ type peerCreds struct {
 	UID, GID int
 }
 
-func newAuthenticator(tokens tokenAuthority, socketGroup int, logger *slog.Logger) *authenticator {
-	return &authenticator{tokens: tokens, uid: os.Getuid(), gid: socketGroup, logger: logger,
-		peerCred: unixPeerCred, groupsOf: procGroups}
+func newAuthenticator(tokens tokenAuthority, socketGroup int) *authenticator {
+	return &authenticator{tokens: tokens, uid: os.Getuid(), gid: socketGroup, peerCred: unixPeerCred, groupsOf: procGroups}
 }
 
 // auth returns the rpc.Auth enforcing wire.MethodRoles with a.

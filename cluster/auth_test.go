@@ -403,7 +403,7 @@ func tlsPair(t *testing.T, withCert bool) (server, client *tls.Conn) {
 // one without a certificate is what its token says.
 func TestTLSPeerIsNode(t *testing.T) {
 	join := newTestToken(t)
-	a := newAuthenticator(mapTokens{join: pki.RoleJoin}, -1, nil)
+	a := newAuthenticator(mapTokens{join: pki.RoleJoin}, -1)
 	server, _ := tlsPair(t, true)
 	if p := a.authenticate(server, ""); p.Name != principalNode.Name || p.Grants != wire.GrantAll {
 		t.Fatalf("TLS peer with a cluster certificate: %+v, want the node principal", p)

@@ -20,7 +20,7 @@ func (n *Node) setupAuth() error {
 	if err != nil {
 		return err
 	}
-	n.auth = newAuthenticator(n.cfg.tokens, gid, n.logger.With("component", "auth"))
+	n.auth = newAuthenticator(n.cfg.tokens, gid)
 	if n.cfg.tokens != nil {
 		n.rpcServer.SetAuth(n.auth.auth())
 	}
