@@ -1,9 +1,8 @@
 package cluster
 
 import (
-	"os"
-
 	"net"
+	"os"
 
 	"github.com/nodeup/nodeup/rpc"
 )
