@@ -56,7 +56,12 @@ func newEnv(ctx context.Context, opts Options) (*Env, error) {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("start the embedded node: %w", err)
 	}
+	// The driver reaches the node over its Unix socket, as a driver on a
+	// node's machine does (worker.Init prefers the current node's socket).
 	e.head, e.addr = n, n.RPCAddr()
+	if sock := n.SocketAddr(); sock != "" {
+		e.addr = sock
+	}
 	return e, nil
 }
 

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -21,32 +22,72 @@ import (
 func clientFlags() []ucli.Flag {
 	return []ucli.Flag{
 		&ucli.StringFlag{Name: "address", EnvVars: []string{"NODEUP_ADDRESS"},
-			Usage: "host:port of any node's RPC port (default: NODEUP_ADDRESS, else the node running on this machine)"},
+			Usage: "host:port of any node's RPC port, or unix:///path/nodeup.sock (default: NODEUP_ADDRESS, else the node running on this machine, over its Unix socket)"},
+		&ucli.StringFlag{Name: "token", EnvVars: []string{wire.EnvToken},
+			Usage: "token to present to a node reached over TCP (nodeup token create); not needed over the node's Unix socket"},
+		&ucli.StringFlag{Name: "token-file", Usage: "read the token from this file (instead of --token)"},
 		&ucli.DurationFlag{Name: "timeout", Value: 20 * time.Second, Usage: "how long to wait for an answer"},
 	}
 }
 
 // resolveAddress picks the node to talk to: --address or NODEUP_ADDRESS, then
-// the node most recently started on this machine, then the default data dir's.
+// the node most recently started on this machine (its Unix socket, else its
+// TCP address), then the default data dir's. A Unix socket is returned as
+// rpc.UnixPrefix and its path.
 func resolveAddress(c *ucli.Context) (string, error) {
 	addr := c.String("address")
 	if addr == "" {
-		addr = wire.CurrentAddress()
+		if addr = wire.CurrentSocket(); addr == "" {
+			addr = wire.CurrentAddress()
+		}
 	}
 	if addr == "" {
-		if dir := os.Getenv("NODEUP_DATA_DIR"); dir != "" {
-			addr = cluster.ReadDataDirAddress(dir)
-		} else {
-			addr = cluster.ReadDataDirAddress(defaultDataDir())
+		dir := os.Getenv("NODEUP_DATA_DIR")
+		if dir == "" {
+			dir = defaultDataDir()
+		}
+		if addr = cluster.ReadDataDirAddress(dir); addr != "" {
+			if sock := filepath.Join(dir, cluster.SocketFile); fileExists(sock) {
+				addr = rpc.UnixPrefix + sock
+			}
 		}
 	}
 	if addr == "" {
 		return "", fmt.Errorf("no nodeup node found on this machine: start one (nodeup start --head), or pass --address host:port or set NODEUP_ADDRESS")
 	}
+	if strings.HasPrefix(addr, rpc.UnixPrefix) {
+		return addr, nil
+	}
 	if _, _, err := net.SplitHostPort(addr); err != nil {
 		addr = net.JoinHostPort(addr, fmt.Sprint(cluster.DefaultPort))
 	}
 	return addr, nil
+}
+
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}
+
+// resolveToken returns the token to present: --token or NODEUP_TOKEN, else
+// the first line of --token-file; "" for none.
+func resolveToken(c *ucli.Context) (string, error) {
+	if t := c.String("token"); t != "" {
+		return strings.TrimSpace(t), nil
+	}
+	path := c.String("token-file")
+	if path == "" {
+		return "", nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("--token-file: %w", err)
+	}
+	t, _, _ := strings.Cut(string(b), "\n")
+	if t = strings.TrimSpace(t); t == "" {
+		return "", fmt.Errorf("--token-file %s: empty (want the token printed by nodeup token create)", path)
+	}
+	return t, nil
 }
 
 // call makes one RPC to the resolved node.
@@ -55,9 +96,17 @@ func call(c *ucli.Context, method string, req, resp any) error {
 	if err != nil {
 		return err
 	}
+	token, err := resolveToken(c)
+	if err != nil {
+		return err
+	}
 	ctx, cancel := context.WithTimeout(c.Context, c.Duration("timeout"))
 	defer cancel()
-	cl, err := rpc.Dial(ctx, "tcp", addr, []byte{wire.PreambleRPC}, wire.ProtocolVersion)
+	network, dialAddr := "tcp", addr
+	if p, ok := strings.CutPrefix(addr, rpc.UnixPrefix); ok {
+		network, dialAddr = "unix", p
+	}
+	cl, err := rpc.Dial(ctx, network, dialAddr, []byte{wire.PreambleRPC}, wire.ProtocolVersion, rpc.WithToken(token))
 	if err != nil {
 		return fmt.Errorf("cannot reach node at %s: %w", addr, err)
 	}

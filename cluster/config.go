@@ -90,6 +90,16 @@ type Config struct {
 	ReconnectTimeout  time.Duration
 	// Logger receives structured logs; nil uses slog.Default().
 	Logger *slog.Logger
+	// SocketGroup names the group (name or numeric ID) whose members may
+	// use the node's Unix socket (<data-dir>/nodeup.sock, mode 0660) as the
+	// local principal, besides the node's own user and root; "" for none.
+	SocketGroup string
+
+	// tokens, when set, turns enforcement on: every RPC is checked against
+	// wire.MethodRoles and tokens resolves the tokens clients present.
+	// Unset (insecure mode, until issue 15's Raft-backed authority is
+	// wired) every call is allowed, as before. Tests set a map.
+	tokens tokenAuthority
 
 	// links, set only by tests, cuts links to chosen peers (links.go).
 	links linkFilter

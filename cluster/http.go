@@ -7,12 +7,14 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"golang.org/x/net/netutil"
 
+	"github.com/nodeup/nodeup/internal/pki"
 	"github.com/nodeup/nodeup/wire"
 )
 
@@ -29,9 +31,9 @@ func (n *Node) startHTTP(advertise string) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(&nodeCollector{n: n})
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /v1/status", n.httpStatus)
-	mux.HandleFunc("GET /v1/health", n.httpHealth)
-	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	n.handleHTTP(mux, "GET /v1/status", http.HandlerFunc(n.httpStatus))
+	n.handleHTTP(mux, "GET /v1/health", http.HandlerFunc(n.httpHealth))
+	n.handleHTTP(mux, "GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	n.httpServer = newHTTPServer(mux)
 	n.group.goFunc("http-serve", func() {
 		if err := n.httpServer.Serve(netutil.LimitListener(ln, maxHTTPConns)); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -142,4 +144,53 @@ func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 	for name, q := range c.n.cfg.Resources {
 		ch <- prometheus.MustNewConstMetric(descResource, prometheus.GaugeValue, q.Float(), name)
 	}
+}
+
+// handleHTTP registers h for pattern behind the role wire.HTTPRoles gives
+// it. It panics for a pattern without an entry: a programming error every
+// test that starts a node finds.
+func (n *Node) handleHTTP(mux *http.ServeMux, pattern string, h http.Handler) {
+	need, ok := wire.HTTPRoles[pattern]
+	if !ok {
+		panic("cluster: HTTP endpoint " + pattern + " has no entry in wire.HTTPRoles")
+	}
+	mux.Handle(pattern, n.requireRole(pattern, need, h))
+}
+
+// requireRole wraps h so that, when the node enforces roles (a token
+// authority is set), a request must carry "Authorization: Bearer <token>"
+// of a role allowing need: none or a token the authority refuses is 401,
+// a token of too small a role 403, each with a JSON error naming the
+// endpoint and the role it needs. need "" is open to anyone.
+func (n *Node) requireRole(pattern string, need pki.Role, h http.Handler) http.Handler {
+	if need == "" {
+		return h
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if n.cfg.tokens == nil {
+			h.ServeHTTP(w, r)
+			return
+		}
+		refuse := func(status int, why string) {
+			if status == http.StatusUnauthorized {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="nodeup"`)
+			}
+			writeJSON(w, status, map[string]string{"error": why, "role": string(need)})
+		}
+		token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if !ok || strings.TrimSpace(token) == "" {
+			refuse(http.StatusUnauthorized, fmt.Sprintf("%s needs role %s: send Authorization: Bearer <token> (nodeup token create --role %s)", pattern, need, need))
+			return
+		}
+		p, err := n.auth.token(strings.TrimSpace(token))
+		if err != nil {
+			refuse(http.StatusUnauthorized, fmt.Sprintf("%s needs role %s: %v", pattern, need, err))
+			return
+		}
+		if !pki.Role(p.Role).Allows(need) {
+			refuse(http.StatusForbidden, fmt.Sprintf("%s needs role %s; %s has role %s", pattern, need, p.Name, p.Role))
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
 }

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/memberlist"
+
+	"github.com/nodeup/nodeup/rpc"
 )
 
 // linkFilter cuts a node's links to chosen peers, so tests can partition a
@@ -28,6 +30,9 @@ type linkFilter interface {
 // one is set. ctx bounds the connect. Unacknowledged data aborts the
 // connection after tcpUserTimeout (sockopt_linux.go).
 func (n *Node) dialTCP(ctx context.Context, addr string) (net.Conn, error) {
+	if strings.HasPrefix(addr, rpc.UnixPrefix) { // the node's own socket (listenSocket)
+		return rpc.PlainDial(ctx, addr)
+	}
 	if n.cfg.links != nil {
 		return n.cfg.links.dial(ctx, addr)
 	}

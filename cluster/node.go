@@ -34,9 +34,17 @@ type Node struct {
 	dir    *dataDir
 	id     Identity
 
-	rpcAddr   string // advertised host:port of the RPC+Raft port
-	ln        net.Listener
-	mux       *mux
+	rpcAddr string // advertised host:port of the RPC+Raft port
+	ln      net.Listener
+	mux     *mux
+	// auth decides connections' principals (auth.go); its checks are on
+	// only with a token authority (Config.tokens).
+	auth *authenticator
+	// sockLn and sockMux serve local clients on <data-dir>/nodeup.sock;
+	// sockAddr is UnixPrefix and its path ("" when it could not listen).
+	sockLn    net.Listener
+	sockMux   *mux
+	sockAddr  string
 	rpcServer *rpc.Server
 	pool      *rpc.Pool
 
@@ -185,12 +193,16 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	n.actors = newActorManager(n)
 	n.pgs = newPGManager(n)
 	n.rpcServer = rpc.NewServer(n.logger.With("component", "rpc"), wire.ProtocolVersion)
+	if err := n.setupAuth(); err != nil {
+		return nil, err
+	}
 	n.registerEndpoints()
 	if cfg.Server {
 		if err := n.setupRaft(); err != nil {
 			return nil, err
 		}
 	}
+	n.listenSocket() // before any connection is served: workers are told the socket
 	n.mux = newMux(n.ln, n.rpcServer.ServeConn, n.raftLayerOrNil(), n.logger)
 	n.group.goFunc("rpc-accept", n.mux.serve)
 
@@ -218,9 +230,9 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	}
 	_ = os.WriteFile(n.dir.file(addressFile), []byte(n.rpcAddr+"\n"), 0o640)
 	if cfg.RecordCurrent {
-		writeCurrentAddress(n.rpcAddr)
+		writeCurrentAddress(n.rpcAddr, n.sockAddr)
 	}
-	n.logger.Info("node started", "rpc", n.rpcAddr, "gossip", n.ml.LocalNode().Address(), "http", n.httpAddr,
+	n.logger.Info("node started", "rpc", n.rpcAddr, "socket", n.sockAddr, "enforcing_roles", n.cfg.tokens != nil, "gossip", n.ml.LocalNode().Address(), "http", n.httpAddr,
 		"cluster", n.id.ClusterName, "incarnation", n.id.Incarnation, "server", cfg.Server, "resources", cfg.Resources.String())
 	warnUnauthenticated(n.logger, cfg.BindAddr)
 	return n, nil
@@ -562,11 +574,17 @@ func (n *Node) close() {
 	if n.ln != nil {
 		_ = n.ln.Close()
 	}
+	if n.sockLn != nil {
+		_ = n.sockLn.Close() // a Unix listener removes its socket file
+	}
 	if n.rpcServer != nil {
 		n.rpcServer.Close()
 	}
 	if n.mux != nil {
 		n.mux.wg.Wait()
+	}
+	if n.sockMux != nil {
+		n.sockMux.wg.Wait()
 	}
 	if n.pool != nil {
 		n.pool.Close()
@@ -594,10 +612,12 @@ func short(id string) string {
 	return id
 }
 
-func writeCurrentAddress(addr string) {
+// writeCurrentAddress records addr and, on a second line, the node's
+// Unix socket (sock, "" for none) as this machine's current node.
+func writeCurrentAddress(addr, sock string) {
 	p := wire.CurrentAddressFile()
 	if os.MkdirAll(filepath.Dir(p), 0o700) == nil {
-		_ = writeFileAtomic(p, []byte(addr+"\n"))
+		_ = writeFileAtomic(p, []byte(addr+"\n"+sock+"\n"))
 	}
 }
 

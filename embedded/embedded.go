@@ -32,7 +32,8 @@ func init() { worker.RegisterEmbeddedStarter(Start) }
 // Start runs a one-node cluster in this process on 127.0.0.1 and a fresh
 // temporary data dir, with spec's resources (CPU defaults to every CPU,
 // memory to 70% of RAM, in bytes) and GPUs, logging errors only to stderr.
-// It returns the node's RPC address and a function that stops the node and
+// It returns the node's address (its Unix socket, "unix:///...", else its
+// TCP RPC address) and a function that stops the node and
 // removes the data dir. Errors name what failed (the temporary dir, the
 // node's start).
 func Start(ctx context.Context, spec worker.EmbeddedSpec) (string, func(), error) {
@@ -51,6 +52,9 @@ func Start(ctx context.Context, spec worker.EmbeddedSpec) (string, func(), error
 	stop := func() {
 		_ = n.Shutdown()
 		os.RemoveAll(dir)
+	}
+	if sock := n.SocketAddr(); sock != "" {
+		return sock, stop, nil // the driver reaches its node over the socket
 	}
 	return n.RPCAddr(), stop, nil
 }

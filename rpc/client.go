@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -59,33 +60,71 @@ func putCall(cl *call) {
 
 // Dial connects to addr on network ("tcp", "unix", ...), writes preamble
 // (nil for none; nodeup node ports expect wire.PreambleRPC) and the hello of
-// protocol version, and returns a Client for the connection. ctx bounds the
-// connect and those writes. Errors are transport errors naming addr; a
-// server of another version fails the Client's calls with a *VersionError.
-func Dial(ctx context.Context, network, addr string, preamble []byte, version uint16) (*Client, error) {
+// protocol version, with the token of a WithToken option if one is given,
+// and returns a Client for the connection. ctx bounds the connect and those
+// writes. Errors are transport errors naming addr (also for a token over
+// MaxTokenSize); a server of another version fails the Client's calls with
+// a *VersionError.
+func Dial(ctx context.Context, network, addr string, preamble []byte, version uint16, opts ...DialOption) (*Client, error) {
+	var o dialOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if err := checkToken(o.token); err != nil {
+		return nil, &callError{addr: addr, err: err, transport: true}
+	}
 	var d net.Dialer
 	conn, err := dialConn(ctx, func(ctx context.Context, addr string) (net.Conn, error) {
 		return d.DialContext(ctx, network, addr)
-	}, addr, preamble, version)
+	}, addr, preamble, version, o.token)
 	if err != nil {
 		return nil, &callError{addr: addr, err: err, transport: true}
 	}
 	return newClient(conn, addr, version), nil
 }
 
-// DialFunc connects to a TCP address ("host:port"); ctx bounds the connect.
+// DialOption changes how Dial connects.
+type DialOption func(*dialOptions)
+
+type dialOptions struct{ token string }
+
+// WithToken makes the connection present token in its hello (see
+// HelloSize), for the server's Auth to resolve; "" presents none.
+func WithToken(token string) DialOption {
+	return func(o *dialOptions) { o.token = token }
+}
+
+// checkToken refuses a token the hello cannot carry.
+func checkToken(token string) error {
+	if len(token) > MaxTokenSize {
+		return fmt.Errorf("token of %d bytes: the most a hello carries is %d", len(token), MaxTokenSize)
+	}
+	return nil
+}
+
+// DialFunc connects to an address ("host:port" for TCP, or UnixPrefix and
+// a socket path); ctx bounds the connect.
 type DialFunc func(ctx context.Context, addr string) (net.Conn, error)
 
-// plainDial is the DialFunc a Pool uses unless SetDialer replaced it.
-func plainDial(ctx context.Context, addr string) (net.Conn, error) {
+// UnixPrefix starts an address that names a Unix socket by its path:
+// "unix:///var/lib/nodeup/nodeup.sock". Pools and PlainDial dial such an
+// address over the socket, any other over TCP.
+const UnixPrefix = "unix://"
+
+// PlainDial is the DialFunc a Pool uses unless SetDialer replaced it: a
+// Unix socket for an address starting with UnixPrefix, else TCP.
+func PlainDial(ctx context.Context, addr string) (net.Conn, error) {
 	var d net.Dialer
+	if path, ok := strings.CutPrefix(addr, UnixPrefix); ok {
+		return d.DialContext(ctx, "unix", path)
+	}
 	return d.DialContext(ctx, "tcp", addr)
 }
 
-// dialConn connects and writes preamble and the hello in one write; the
-// server's hello is read by the client's reader, so a call costs no extra
-// round trip.
-func dialConn(ctx context.Context, dial DialFunc, addr string, preamble []byte, version uint16) (net.Conn, error) {
+// dialConn connects and writes preamble and the hello (carrying token
+// unless it is empty) in one write; the server's hello is read by the
+// client's reader, so a call costs no extra round trip.
+func dialConn(ctx context.Context, dial DialFunc, addr string, preamble []byte, version uint16, token string) (net.Conn, error) {
 	conn, err := dial(ctx, addr)
 	if err != nil {
 		return nil, err
@@ -93,7 +132,7 @@ func dialConn(ctx context.Context, dial DialFunc, addr string, preamble []byte, 
 	if dl, ok := ctx.Deadline(); ok {
 		_ = conn.SetWriteDeadline(dl)
 	}
-	if _, err := conn.Write(AppendHello(append([]byte(nil), preamble...), version)); err != nil {
+	if _, err := conn.Write(AppendHelloToken(append([]byte(nil), preamble...), version, token)); err != nil {
 		conn.Close()
 		return nil, fmt.Errorf("write preamble and hello: %w", err)
 	}

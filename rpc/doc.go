@@ -8,7 +8,11 @@
 // A connection is a sequence of frames in both directions. A client that
 // dials a nodeup node port first sends a one-byte preamble (0x01 for RPC),
 // which the node uses to multiplex the port; the preamble is not part of
-// the frame stream. Each frame is:
+// the frame stream. Then comes the hello (HelloSize; a client's may carry a
+// token, AppendHelloToken), once per connection: a server with an Auth
+// decides the connection's Principal from it and the connection, and
+// refuses calls the principal may not make (CodePermissionDenied). Each
+// frame is:
 //
 //	+----------------------+---------------------------------------------+
 //	| length: uint32, BE   | payload: length bytes                       |

@@ -12,8 +12,9 @@ import (
 // server is about to close for idleness.
 const PoolIdleTimeout = 2 * time.Minute
 
-// Pool keeps one Client per TCP address and redials when the cached one
-// has died or idled for PoolIdleTimeout. It is safe for concurrent use.
+// Pool keeps one Client per address and redials when the cached one has
+// died or idled for PoolIdleTimeout. It is safe for concurrent use. Every
+// connection presents the pool's token (SetToken), if any.
 // Calls are never retried: a transport error is returned to the caller,
 // and the next call to that address dials afresh.
 type Pool struct {
@@ -21,6 +22,8 @@ type Pool struct {
 	version     uint16
 	dialTimeout time.Duration
 	dial        DialFunc
+	token       string
+	routes      map[string]string // address -> the address dialed for it
 
 	mu      sync.Mutex
 	closed  bool
@@ -43,7 +46,7 @@ func NewPool(preamble []byte, version uint16, dialTimeout time.Duration) *Pool {
 		preamble:    preamble,
 		version:     version,
 		dialTimeout: dialTimeout,
-		dial:        plainDial,
+		dial:        PlainDial,
 		entries:     make(map[string]*poolEntry),
 	}
 }
@@ -57,7 +60,39 @@ func (p *Pool) SetDialer(dial DialFunc) {
 	p.mu.Unlock()
 }
 
-// Call is Client.Call on the pooled client for addr ("host:port", TCP),
+// SetToken makes every connection the pool dials from now on present
+// token in its hello (WithToken); it returns an error, changing nothing,
+// for a token longer than MaxTokenSize. Call it before the pool's first
+// use: connections already open keep the principal they have.
+func (p *Pool) SetToken(token string) error {
+	if err := checkToken(token); err != nil {
+		return err
+	}
+	p.mu.Lock()
+	p.token = token
+	p.mu.Unlock()
+	return nil
+}
+
+// SetRoute makes calls to addr dial via instead (a driver reaches its
+// node's TCP address over the node's Unix socket, "unix:///path", while
+// the TCP address stays the node's name in everything it sends); "" for
+// via removes the route. Connections already open are kept.
+func (p *Pool) SetRoute(addr, via string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if via == "" {
+		delete(p.routes, addr)
+		return
+	}
+	if p.routes == nil {
+		p.routes = make(map[string]string)
+	}
+	p.routes[addr] = via
+}
+
+// Call is Client.Call on the pooled client for addr ("host:port", or a
+// Unix socket as UnixPrefix and its path),
 // dialing it first if needed. A dial failure is a transport error naming
 // method and addr; after Close it returns a transport error wrapping
 // ErrClosed.
@@ -90,7 +125,10 @@ func (p *Pool) client(ctx context.Context, addr string) (*Client, error) {
 		e = new(poolEntry)
 		p.entries[addr] = e
 	}
-	dial := p.dial
+	dial, token, dialAddr := p.dial, p.token, addr
+	if via, ok := p.routes[addr]; ok {
+		dialAddr = via
+	}
 	p.mu.Unlock()
 
 	e.mu.Lock()
@@ -107,7 +145,7 @@ func (p *Pool) client(ctx context.Context, addr string) (*Client, error) {
 		dctx, cancel = context.WithTimeout(ctx, p.dialTimeout)
 		defer cancel()
 	}
-	conn, err := dialConn(dctx, dial, addr, p.preamble, p.version)
+	conn, err := dialConn(dctx, dial, dialAddr, p.preamble, p.version, token)
 	if err != nil {
 		return nil, err
 	}

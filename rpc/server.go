@@ -34,8 +34,9 @@ type Server struct {
 	logger  *slog.Logger
 	version uint16 // protocol version exchanged in every connection's hello
 
-	regMu    sync.Mutex                         // serialises Register
-	handlers atomic.Pointer[map[string]Handler] // copy-on-write: lookups take no lock
+	regMu    sync.Mutex                       // serialises Register and SetAuth
+	handlers atomic.Pointer[map[string]entry] // copy-on-write: lookups take no lock
+	auth     atomic.Pointer[Auth]             // nil: every call allowed
 
 	// Request goroutines are reused: a new request goes to an idle worker
 	// if one is waiting on work, else to a new goroutine. Reuse keeps
@@ -77,7 +78,7 @@ func NewServer(logger *slog.Logger, version uint16) *Server {
 		listeners: make(map[net.Listener]struct{}),
 		conns:     make(map[net.Conn]struct{}),
 	}
-	s.handlers.Store(&map[string]Handler{})
+	s.handlers.Store(&map[string]entry{})
 	return s
 }
 
@@ -94,11 +95,11 @@ func (s *Server) Register(method string, h Handler) {
 	if _, dup := old[method]; dup {
 		panic("rpc: duplicate registration of " + method)
 	}
-	m := make(map[string]Handler, len(old)+1)
+	m := make(map[string]entry, len(old)+1)
 	for k, v := range old {
 		m[k] = v
 	}
-	m[method] = h
+	m[method] = s.entryFor(method, h)
 	s.handlers.Store(&m)
 }
 
@@ -211,6 +212,10 @@ type serverConn struct {
 	w      *frameWriter
 	remote string
 	limits Limits
+	// principal is who the connection is (Auth); nil when the server
+	// checks nothing. hint ends refusals.
+	principal *Principal
+	hint      string
 
 	// pending and pendingBytes count the connection's running requests
 	// and the payload bytes they hold.
@@ -266,14 +271,19 @@ func (s *Server) admit(conn net.Conn) (Limits, error) {
 // cancels them; a request over the connection's limits is refused.
 func (sc *serverConn) readLoop(ctx context.Context) error {
 	br := bufio.NewReaderSize(sc.conn, readBufSize)
-	if err := sc.hello(br); err != nil {
+	token, err := sc.hello(br)
+	if err != nil {
 		return err
+	}
+	if a := sc.s.auth.Load(); a != nil && a.Authenticate != nil {
+		p := a.Authenticate(sc.conn, token)
+		sc.principal, sc.hint = &p, a.Hint
 	}
 	for {
 		if err := sc.awaitFrame(br); err != nil {
 			return err
 		}
-		f, refused, err := sc.readRequest(br)
+		f, h, refused, err := sc.readRequest(br)
 		switch {
 		case err != nil:
 			return err
@@ -284,7 +294,7 @@ func (sc *serverConn) readLoop(ctx context.Context) error {
 		default:
 			sc.pending.Add(1)
 			sc.pendingBytes.Add(int64(len(f.Body)))
-			sc.s.dispatch(workItem{sc: sc, ctx: ctx, req: f})
+			sc.s.dispatch(workItem{sc: sc, ctx: ctx, req: f, h: h})
 		}
 	}
 }
@@ -340,11 +350,13 @@ func (sc *serverConn) awaitFrame(br *bufio.Reader) error {
 
 // readRequest reads one request frame, which must arrive within
 // Limits.FrameTimeout of its first byte plus a second per minFrameRate
-// bytes of payload. It skips, unread, the body of a request that it
-// refuses (returned as refused) or whose method nobody serves; any other
-// body must be one well-formed msgpack value (mpsafe.Check), else the
-// frame is malformed.
-func (sc *serverConn) readRequest(br *bufio.Reader) (f Frame, refused *Error, err error) {
+// bytes of payload, and returns it with its method's handler (nil when
+// nobody serves it). It skips, unread, the body of a request that it
+// refuses (returned as refused: overloaded, or not allowed to the
+// connection's principal) or whose method nobody serves; any other body
+// must be one well-formed msgpack value (mpsafe.Check), else the frame is
+// malformed.
+func (sc *serverConn) readRequest(br *bufio.Reader) (f Frame, h Handler, refused *Error, err error) {
 	start := time.Now()
 	_ = sc.conn.SetReadDeadline(start.Add(sc.limits.FrameTimeout))
 	rest, err := readFrameHead(br, &f, sc.limits.MaxRequestSize)
@@ -352,27 +364,34 @@ func (sc *serverConn) readRequest(br *bufio.Reader) (f Frame, refused *Error, er
 		err = fmt.Errorf("%w: %s frame (seq %d) sent to a server", ErrMalformedFrame, f.Kind, f.Seq)
 	}
 	if err != nil {
-		return f, nil, err
+		return f, nil, nil, err
 	}
-	if refused = sc.overloaded(&f, rest+len(f.Body)); refused != nil {
+	e, ok := (*sc.s.handlers.Load())[f.Method]
+	if ok {
+		refused = denied(sc.principal, f.Method, &e, sc.hint)
+	}
+	if refused == nil {
+		refused = sc.overloaded(&f, rest+len(f.Body))
+	}
+	if refused != nil {
 		f.Body = nil // set when the header filled the read buffer
 		_, err = br.Discard(rest)
-		return f, refused, unexpectedEOF(err)
+		return f, nil, refused, unexpectedEOF(err)
 	}
 	if rest == 0 {
-		return f, nil, sc.checkBody(&f)
+		return f, e.h, nil, sc.checkBody(&f)
 	}
 	if slack := time.Duration(rest) * time.Second / minFrameRate; slack > 0 {
 		_ = sc.conn.SetReadDeadline(start.Add(sc.limits.FrameTimeout + slack))
 	}
-	if (*sc.s.handlers.Load())[f.Method] == nil {
+	if !ok {
 		_, err = br.Discard(rest)
-		return f, nil, unexpectedEOF(err)
+		return f, nil, nil, unexpectedEOF(err)
 	}
 	if f.Body, err = readPayload(br, rest); err != nil {
-		return f, nil, err
+		return f, nil, nil, err
 	}
-	return f, nil, sc.checkBody(&f)
+	return f, e.h, nil, sc.checkBody(&f)
 }
 
 // checkBody returns an error wrapping ErrMalformedFrame if f's body is
@@ -396,6 +415,7 @@ type workItem struct {
 	sc  *serverConn
 	ctx context.Context
 	req Frame
+	h   Handler // nil: nobody serves req.Method
 }
 
 func (s *Server) dispatch(w workItem) {
@@ -411,7 +431,7 @@ func (s *Server) dispatch(w workItem) {
 func (s *Server) worker(w workItem) {
 	for {
 		if s.inflight.Add(1); !s.stopping.Load() {
-			w.sc.handle(w.ctx, w.req)
+			w.sc.handle(w.ctx, w.req, w.h)
 		}
 		s.inflight.Add(-1)
 		w.sc.finished(len(w.req.Body))
@@ -451,11 +471,11 @@ func (sc *serverConn) logReadError(err error) {
 	}
 }
 
-// handle runs one request and writes its response.
-func (sc *serverConn) handle(ctx context.Context, req Frame) {
+// handle runs one request with h (nil when nobody serves its method) and
+// writes its response.
+func (sc *serverConn) handle(ctx context.Context, req Frame, h Handler) {
 	resp := Frame{Seq: req.Seq, Kind: KindResponse}
 	var tail []byte
-	h := (*sc.s.handlers.Load())[req.Method]
 	if h == nil {
 		resp.Kind, resp.Code = KindError, CodeUnknownMethod
 		resp.Error = fmt.Sprintf("rpc: unknown method %q", req.Method)

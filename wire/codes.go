@@ -28,9 +28,10 @@ const (
 	// CodeBadInput: the request is invalid (empty or malformed field,
 	// negative resource, bad env var); the message names the bad value.
 	CodeBadInput = "bad_input"
-	// CodePermissionDenied: the caller may not do this (reserved for the
-	// security work of issue 15; nothing sends it yet).
-	CodePermissionDenied = "permission_denied"
+	// CodePermissionDenied (set by package rpc): the connection's principal
+	// may not call the method; the message names the method, the role it
+	// needs (MethodRoles), the connection's role and what to do.
+	CodePermissionDenied = rpc.CodePermissionDenied
 	// CodeObjectLost: the object's value is gone (freed, or its node is).
 	CodeObjectLost = "object_lost"
 	// CodeOwnerDied: the object's owner process is gone, and with it the

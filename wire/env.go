@@ -9,15 +9,22 @@ import (
 
 // Environment a node starts a worker process with; the SDK reads it in Init.
 const (
-	EnvWorkerMode = "NODEUP_WORKER"     // "1" in worker processes
-	EnvNodeAddr   = "NODEUP_NODE_ADDR"  // the node's RPC address
-	EnvJobID      = "NODEUP_JOB_ID"     // the job the worker serves
-	EnvWorkerID   = "NODEUP_WORKER_ID"  // this worker's ID
-	EnvBindIP     = "NODEUP_BIND_IP"    // IP the worker's RPC server listens on
-	EnvNodeID     = "NODEUP_NODE_ID"    // the node's ID
-	EnvNodeName   = "NODEUP_NODE_NAME"  // the node's name
-	EnvArenaPath  = "NODEUP_ARENA_PATH" // the node's object store file
-	EnvActorID    = "NODEUP_ACTOR_ID"   // set in an actor's dedicated worker process
+	EnvWorkerMode = "NODEUP_WORKER"    // "1" in worker processes
+	EnvNodeAddr   = "NODEUP_NODE_ADDR" // the node's RPC address
+	// EnvNodeSocket is the node's Unix socket as an address
+	// ("unix:///data/nodeup.sock"): the worker reaches its node over it,
+	// as the local principal; unset when the node has none.
+	EnvNodeSocket = "NODEUP_NODE_SOCKET"
+	// EnvToken is the token a driver or the CLI presents to a node it
+	// reaches over TCP (rpc.WithToken), as --token does.
+	EnvToken     = "NODEUP_TOKEN"
+	EnvJobID     = "NODEUP_JOB_ID"     // the job the worker serves
+	EnvWorkerID  = "NODEUP_WORKER_ID"  // this worker's ID
+	EnvBindIP    = "NODEUP_BIND_IP"    // IP the worker's RPC server listens on
+	EnvNodeID    = "NODEUP_NODE_ID"    // the node's ID
+	EnvNodeName  = "NODEUP_NODE_NAME"  // the node's name
+	EnvArenaPath = "NODEUP_ARENA_PATH" // the node's object store file
+	EnvActorID   = "NODEUP_ACTOR_ID"   // set in an actor's dedicated worker process
 	// EnvBinaryHash is the sha256 (hex) of the worker's own executable, so a
 	// worker need not hash tens of MiB at every start.
 	EnvBinaryHash = "NODEUP_BINARY_HASH"

@@ -12,7 +12,9 @@ package wire
 //	2: the hello; JobRegisterReply.ClusterName (was ClusterNam), without
 //	   InlineMax; the enumerated codes of codes.go
 //	3: one shape for infeasible, *Infeasible (was a string in LeaseReply
-//	   and ActorStartReply, a bool in ActorInfo and PGInfo)
+//	   and ActorStartReply, a bool in ActorInfo and PGInfo);
+//	   a client's hello may carry a token ("NT", rpc.AppendHelloToken);
+//	   permission_denied is sent (MethodRoles)
 const ProtocolVersion uint16 = 3
 
 // PreambleRPC is the byte a client sends first on a node's port to speak

@@ -113,18 +113,25 @@ func (cw *coreWorker) serve(ip string) error {
 	cw.ln = ln
 	cw.addr = ln.Addr().String()
 	cw.server = rpc.NewServer(cw.logger.With("component", "rpc"), wire.ProtocolVersion)
-	rpc.Handle(cw.server, wire.MethodObjectGet, cw.handleObjectGet)
-	rpc.Handle(cw.server, wire.MethodObjectGetMany, cw.handleObjectGetMany)
-	rpc.Handle(cw.server, wire.MethodObjectRefRemoved, cw.handleRefRemoved)
-	if cw.isWorker {
-		rpc.Handle(cw.server, wire.MethodPushTask, cw.handlePushTask)
-		rpc.Handle(cw.server, wire.MethodLeaseRevoke, cw.handleLeaseRevoke)
-		rpc.Handle(cw.server, wire.MethodTaskCancel, cw.handleTaskCancel)
-		rpc.Handle(cw.server, wire.MethodActorConstruct, cw.handleActorConstruct)
-		rpc.Handle(cw.server, wire.MethodActorCall, cw.handleActorCall)
-	}
+	cw.registerMethods(cw.server)
 	go func() { _ = cw.server.Serve(&preambleListener{ln}) }()
 	return nil
+}
+
+// registerMethods registers the core worker's methods on s: object gets
+// for every process, task and actor execution for worker processes. Each
+// has a role in wire.MethodRoles (TestCoreWorkerMethodsHaveRoles).
+func (cw *coreWorker) registerMethods(s *rpc.Server) {
+	rpc.Handle(s, wire.MethodObjectGet, cw.handleObjectGet)
+	rpc.Handle(s, wire.MethodObjectGetMany, cw.handleObjectGetMany)
+	rpc.Handle(s, wire.MethodObjectRefRemoved, cw.handleRefRemoved)
+	if cw.isWorker {
+		rpc.Handle(s, wire.MethodPushTask, cw.handlePushTask)
+		rpc.Handle(s, wire.MethodLeaseRevoke, cw.handleLeaseRevoke)
+		rpc.Handle(s, wire.MethodTaskCancel, cw.handleTaskCancel)
+		rpc.Handle(s, wire.MethodActorConstruct, cw.handleActorConstruct)
+		rpc.Handle(s, wire.MethodActorCall, cw.handleActorCall)
+	}
 }
 
 // preambleListener strips the one-byte protocol preamble that rpc.Dial and

@@ -34,7 +34,7 @@ var (
 	ErrNotLeader        = &CodeError{wire.CodeNotLeader}        // the node asked does not lead
 	ErrNoLeader         = &CodeError{wire.CodeNoLeader}         // no leader within 15 s: retry later
 	ErrBadInput         = &CodeError{wire.CodeBadInput}         // the message names the bad value
-	ErrPermissionDenied = &CodeError{wire.CodePermissionDenied} // reserved (issue 15)
+	ErrPermissionDenied = &CodeError{wire.CodePermissionDenied} // the message names the method and the role it needs: pass a token (Token, NODEUP_TOKEN)
 	ErrObjectLost       = &CodeError{wire.CodeObjectLost}       // also *ObjectLostError
 	ErrOwnerDied        = &CodeError{wire.CodeOwnerDied}        // the object's owner is gone
 	ErrActorDied        = &CodeError{wire.CodeActorDied}        // also *ActorDiedError

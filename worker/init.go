@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"maps"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/nodeup/nodeup/rpc"
@@ -22,6 +23,7 @@ type InitOption func(*initConfig)
 
 type initConfig struct {
 	address   string
+	token     string
 	namespace string
 	resources sched.ResourceSet
 	logger    *slog.Logger
@@ -33,6 +35,14 @@ type initConfig struct {
 // Address connects to the node at host:port instead of NODEUP_ADDRESS or the
 // node running on this machine.
 func Address(addr string) InitOption { return func(c *initConfig) { c.address = addr } }
+
+// Token makes the driver present token (as printed by nodeup token create,
+// role submit or admin to run work) to the nodes it reaches over TCP;
+// without it NODEUP_TOKEN is used. A driver on the node's machine that
+// reaches it over its Unix socket (NODEUP_ADDRESS=unix:///path, or the
+// node running on this machine) needs none. A node that refuses a call
+// says so with an error matching ErrPermissionDenied.
+func Token(token string) InitOption { return func(c *initConfig) { c.token = token } }
 
 // EmbeddedResources sets the resources of the embedded single-node cluster
 // Init starts when no node is running (default: all CPUs, 70% of RAM), e.g.
@@ -116,6 +126,16 @@ func Init(ctx context.Context, opts ...InitOption) error {
 	if cw.namespace != DefaultNamespace {
 		cw.workerEnv = []string{EnvNamespace + "=" + cw.namespace}
 	}
+	// The token is presented on TCP connections (to other nodes, and to
+	// the local node when its socket is not used). A worker process runs
+	// the driver's main, so it presents the driver's Token too.
+	if cfg.token == "" {
+		cfg.token = os.Getenv(wire.EnvToken)
+	}
+	if err := cw.pool.SetToken(cfg.token); err != nil {
+		cw.close()
+		return fmt.Errorf("nodeup: Token: %w", err)
+	}
 	if os.Getenv(wire.EnvWorkerMode) == "1" {
 		env, err := workerRuntimeEnv()
 		if err != nil {
@@ -164,15 +184,22 @@ func (cw *coreWorker) connect(ctx context.Context, cfg initConfig) error {
 		if err := register(addr); err != nil {
 			return fmt.Errorf("nodeup: connect to node at %s: %w", addr, err)
 		}
+	case wire.CurrentSocket() != "" && register(wire.CurrentSocket()) == nil:
+		addr = wire.CurrentSocket()
 	case wire.CurrentAddress() != "" && register(wire.CurrentAddress()) == nil:
 	default:
-		addr, err := cw.startEmbedded(ctx, cfg)
+		addr, err = cw.startEmbedded(ctx, cfg)
 		if err != nil {
 			return err
 		}
 		if err := register(addr); err != nil {
 			return fmt.Errorf("nodeup: connect to the embedded node: %w", err)
 		}
+	}
+	// The node's TCP address stays its name in everything this process
+	// sends; reached over its Unix socket, calls to it take the socket.
+	if strings.HasPrefix(addr, rpc.UnixPrefix) {
+		cw.pool.SetRoute(rep.NodeAddr, addr)
 	}
 	cw.nodeAddr, cw.nodeID, cw.nodeName = rep.NodeAddr, rep.NodeID, rep.NodeName
 	cw.arena.path = rep.ArenaPath
@@ -194,6 +221,9 @@ func runWorker(cw *coreWorker) {
 	cw.isWorker = true
 	cw.jobID = os.Getenv(wire.EnvJobID)
 	cw.nodeAddr = os.Getenv(wire.EnvNodeAddr)
+	if sock := os.Getenv(wire.EnvNodeSocket); strings.HasPrefix(sock, rpc.UnixPrefix) {
+		cw.pool.SetRoute(cw.nodeAddr, sock)
+	}
 	cw.nodeID, cw.nodeName = os.Getenv(wire.EnvNodeID), os.Getenv(wire.EnvNodeName)
 	cw.arena.path = os.Getenv(wire.EnvArenaPath)
 	// The node started us from its content-addressed cache and says under

@@ -68,6 +68,11 @@ func Start(t testing.TB, n int, configure func(i int, c *cluster.Config)) []*clu
 	// right after Start must find node 1 in it.
 	pool := rpc.NewPool([]byte{wire.PreambleRPC}, wire.ProtocolVersion, time.Second)
 	defer pool.Close()
+	// Over the node's Unix socket, as a local client: a node enforcing
+	// roles (Config.SetTokenAuthority) answers it.
+	if sock := nodes[0].SocketAddr(); sock != "" {
+		pool.SetRoute(nodes[0].RPCAddr(), sock)
+	}
 	testutil.Until(t, formTimeout, fmt.Sprintf("%d nodes alive in %s's view", n, nodes[0].Name()), func() error {
 		a, err := aliveInView(pool, nodes[0])
 		if err != nil {

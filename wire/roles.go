@@ -1,0 +1,139 @@
+package wire
+
+import (
+	"strings"
+
+	"github.com/nodeup/nodeup/internal/pki"
+	"github.com/nodeup/nodeup/rpc"
+)
+
+// MethodRoles is the one table of what role each RPC method needs (issue
+// 15): a connection may call a method when its role allows the method's
+// (pki.Role.Allows: admin allows everything, every role allows read). A
+// method missing here is refused to everyone, so nothing is open by
+// accident; TestEveryRegisteredMethodHasARole (package cluster) fails when
+// a method a node or core worker registers has no entry. The leader-only
+// variant of a method (LeaderSuffix) needs what the method needs.
+//
+// Methods only nodes call of each other (heartbeats, the two-phase bundle
+// reservation, actor placement, binary and object transfers between
+// nodes) need admin: a node's principal and the local principal (the Unix
+// socket) hold every role, and so does an admin token.
+var MethodRoles = map[string]pki.Role{
+	MethodHello:          pki.RoleRead,
+	MethodStatus:         pki.RoleRead,
+	MethodNodeRegister:   pki.RoleAdmin,
+	MethodNodeHeartbeat:  pki.RoleAdmin,
+	MethodKVGet:          pki.RoleRead,
+	MethodKVList:         pki.RoleRead,
+	MethodKVSet:          pki.RoleSubmit,
+	MethodKVDelete:       pki.RoleSubmit,
+	MethodRaftStats:      pki.RoleRead,
+	MethodRaftLeave:      pki.RoleAdmin,
+	MethodJobRegister:    pki.RoleSubmit,
+	MethodJobFinish:      pki.RoleSubmit,
+	MethodBinaryFetch:    pki.RoleAdmin,
+	MethodLease:          pki.RoleSubmit,
+	MethodLeaseReturn:    pki.RoleSubmit,
+	MethodBlocked:        pki.RoleSubmit,
+	MethodUnblocked:      pki.RoleSubmit,
+	MethodWorkerRegister: pki.RoleAdmin,
+	MethodClusterView:    pki.RoleRead,
+	MethodObjectCreate:   pki.RoleSubmit,
+	MethodObjectSeal:     pki.RoleSubmit,
+	MethodObjectAbort:    pki.RoleSubmit,
+	MethodObjectLocate:   pki.RoleRead,
+	MethodObjectRead:     pki.RoleAdmin,
+	MethodObjectFree:     pki.RoleSubmit,
+	MethodActorCreate:    pki.RoleSubmit,
+	MethodActorGet:       pki.RoleRead,
+	MethodActorList:      pki.RoleRead,
+	MethodActorKill:      pki.RoleSubmit,
+	MethodActorDied:      pki.RoleAdmin,
+	MethodActorJobDone:   pki.RoleAdmin,
+	MethodActorStart:     pki.RoleAdmin,
+	MethodActorStop:      pki.RoleAdmin,
+	MethodPGCreate:       pki.RoleSubmit,
+	MethodPGGet:          pki.RoleRead,
+	MethodPGList:         pki.RoleRead,
+	MethodPGRemove:       pki.RoleSubmit,
+	MethodPGPrepare:      pki.RoleAdmin,
+	MethodPGCommit:       pki.RoleAdmin,
+	MethodPGReturn:       pki.RoleAdmin,
+	// Served by core workers (drivers and worker processes).
+	MethodPushTask:         pki.RoleSubmit,
+	MethodLeaseRevoke:      pki.RoleAdmin,
+	MethodTaskCancel:       pki.RoleSubmit,
+	MethodActorConstruct:   pki.RoleSubmit,
+	MethodActorCall:        pki.RoleSubmit,
+	MethodObjectGet:        pki.RoleRead,
+	MethodObjectGetMany:    pki.RoleRead,
+	MethodObjectRefRemoved: pki.RoleSubmit,
+}
+
+// HTTPRoles is the role each endpoint of a node's HTTP API needs, by its
+// pattern as registered (net/http's "METHOD /path"); "" is open to anyone
+// (the health check load balancers probe). A request presents a token as
+// "Authorization: Bearer <token>". The node refuses to register an
+// endpoint missing here.
+var HTTPRoles = map[string]pki.Role{
+	"GET /v1/health": "",
+	"GET /v1/status": pki.RoleRead,
+	"GET /metrics":   pki.RoleRead,
+}
+
+// MethodRole returns the role method needs (MethodRoles, the leader-only
+// variant as its method), false when the table has none.
+func MethodRole(method string) (pki.Role, bool) {
+	r, ok := MethodRoles[strings.TrimSuffix(method, LeaderSuffix)]
+	return r, ok
+}
+
+// The bits of rpc.Grants each role stands for.
+const (
+	GrantRead rpc.Grants = 1 << iota
+	GrantSubmit
+	GrantJoin
+	GrantAdmin
+	// GrantAll holds every role: nodes and local (Unix socket) clients.
+	GrantAll rpc.Grants = GrantRead | GrantSubmit | GrantJoin | GrantAdmin
+)
+
+// roleBit is the bit of one role, 0 for a string that is none.
+func roleBit(r pki.Role) rpc.Grants {
+	switch r {
+	case pki.RoleRead:
+		return GrantRead
+	case pki.RoleSubmit:
+		return GrantSubmit
+	case pki.RoleJoin:
+		return GrantJoin
+	case pki.RoleAdmin:
+		return GrantAdmin
+	}
+	return 0
+}
+
+// GrantsOf returns what a principal of role r may act as, as
+// pki.Role.Allows says: r itself and read, or everything for admin; none
+// for an unknown role.
+func GrantsOf(r pki.Role) rpc.Grants {
+	switch b := roleBit(r); b {
+	case 0:
+		return 0
+	case GrantAdmin:
+		return GrantAll
+	default:
+		return b | GrantRead
+	}
+}
+
+// MethodRequirement is MethodRole as an rpc.Auth's Require: the role's
+// name and bit.
+func MethodRequirement(method string) (rpc.Requirement, bool) {
+	r, ok := MethodRole(method)
+	if !ok {
+		return rpc.Requirement{}, false
+	}
+	return rpc.Requirement{Role: string(r), Bit: roleBit(r)}, true
+}
