@@ -41,7 +41,7 @@ const (
 	recordPlacementGroup snapshotRecordType = 5
 	// recordToken carries a TokenRecord (the secret's hash, never the secret).
 	recordToken snapshotRecordType = 6
-	recordEnd            snapshotRecordType = 0xff
+	recordEnd   snapshotRecordType = 0xff
 )
 
 // snapshotHeader opens a snapshot stream.
