@@ -107,7 +107,7 @@ func (n *Node) actorStart(ctx context.Context, req *wire.ActorStartRequest) (*wi
 		return fail(fmt.Errorf("worker %w", err))
 	}
 	var crep wire.ActorConstructReply
-	err = n.pool.Call(ctx, w.addr, wire.MethodActorConstruct, &wire.ActorConstructRequest{ActorID: req.ActorID, Incarnation: req.Incarnation,
+	err = n.localPool.Call(ctx, w.addr, wire.MethodActorConstruct, &wire.ActorConstructRequest{ActorID: req.ActorID, Incarnation: req.Incarnation,
 		Class: req.Class, Constructor: req.Constructor, Args: req.Args, MaxConcurrency: req.MaxConcurrency}, &crep)
 	if err != nil {
 		return fail(fmt.Errorf("run constructor: %w", err))

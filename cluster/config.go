@@ -82,6 +82,12 @@ type Config struct {
 	// long after the failure it keeps trying (default 72 h, as Serf).
 	ReconnectInterval time.Duration
 	ReconnectTimeout  time.Duration
+	// Insecure turns the cluster identity off (--insecure): plaintext
+	// between nodes, no CA, no tokens. For a laptop; a warning says so.
+	Insecure bool
+	// Token is the join token (nodeup1.…, pki.ParseToken) a node without
+	// a cluster certificate joins with; unused once it has one.
+	Token string
 	// Logger receives structured logs; nil uses slog.Default().
 	Logger *slog.Logger
 

@@ -477,7 +477,7 @@ func (p *workerPool) revokeLeases(leases []revokedLease, reason string) {
 		go func() {
 			defer wg.Done()
 			req := &wire.LeaseRevokeRequest{LeaseIDs: byWorker[id], Reason: reason}
-			if err := p.n.pool.Call(ctx, addr, wire.MethodLeaseRevoke, req, nil); err != nil && !rpc.IsTransport(err) {
+			if err := p.n.localPool.Call(ctx, addr, wire.MethodLeaseRevoke, req, nil); err != nil && !rpc.IsTransport(err) {
 				p.n.logger.Warn("revoke leases", "worker", id, "leases", req.LeaseIDs, "err", err)
 			}
 		}()
