@@ -88,7 +88,8 @@ func fsmCode(err error) string {
 	case errors.Is(err, store.ErrActorStaleIncarnation), errors.Is(err, store.ErrStaleIncarnation):
 		return wire.CodeStaleIncarnation
 	case errors.Is(err, store.ErrNodeNotFound), errors.Is(err, store.ErrActorNotFound),
-		errors.Is(err, store.ErrPlacementGroupNotFound), errors.Is(err, store.ErrPlacementGroupRemoved):
+		errors.Is(err, store.ErrPlacementGroupNotFound), errors.Is(err, store.ErrPlacementGroupRemoved),
+		errors.Is(err, store.ErrTokenNotFound):
 		return wire.CodeNotFound
 	}
 	return wire.CodeBadInput // malformed or invalid request, another cluster's ID, a reservation committed state refuses
