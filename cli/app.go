@@ -53,6 +53,7 @@ func App() *ucli.App {
 			statusCommand(),
 			nodesCommand(),
 			kvCommand(),
+			tokenCommand(),
 			listCommand(),
 			versionCommand(),
 			benchCommand(),

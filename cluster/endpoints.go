@@ -191,7 +191,10 @@ func (n *Node) status(ctx context.Context, _ *wire.Empty) (*wire.StatusResponse,
 	}
 	resp := &wire.StatusResponse{ClusterID: n.id.ClusterID, ClusterName: n.id.ClusterName,
 		LeaderID: n.id.NodeID, LeaderName: n.cfg.NodeName, LeaderAddr: n.rpcAddr,
-		Total: sched.ResourceSet{}, Available: sched.ResourceSet{}}
+		Total: sched.ResourceSet{}, Available: sched.ResourceSet{}, Insecure: n.sec.insecure}
+	if n.sec.ca != nil {
+		resp.CAHash = n.sec.ca.Hash()
+	}
 	if meta, _ := st.ClusterMeta(); meta != nil {
 		resp.ClusterID, resp.ClusterName = meta.ID, meta.Name
 	}

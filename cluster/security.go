@@ -48,7 +48,15 @@ type security struct {
 	caPEM    []byte
 	ident    atomic.Pointer[pki.Identity] // replaced on renewal
 	gossip   [][]byte                     // primary first
+	newToken string                       // the first join token, on the start that made the cluster
 }
+
+// NewClusterToken is the first join token when this start made the
+// cluster's identity (nodeup start --head on a new data dir), else "".
+func (n *Node) NewClusterToken() string { return n.sec.newToken }
+
+// Insecure reports whether the node runs with --insecure.
+func (n *Node) Insecure() bool { return n.sec.insecure }
 
 // chainedIdentity loads a node identity whose TLS chain carries the CA too,
 // so a joining node, which knows only the CA's pin, can check the chain.
@@ -274,6 +282,7 @@ func (n *Node) newClusterIdentity() error {
 			return fmt.Errorf("write %s: %w", f.name, err)
 		}
 	}
+	n.sec.newToken = tok.String()
 	n.logger.Info("made a new cluster CA, this node's certificate, the gossip key and the first join token",
 		"ca", ca.Hash(), "token_id", tok.ID, "token_file", n.dir.file(InitialTokenFile))
 	return nil
