@@ -93,6 +93,10 @@ type Config struct {
 
 	// links, set only by tests, cuts links to chosen peers (links.go).
 	links linkFilter
+	// nodeCertValidity and renewFloor, set only by tests, shorten node
+	// certificates' life (pki.NodeCertValidity) and the least wait between
+	// two renewals (a minute).
+	nodeCertValidity, renewFloor time.Duration
 	// tuneGossip, set only by tests, adjusts memberlist's settings last.
 	tuneGossip func(*memberlist.Config)
 }

@@ -226,6 +226,9 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	n.group.goFunc("agent", n.agentLoop)
 	n.group.goFunc("watch-disk", n.watchDisk)
 	n.group.goCtx("reconnect", n.reconnectLoop)
+	if !cfg.Insecure {
+		n.group.goCtx("renew-cert", n.renewLoop)
+	}
 	n.group.goFunc("peers", n.peersLoop)
 	if cfg.Server {
 		n.group.goFunc("pg-batch", n.pgs.batchLoop)

@@ -246,7 +246,7 @@ func (n *Node) newClusterIdentity() error {
 	if err != nil {
 		return err
 	}
-	certPEM, err := ca.SignNode(csr, n.id.NodeID, pki.NodeCertValidity)
+	certPEM, err := ca.SignNode(csr, n.id.NodeID, n.certValidity())
 	if err != nil {
 		return err
 	}

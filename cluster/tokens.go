@@ -84,6 +84,7 @@ func (n *Node) tokenEndpoints() {
 	handleLeader(n, wire.MethodTokenList, n.tokenList)
 	handleLeader(n, wire.MethodTokenRevoke, n.tokenRevoke)
 	handleLeader(n, wire.MethodNodeJoin, n.nodeJoin)
+	handleLeader(n, wire.MethodNodeRenew, n.nodeRenew)
 }
 
 // errInsecure refuses what needs the cluster CA on an --insecure node.
@@ -201,7 +202,7 @@ func (n *Node) nodeJoin(ctx context.Context, req *wire.JoinRequest) (*wire.JoinR
 		n.logger.Warn("refused a node's join: "+msg, "node", req.NodeName, "node_id", short(req.NodeID))
 		return nil, &rpc.Error{Code: wire.CodePermissionDenied, Message: msg}
 	}
-	cert, err := n.sec.ca.SignNode(req.CSR, req.NodeID, pki.NodeCertValidity)
+	cert, err := n.sec.ca.SignNode(req.CSR, req.NodeID, n.certValidity())
 	if err != nil {
 		return nil, &rpc.Error{Code: wire.CodeBadInput, Message: err.Error()}
 	}

@@ -287,3 +287,65 @@ func TestGossipWithoutTheKeyIgnored(t *testing.T) {
 		}
 	}
 }
+
+// Node certificates renew themselves before they expire: with 3 s
+// certificates, a node that joins after the first ones expired still
+// handshakes with the head, and the renewed certificate is on disk.
+func TestNodeCertificatesRenew(t *testing.T) {
+	nodes := testCluster(t, 2, func(_ int, c *Config) {
+		c.nodeCertValidity, c.renewFloor = 3*time.Second, 500*time.Millisecond
+	})
+	waitFormed(t, nodes, 2, 2)
+	first := nodes[1].sec.ident.Load().Cert.Leaf
+	headFirst := nodes[0].sec.ident.Load().Cert.Leaf
+	testutil.Until(t, 20*time.Second, "the first certificates expired", func() error {
+		if time.Now().Before(first.NotAfter.Add(time.Second)) || time.Now().Before(headFirst.NotAfter.Add(time.Second)) {
+			return errors.New("not yet")
+		}
+		return nil
+	})
+	now := nodes[1].sec.ident.Load().Cert.Leaf
+	if now.SerialNumber.Cmp(first.SerialNumber) == 0 || !now.NotAfter.After(first.NotAfter) {
+		t.Fatalf("node certificate not renewed: serial %s until %s", now.SerialNumber, now.NotAfter)
+	}
+	onDisk, err := os.ReadFile(filepath.Join(nodes[1].DataDir(), nodeCertFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyPEM, _ := os.ReadFile(filepath.Join(nodes[1].DataDir(), nodeKeyFile))
+	if _, err := pki.NewIdentity(onDisk, keyPEM, nodes[1].sec.caPEM); err != nil {
+		t.Fatalf("the renewed certificate and key on disk: %v", err)
+	}
+	dir := t.TempDir()
+	cfg := testConfig(t, dir, "late")
+	cfg.Join, cfg.Token = []string{nodes[0].RPCAddr()}, headToken(t, nodes[0])
+	late, err := Start(context.Background(), cfg)
+	if err != nil {
+		t.Fatalf("join after the first certificates expired: %v", err)
+	}
+	t.Cleanup(late.Kill)
+	waitFormed(t, []*Node{nodes[0], nodes[1], late}, 3, 3)
+}
+
+// A renewal must be signed by the node's current key: a forged proof, or
+// another node's certificate, is refused.
+func TestRenewalNeedsTheCurrentKey(t *testing.T) {
+	nodes := testCluster(t, 1, nil)
+	waitFormed(t, nodes, 1, 1)
+	nd := nodes[0]
+	key, _ := pki.NewKey()
+	csr, _ := pki.NewCSR(key, nd.ID())
+	cur, _ := os.ReadFile(filepath.Join(nd.DataDir(), nodeCertFile))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err := nd.forward(ctx, wire.MethodNodeRenew, &wire.RenewRequest{NodeID: nd.ID(), CSR: csr, Current: cur, Proof: []byte("forged")}, &wire.RenewResponse{})
+	var re *rpc.Error
+	if !errors.As(err, &re) || re.Code != wire.CodePermissionDenied || !strings.Contains(re.Message, "proof") {
+		t.Fatalf("renewal with a forged proof: %v", err)
+	}
+	otherCSR, _ := pki.NewCSR(key, "someone-else")
+	err = nd.forward(ctx, wire.MethodNodeRenew, &wire.RenewRequest{NodeID: "someone-else", CSR: otherCSR, Current: cur, Proof: []byte("x")}, &wire.RenewResponse{})
+	if !errors.As(err, &re) || re.Code != wire.CodePermissionDenied {
+		t.Fatalf("renewal for another node with this node's certificate: %v", err)
+	}
+}

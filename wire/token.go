@@ -110,11 +110,20 @@ type JoinResponse struct {
 	GossipKeys [][]byte
 }
 
-// RenewRequest asks for a new certificate for the calling node, which is
-// authenticated by its current one.
+// RenewRequest asks for a new certificate for a node, which proves who it
+// is with its current certificate: Proof is its current key's ECDSA
+// signature (ASN.1) over the sha256 of CSR.
 type RenewRequest struct {
+	// NodeID is the node's ID, the common name of both certificates.
 	NodeID string
-	CSR    []byte
+	// CSR is the DER request made with the node's new key (at most
+	// MaxCSRBytes).
+	CSR []byte
+	// Current is the node's current certificate (PEM), of the cluster CA
+	// and not expired.
+	Current []byte
+	// Proof is the current key's signature over sha256(CSR).
+	Proof []byte
 }
 
 // RenewResponse is the new node certificate (PEM).
