@@ -54,6 +54,7 @@ func App() *ucli.App {
 			nodesCommand(),
 			kvCommand(),
 			tokenCommand(),
+			keyringCommand(),
 			listCommand(),
 			versionCommand(),
 			benchCommand(),

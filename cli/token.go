@@ -128,3 +128,28 @@ func printTokens(w io.Writer, toks []tokenOut, now time.Time) {
 	}
 	_ = tw.Flush()
 }
+
+// keyringCommand is `nodeup keyring rotate`, as `consul keyring`.
+func keyringCommand() *ucli.Command {
+	return &ucli.Command{
+		Name:  "keyring",
+		Usage: "manage the gossip encryption key",
+		Subcommands: []*ucli.Command{{
+			Name:      "rotate",
+			Usage:     "install a new gossip key on every live node, switch to it, and remove the old one",
+			ArgsUsage: " ",
+			Flags:     clientFlags(),
+			Action: func(c *ucli.Context) error {
+				if c.NArg() > 0 {
+					return fmt.Errorf("nodeup keyring rotate takes no arguments (got %q)", c.Args().First())
+				}
+				var resp wire.KeyringRotateResponse
+				if err := call(c, wire.MethodKeyringRotate, &wire.Empty{}, &resp); err != nil {
+					return err
+				}
+				fmt.Fprintf(c.App.Writer, "rotated the gossip key on %d nodes: %v\n", len(resp.Nodes), resp.Nodes)
+				return nil
+			},
+		}},
+	}
+}

@@ -35,6 +35,7 @@ func (n *Node) registerEndpoints() {
 	n.actorEndpoints()
 	n.placementEndpoints()
 	n.tokenEndpoints()
+	n.keyringEndpoints()
 }
 
 // registerJoinEndpoints serves a TLS connection without a node

@@ -46,6 +46,9 @@ type Node struct {
 	// Hello and Node.Join only.
 	joinServer *rpc.Server
 	sec        *security
+	keyring    *memberlist.Keyring // gossip's keys (nil with --insecure)
+	keyringMu  sync.Mutex          // one keyring change at a time
+	rotateMu   sync.Mutex          // one rotation at a time (leader)
 
 	members *membership
 	ml      *memberlist.Memberlist
@@ -396,9 +399,11 @@ func (n *Node) setupGossip(advertise string, hello *wire.HelloResponse, peers []
 	if !n.sec.insecure {
 		// Gossip is encrypted and authenticated with the cluster's keys
 		// (AES-GCM): a packet from a node without them is dropped.
-		if mc.Keyring, err = memberlist.NewKeyring(n.sec.gossip, n.sec.gossip[0]); err != nil {
+		keys := n.sec.gossipKeys()
+		if mc.Keyring, err = memberlist.NewKeyring(keys, keys[0]); err != nil {
 			return fmt.Errorf("gossip keyring: %w", err)
 		}
+		n.keyring = mc.Keyring
 		mc.GossipVerifyIncoming, mc.GossipVerifyOutgoing = true, true
 	}
 	tr, err := newGossipTransport(n, n.cfg.BindAddr, n.cfg.GossipPort, mc.Logger)

@@ -14,6 +14,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -47,8 +49,23 @@ type security struct {
 	ca       *pki.CA
 	caPEM    []byte
 	ident    atomic.Pointer[pki.Identity] // replaced on renewal
-	gossip   [][]byte                     // primary first
-	newToken string                       // the first join token, on the start that made the cluster
+	gossipMu sync.Mutex
+	gossip   [][]byte // primary first; what a joining node gets
+	newToken string   // the first join token, on the start that made the cluster
+}
+
+// gossipKeys returns the gossip keys, the primary first.
+func (s *security) gossipKeys() [][]byte {
+	s.gossipMu.Lock()
+	defer s.gossipMu.Unlock()
+	return slices.Clone(s.gossip)
+}
+
+// setGossip records keys (the primary first) after a keyring change.
+func (s *security) setGossip(keys [][]byte) {
+	s.gossipMu.Lock()
+	s.gossip = keys
+	s.gossipMu.Unlock()
 }
 
 // NewClusterToken is the first join token when this start made the

@@ -206,7 +206,7 @@ func (n *Node) nodeJoin(ctx context.Context, req *wire.JoinRequest) (*wire.JoinR
 	if err != nil {
 		return nil, &rpc.Error{Code: wire.CodeBadInput, Message: err.Error()}
 	}
-	resp := &wire.JoinResponse{NodeCert: cert, CACert: n.sec.caPEM, GossipKeys: n.sec.gossip}
+	resp := &wire.JoinResponse{NodeCert: cert, CACert: n.sec.caPEM, GossipKeys: n.sec.gossipKeys()}
 	if req.Server {
 		if resp.CAKey, err = n.sec.ca.KeyPEM(); err != nil {
 			return nil, err

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -347,5 +348,57 @@ func TestRenewalNeedsTheCurrentKey(t *testing.T) {
 	err = nd.forward(ctx, wire.MethodNodeRenew, &wire.RenewRequest{NodeID: "someone-else", CSR: otherCSR, Current: cur, Proof: []byte("x")}, &wire.RenewResponse{})
 	if !errors.As(err, &re) || re.Code != wire.CodePermissionDenied {
 		t.Fatalf("renewal for another node with this node's certificate: %v", err)
+	}
+}
+
+// Keyring rotation: every node ends on one new key, gossip still works (a
+// node joins afterwards), and the old key no longer gets in.
+func TestKeyringRotate(t *testing.T) {
+	nodes := testCluster(t, 3, nil)
+	waitFormed(t, nodes, 3, 3)
+	old := nodes[0].sec.gossipKeys()[0]
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var resp wire.KeyringRotateResponse
+	if err := nodes[2].forward(ctx, wire.MethodKeyringRotate, &wire.Empty{}, &resp); err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.Nodes) != 3 {
+		t.Fatalf("rotated on %v, want 3 nodes", resp.Nodes)
+	}
+	var key []byte
+	for _, nd := range nodes {
+		keys := nd.keyring.GetKeys()
+		b, _ := os.ReadFile(filepath.Join(nd.DataDir(), gossipKeyringFile))
+		onDisk, err := parseKeyring(b)
+		if len(keys) != 1 || err != nil || len(onDisk) != 1 || !bytes.Equal(onDisk[0], keys[0]) || bytes.Equal(keys[0], old) {
+			t.Fatalf("%s after rotation: %d keys in memberlist, file %d keys (%v); want one new key", nd.Name(), len(keys), len(onDisk), err)
+		}
+		if key == nil {
+			key = keys[0]
+		} else if !bytes.Equal(key, keys[0]) {
+			t.Fatalf("%s uses another key than %s", nd.Name(), nodes[0].Name())
+		}
+	}
+	cfg := testConfig(t, t.TempDir(), "after")
+	cfg.Join, cfg.Token = []string{nodes[1].RPCAddr()}, headToken(t, nodes[0])
+	late, err := Start(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(late.Kill)
+	waitFormed(t, append(nodes, late), 4, 3)
+
+	mc := memberlist.DefaultLANConfig()
+	mc.Name, mc.BindAddr, mc.BindPort, mc.AdvertisePort = "old-key", "127.0.0.1", 0, 0
+	mc.Label, mc.LogOutput, mc.Logger = "nodeup/"+nodes[0].ClusterID(), io.Discard, nil
+	mc.Keyring, _ = memberlist.NewKeyring(nil, old)
+	ml, err := memberlist.Create(mc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ml.Shutdown()
+	if n, err := ml.Join([]string{nodes[0].ml.LocalNode().Address()}); err == nil || n != 0 {
+		t.Errorf("gossip with the old key joined %d (err %v)", n, err)
 	}
 }

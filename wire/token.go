@@ -130,3 +130,28 @@ type RenewRequest struct {
 type RenewResponse struct {
 	NodeCert []byte
 }
+
+// Gossip keyring methods (docs/security.md), as Serf's keyring operations.
+const (
+	// MethodKeyringRotate: CLI → leader. Empty → KeyringRotateResponse.
+	// The leader installs a new key on every live node, makes it the
+	// primary everywhere, then removes the old ones.
+	MethodKeyringRotate = "Keyring.Rotate"
+	// MethodKeyringSet: leader → every node. KeyringSetRequest → Empty.
+	MethodKeyringSet = "Keyring.Set"
+)
+
+// KeyringSetRequest is a node's whole gossip keyring: every key in Keys is
+// installed, Primary (one of them) encrypts, and any other key is removed.
+type KeyringSetRequest struct {
+	// Keys are 32 bytes each, at most 16.
+	Keys [][]byte
+	// Primary is the index in Keys of the key that encrypts.
+	Primary int
+}
+
+// KeyringRotateResponse says which nodes use the new key.
+type KeyringRotateResponse struct {
+	// Nodes are the names of the nodes now on the new key.
+	Nodes []string
+}
