@@ -99,6 +99,8 @@ func (s *security) serverConfig() *tls.Config {
 		},
 		ClientAuth: tls.VerifyClientCertIfGiven,
 		ClientCAs:  pool,
+		// Full 16 KiB records from the first byte: object pulls are bulk.
+		DynamicRecordSizingDisabled: true,
 	}
 }
 
@@ -112,8 +114,9 @@ func (s *security) clientConfig() *tls.Config {
 		GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
 			return &s.ident.Load().Cert, nil
 		},
-		RootCAs:    pool,
-		ServerName: pki.NodeServerName,
+		RootCAs:                     pool,
+		ServerName:                  pki.NodeServerName,
+		DynamicRecordSizingDisabled: true,
 	}
 }
 
