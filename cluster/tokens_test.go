@@ -57,6 +57,14 @@ func TestTokenCreateListRevoke(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The head writes its first token's record once it leads.
+	testutil.Until(t, 10*time.Second, "the first join token in Raft", func() error {
+		rec, err := head.State().TokenByID(initial.ID)
+		if err == nil && rec == nil {
+			err = errors.New("not yet")
+		}
+		return err
+	})
 	made := createToken(t, head, "submit", time.Hour)
 	tok, err := pki.ParseToken(made.Token)
 	if err != nil || tok.CAHash != head.sec.ca.Hash() || made.Record.Role != "submit" {
