@@ -8,6 +8,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/base64"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"net"
@@ -229,6 +230,12 @@ func (n *Node) loadSecurity(certPEM []byte) error {
 	}
 	if n.sec.ca, err = pki.ParseCA(n.sec.caPEM, caKey); err != nil {
 		return fmt.Errorf("cluster identity in %s: %w", n.dir.file(tlsDir), err)
+	}
+	if b, _ := pem.Decode(certPEM); b != nil {
+		if leaf, err := x509.ParseCertificate(b.Bytes); err == nil && time.Now().After(leaf.NotAfter) {
+			return fmt.Errorf("this node's certificate %s expired at %s (the node was down past its renewal): move %s away and join again with a token (nodeup token create)",
+				n.dir.file(nodeCertFile), leaf.NotAfter.UTC().Format(time.RFC3339), n.dir.file(tlsDir))
+		}
 	}
 	id, err := chainedIdentity(certPEM, keyPEM, n.sec.caPEM, n.sec.ca)
 	if err != nil {

@@ -410,3 +410,32 @@ func TestKeyringRotate(t *testing.T) {
 		t.Errorf("gossip with the old key joined %d (err %v)", n, err)
 	}
 }
+
+// A node whose certificate expired while it was down says how to come
+// back rather than failing a handshake later.
+func TestExpiredCertificateAtStartSaysRejoin(t *testing.T) {
+	nodes := testCluster(t, 2, nil)
+	waitFormed(t, nodes, 2, 2)
+	nd := nodes[1]
+	nd.Kill()
+	// Replace its certificate and key by a pair of the cluster CA that
+	// ended a minute ago.
+	key, _ := pki.NewKey()
+	csr, _ := pki.NewCSR(key, nd.ID())
+	old, err := nodes[0].sec.ca.SignNode(csr, nd.ID(), -2*time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	newKey, _ := pki.KeyPEM(key)
+	if err := os.WriteFile(filepath.Join(nd.DataDir(), nodeCertFile), old, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(nd.DataDir(), nodeKeyFile), newKey, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := nd.cfg
+	cfg.Port, cfg.GossipPort = 0, 0
+	if _, err := Start(context.Background(), cfg); err == nil || !strings.Contains(err.Error(), "expired") || !strings.Contains(err.Error(), "join again with a token") {
+		t.Fatalf("start with an expired certificate: %v", err)
+	}
+}

@@ -176,6 +176,18 @@ type innerConn struct {
 	inner byte
 }
 
+// NodePrincipal returns the node ID (certificate common name) of a peer
+// that presented a node certificate of the cluster CA: the principal
+// "node", which may call every method. ok is false for a TLS client
+// without a certificate (it may only join).
+func (c *innerConn) NodePrincipal() (nodeID string, ok bool) {
+	certs := c.ConnectionState().PeerCertificates
+	if len(certs) == 0 {
+		return "", false
+	}
+	return certs[0].Subject.CommonName, true
+}
+
 // prefixConn gives back the one byte the mux read before it knew the
 // connection is TLS.
 type prefixConn struct {
