@@ -116,7 +116,13 @@ func (e *Env) SecondNode(ctx context.Context) (string, error) {
 		return "", skip("the cluster at %s has one alive node; this metric needs two (run without --address to use two local nodes)", e.addr)
 	}
 	if e.second == nil {
-		n, err := cluster.Start(ctx, cluster.Config{Join: []string{e.head.RPCAddr()}, DataDir: filepath.Join(e.dir, "second"),
+		// It joins as any node does: with the head's first join token,
+		// and from then on over mutual TLS.
+		tok, err := cluster.ReadInitialToken(e.head.DataDir())
+		if err != nil {
+			return "", fmt.Errorf("start a second node: %w", err)
+		}
+		n, err := cluster.Start(ctx, cluster.Config{Join: []string{e.head.RPCAddr()}, DataDir: filepath.Join(e.dir, "second"), Token: tok,
 			BindAddr: "127.0.0.1", HTTPPort: -1, NodeName: "bench-second", Server: false, Logger: e.quiet, Version: e.opts.Version,
 			Resources:         sched.ResourceSet{sched.CPU: sched.QuantityOf(1), sched.Memory: sched.QuantityOf(2 << 30)},
 			ObjectStoreMemory: 1 << 30})

@@ -78,7 +78,9 @@ func startProcesses(t testing.TB, n int) (string, func() string) {
 		port := testutil.FreePort(t)
 		verb := []string{"start", "--head"}
 		if i > 0 {
-			verb = []string{"join", head}
+			tok := filepath.Join(root, "n0", "tls", "initial-join-token")
+			testutil.Until(t, 30*time.Second, "the head's join token", func() error { _, err := os.Stat(tok); return err })
+			verb = []string{"join", head, "--token-file", tok}
 		}
 		args := append(verb, "--bind", "127.0.0.1", "--port", strconv.Itoa(port), "--gossip-port", strconv.Itoa(testutil.FreePort(t)),
 			"--http-port", "-1", "--data-dir", filepath.Join(root, fmt.Sprintf("n%d", i)), "--node-name", fmt.Sprintf("n%d", i),

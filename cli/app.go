@@ -53,6 +53,8 @@ func App() *ucli.App {
 			statusCommand(),
 			nodesCommand(),
 			kvCommand(),
+			tokenCommand(),
+			keyringCommand(),
 			listCommand(),
 			versionCommand(),
 			benchCommand(),

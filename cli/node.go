@@ -44,6 +44,9 @@ func nodeFlags() []ucli.Flag {
 		&ucli.BoolFlag{Name: "server", Value: true, Usage: "may become a Raft voter (--server=false: never)"},
 		&ucli.StringFlag{Name: "socket-group", EnvVars: []string{"NODEUP_SOCKET_GROUP"},
 			Usage: "group (name or ID) whose members may use the node's Unix socket <data-dir>/" + cluster.SocketFile + " without a token, besides the node's user and root"},
+		&ucli.BoolFlag{Name: "insecure", Usage: "no TLS between nodes, no CA, no tokens: for a laptop only (docs/security.md)"},
+		&ucli.StringFlag{Name: "token", EnvVars: []string{"NODEUP_TOKEN"}, Usage: "join token (nodeup1.…) printed by 'nodeup start --head' or made by 'nodeup token create'; needed once, at a node's first join"},
+		&ucli.StringFlag{Name: "token-file", Usage: "file holding the join token (instead of --token)"},
 	}, gpuFlags()...)
 }
 
@@ -100,6 +103,20 @@ func nodeConfig(c *ucli.Context, head bool, peers []string) (cluster.Config, err
 		Port: c.Int("port"), GossipPort: c.Int("gossip-port"), HTTPPort: c.Int("http-port"),
 		NodeName: c.String("node-name"), RaftVoters: c.Int("raft-voters"), Server: c.Bool("server"),
 		Version: Version, Logger: slog.Default(), RecordCurrent: true, SocketGroup: c.String("socket-group"),
+		Insecure: c.Bool("insecure"), Token: c.String("token"),
+	}
+	if f := c.String("token-file"); f != "" {
+		if cfg.Token != "" {
+			return cfg, fmt.Errorf("--token-file %s and --token (or NODEUP_TOKEN): give the token once", f)
+		}
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return cfg, fmt.Errorf("--token-file: %w", err)
+		}
+		cfg.Token = strings.TrimSpace(string(b))
+	}
+	if cfg.Insecure && cfg.Token != "" {
+		return cfg, errors.New("--insecure with a token: an insecure cluster has no tokens; drop one of them")
 	}
 	if v := c.Int("raft-voters"); v < 1 {
 		return cfg, fmt.Errorf("--raft-voters %d: must be 1..9 (odd numbers tolerate the most failures)", v)
@@ -168,6 +185,11 @@ func runNode(c *ucli.Context, head bool, peers []string) error {
 	n, err := cluster.Start(ctx, cfg)
 	if err != nil {
 		return err
+	}
+	if tok := n.NewClusterToken(); tok != "" {
+		// Printed once, when the cluster is made; kept 0600 in the data dir.
+		fmt.Fprintf(os.Stdout, "New cluster %s. Join other nodes with:\n\n  nodeup join %s --token %s\n\n(the token is also in %s; make more with 'nodeup token create')\n",
+			n.ClusterID(), n.RPCAddr(), tok, filepath.Join(cfg.DataDir, cluster.InitialTokenFile))
 	}
 	_, _ = daemon.SdNotify(false, daemon.SdNotifyReady)
 	<-ctx.Done()

@@ -118,6 +118,8 @@ type statusOut struct {
 	Total       map[string]float64 `json:"total_resources"`
 	Available   map[string]float64 `json:"available_resources"`
 	Pending     []pendingOut       `json:"pending_demands"`
+	Insecure    bool               `json:"insecure"`
+	CAHash      string             `json:"ca_hash,omitempty"`
 }
 
 // pendingOut is work waiting for resources; Reason names what is missing.
@@ -137,7 +139,8 @@ type leaderOut struct {
 func statusJSON(st *wire.StatusResponse) statusOut {
 	out := statusOut{ClusterName: st.ClusterName, ClusterID: st.ClusterID,
 		Leader: leaderOut{ID: st.LeaderID, Name: st.LeaderName, Address: st.LeaderAddr},
-		Voters: st.Servers, Total: st.Total.Floats(), Available: st.Available.Floats(), Nodes: []nodeJSON{}}
+		Voters: st.Servers, Total: st.Total.Floats(), Available: st.Available.Floats(), Nodes: []nodeJSON{},
+		Insecure: st.Insecure, CAHash: st.CAHash}
 	for _, nv := range st.Nodes {
 		out.Nodes = append(out.Nodes, toNodeJSON(nv))
 	}
@@ -151,6 +154,11 @@ func statusJSON(st *wire.StatusResponse) statusOut {
 func printStatus(w io.Writer, st *wire.StatusResponse) {
 	fmt.Fprintf(w, "Cluster %s (%s)\n", st.ClusterName, shortID(st.ClusterID))
 	fmt.Fprintf(w, "Leader  %s (%s, %s)\n", st.LeaderName, shortID(st.LeaderID), st.LeaderAddr)
+	if st.Insecure {
+		fmt.Fprintf(w, "Security INSECURE (--insecure: plaintext between nodes, no CA, no tokens)\n")
+	} else {
+		fmt.Fprintf(w, "Security mutual TLS between nodes, encrypted gossip (CA %s)\n", st.CAHash)
+	}
 	var voters []string
 	for _, s := range st.Servers {
 		name := s.Name

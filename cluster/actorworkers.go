@@ -92,7 +92,7 @@ func (n *Node) actorStart(ctx context.Context, req *wire.ActorStartRequest) (*wi
 		return fail(wire.CodeWorkerFailed, fmt.Errorf("worker %w", err))
 	}
 	var crep wire.ActorConstructReply
-	err = n.pool.Call(ctx, w.addr, wire.MethodActorConstruct, &wire.ActorConstructRequest{ActorID: req.ActorID, Incarnation: req.Incarnation,
+	err = n.localPool.Call(ctx, w.addr, wire.MethodActorConstruct, &wire.ActorConstructRequest{ActorID: req.ActorID, Incarnation: req.Incarnation,
 		Class: req.Class, Constructor: req.Constructor, Args: req.Args, MaxConcurrency: req.MaxConcurrency}, &crep)
 	switch {
 	case err != nil && ctx.Err() == nil && rpc.IsTransport(err):

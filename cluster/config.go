@@ -88,6 +88,12 @@ type Config struct {
 	// long after the failure it keeps trying (default 72 h, as Serf).
 	ReconnectInterval time.Duration
 	ReconnectTimeout  time.Duration
+	// Insecure turns the cluster identity off (--insecure): plaintext
+	// between nodes, no CA, no tokens. For a laptop; a warning says so.
+	Insecure bool
+	// Token is the join token (nodeup1.…, pki.ParseToken) a node without
+	// a cluster certificate joins with; unused once it has one.
+	Token string
 	// Logger receives structured logs; nil uses slog.Default().
 	Logger *slog.Logger
 	// SocketGroup names the group (name or numeric ID) whose members may
@@ -103,6 +109,10 @@ type Config struct {
 
 	// links, set only by tests, cuts links to chosen peers (links.go).
 	links linkFilter
+	// nodeCertValidity and renewFloor, set only by tests, shorten node
+	// certificates' life (pki.NodeCertValidity) and the least wait between
+	// two renewals (a minute).
+	nodeCertValidity, renewFloor time.Duration
 	// tuneGossip, set only by tests, adjusts memberlist's settings last.
 	tuneGossip func(*memberlist.Config)
 }

@@ -34,6 +34,25 @@ func (n *Node) registerEndpoints() {
 	n.objectEndpoints()
 	n.actorEndpoints()
 	n.placementEndpoints()
+	n.tokenEndpoints()
+	n.keyringEndpoints()
+}
+
+// registerJoinEndpoints serves a TLS connection without a node
+// certificate: it may only say hello and join with a token (forwarded to
+// the leader, which checks the token).
+func (n *Node) registerJoinEndpoints() {
+	rpc.Handle(n.joinServer, wire.MethodHello, n.hello)
+	rpc.Handle(n.joinServer, wire.MethodNodeJoin, func(ctx context.Context, req *wire.JoinRequest) (*wire.JoinResponse, error) {
+		if n.IsLeader() {
+			return n.nodeJoin(ctx, req)
+		}
+		var resp wire.JoinResponse
+		if err := n.forward(ctx, wire.MethodNodeJoin, req, &resp); err != nil {
+			return nil, err
+		}
+		return &resp, nil
+	})
 }
 
 // apply commits one command to the Raft log and returns the FSM's result.
@@ -70,7 +89,8 @@ func fsmCode(err error) string {
 	case errors.Is(err, store.ErrActorStaleIncarnation), errors.Is(err, store.ErrStaleIncarnation):
 		return wire.CodeStaleIncarnation
 	case errors.Is(err, store.ErrNodeNotFound), errors.Is(err, store.ErrActorNotFound),
-		errors.Is(err, store.ErrPlacementGroupNotFound), errors.Is(err, store.ErrPlacementGroupRemoved):
+		errors.Is(err, store.ErrPlacementGroupNotFound), errors.Is(err, store.ErrPlacementGroupRemoved),
+		errors.Is(err, store.ErrTokenNotFound):
 		return wire.CodeNotFound
 	}
 	return wire.CodeBadInput // malformed or invalid request, another cluster's ID, a reservation committed state refuses
@@ -172,7 +192,10 @@ func (n *Node) status(ctx context.Context, _ *wire.Empty) (*wire.StatusResponse,
 	}
 	resp := &wire.StatusResponse{ClusterID: n.id.ClusterID, ClusterName: n.id.ClusterName,
 		LeaderID: n.id.NodeID, LeaderName: n.cfg.NodeName, LeaderAddr: n.rpcAddr,
-		Total: sched.ResourceSet{}, Available: sched.ResourceSet{}}
+		Total: sched.ResourceSet{}, Available: sched.ResourceSet{}, Insecure: n.sec.insecure}
+	if n.sec.ca != nil {
+		resp.CAHash = n.sec.ca.Hash()
+	}
 	if meta, _ := st.ClusterMeta(); meta != nil {
 		resp.ClusterID, resp.ClusterName = meta.ID, meta.Name
 	}

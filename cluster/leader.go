@@ -161,7 +161,7 @@ func (n *Node) monitorLeadership() {
 // establishLeadership starts one term of leadership: fresh leader state,
 // and in the term's goroutine group (leaderGo) every leader-only loop, once
 // a barrier shows the FSM holds every committed entry: the cluster's
-// identity, autopilot, the reconcile loop, and the retry loops that pick
+// identity and the head's first join token, autopilot, the reconcile loop, and the retry loops that pick
 // up actors' and placement groups' pending work. revokeLeadership ends it.
 func (n *Node) establishLeadership() *goGroup {
 	n.logger.Info("became cluster leader")
@@ -173,6 +173,7 @@ func (n *Node) establishLeadership() *goGroup {
 			return // the term ended first
 		}
 		n.establishCluster()
+		n.ensureInitialToken()
 		n.pilot.Start(ctx)
 		term.goCtx("leader-reconcile", n.reconcileLoop)
 		term.goCtx("actor-retry", n.actors.run)

@@ -90,6 +90,7 @@ func TestLeadershipTransferStopsOldTermAndResumesWork(t *testing.T) {
 	// place what waits.
 	cfg := testConfig(t, t.TempDir(), "widgets")
 	cfg.Server, cfg.Join = false, []string{leader.RPCAddr()}
+	cfg.Token = headToken(t, nodes[0]) // its record is in Raft: any leader honours it
 	cfg.Resources["widget"] = res("widget", 2)["widget"]
 	extra, err := Start(ctx, cfg)
 	if err != nil {

@@ -46,7 +46,16 @@ type Node struct {
 	sockMux   *mux
 	sockAddr  string
 	rpcServer *rpc.Server
-	pool      *rpc.Pool
+	pool      *rpc.Pool // to other nodes: mutual TLS unless --insecure
+	// localPool calls this node's workers, plaintext on loopback.
+	localPool *rpc.Pool
+	// joinServer serves TLS connections without a node certificate:
+	// Hello and Node.Join only.
+	joinServer *rpc.Server
+	sec        *security
+	keyring    *memberlist.Keyring // gossip's keys (nil with --insecure)
+	keyringMu  sync.Mutex          // one keyring change at a time
+	rotateMu   sync.Mutex          // one rotation at a time (leader)
 
 	members *membership
 	ml      *memberlist.Memberlist
@@ -135,16 +144,22 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	}
 	n.rpcAddr = hostPort(advertise, n.ln.Addr().(*net.TCPAddr).Port)
 	n.pool = rpc.NewPool([]byte{connRPC}, wire.ProtocolVersion, 5*time.Second)
-	n.pool.SetDialer(n.dialTCP)
+	n.pool.SetDialer(n.dialNode)
+	n.localPool = rpc.NewPool([]byte{connRPC}, wire.ProtocolVersion, 5*time.Second)
+	n.localPool.SetDialer(n.dialTCP)
 
-	// Learn the cluster from a peer before writing anything to the data dir:
-	// the --join peers, else those the data dir remembers.
+	// Learn the cluster from a peer before writing anything to the data dir
+	// but the cluster identity: the --join peers, else those the data dir
+	// remembers.
 	peers, err := n.dir.readPeers()
 	if err != nil {
 		n.logger.Warn("remembered peers: some or all ignored", "err", err)
 	}
 	if !cfg.Head && len(cfg.Join) == 0 && len(peers) == 0 {
 		return nil, errNoPeers(cfg.DataDir)
+	}
+	if err := n.setupSecurity(ctx, peers); err != nil {
+		return nil, err
 	}
 	var hello *wire.HelloResponse
 	if len(cfg.Join) > 0 || len(peers) > 0 {
@@ -204,6 +219,11 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	}
 	n.listenSocket() // before any connection is served: workers are told the socket
 	n.mux = newMux(n.ln, n.rpcServer.ServeConn, n.raftLayerOrNil(), n.logger)
+	if !cfg.Insecure {
+		n.joinServer = rpc.NewServer(n.logger.With("component", "rpc-join"), wire.ProtocolVersion)
+		n.registerJoinEndpoints()
+		n.mux.tls, n.mux.join = n.sec.serverConfig(), n.joinServer.ServeConn
+	}
 	n.group.goFunc("rpc-accept", n.mux.serve)
 
 	if err := n.setupGossip(advertise, hello, peers); err != nil {
@@ -222,6 +242,9 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	n.group.goFunc("watch-disk", n.watchDisk)
 	n.group.goFunc("watch-drivers", n.watchDrivers)
 	n.group.goCtx("reconnect", n.reconnectLoop)
+	if !cfg.Insecure {
+		n.group.goCtx("renew-cert", n.renewLoop)
+	}
 	n.group.goFunc("peers", n.peersLoop)
 	if cfg.Server {
 		n.group.goFunc("pg-batch", n.pgs.batchLoop)
@@ -234,18 +257,24 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	}
 	n.logger.Info("node started", "rpc", n.rpcAddr, "socket", n.sockAddr, "enforcing_roles", n.cfg.tokens != nil, "gossip", n.ml.LocalNode().Address(), "http", n.httpAddr,
 		"cluster", n.id.ClusterName, "incarnation", n.id.Incarnation, "server", cfg.Server, "resources", cfg.Resources.String())
-	warnUnauthenticated(n.logger, cfg.BindAddr)
+	warnUnauthenticated(n.logger, cfg.BindAddr, cfg.Insecure)
 	return n, nil
 }
 
-// warnUnauthenticated says, once at start, that a node reachable beyond
-// this machine lets anyone who reaches its ports in: there is no
-// authentication until issue 15 lands (docs/security.md).
-func warnUnauthenticated(logger *slog.Logger, bind string) {
+// warnUnauthenticated says, once at start, what a node reachable beyond
+// this machine leaves open: with --insecure everything; otherwise, until
+// client authentication lands, its plaintext RPC for clients
+// (docs/security.md).
+func warnUnauthenticated(logger *slog.Logger, bind string, insecure bool) {
+	if insecure {
+		logger.Warn("running with --insecure: no TLS between nodes, no CA, no tokens; anyone who can reach this node's ports can join, submit work and read the KV (docs/security.md)",
+			"bind", bind)
+		return
+	}
 	if ip := net.ParseIP(bind); ip != nil && ip.IsLoopback() {
 		return
 	}
-	logger.Warn("nodeup's ports are not authenticated yet: anyone who can reach them can join, submit work and read the KV; keep them on a trusted network (docs/security.md)",
+	logger.Warn("nodes authenticate each other with the cluster CA, but clients are not authenticated yet: anyone who can reach the RPC port can submit work and read the KV; keep it on a trusted network (docs/security.md)",
 		"bind", bind)
 }
 
@@ -294,7 +323,7 @@ func (n *Node) setupRaft() error {
 	}
 	n.raftStore = &trackedStore{BoltStore: bolt, path: path, health: n.disk}
 	n.raftLayer = newRaftLayer(n.ln.Addr())
-	n.raftLayer.dial = n.dialTCP
+	n.raftLayer.dial = n.dialNode
 	n.raftTrans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream: n.raftLayer, MaxPool: 3, Timeout: 10 * time.Second, Logger: hl,
 		ServerAddressProvider: nil,
@@ -380,6 +409,16 @@ func (n *Node) setupGossip(advertise string, hello *wire.HelloResponse, peers []
 		return err
 	}
 	mc := gossipConfig(n.cfg, n.id.NodeID, n.cfg.BindAddr, advertise, n.cfg.GossipPort, "nodeup/"+n.id.ClusterID, n.members)
+	if !n.sec.insecure {
+		// Gossip is encrypted and authenticated with the cluster's keys
+		// (AES-GCM): a packet from a node without them is dropped.
+		keys := n.sec.gossipKeys()
+		if mc.Keyring, err = memberlist.NewKeyring(keys, keys[0]); err != nil {
+			return fmt.Errorf("gossip keyring: %w", err)
+		}
+		n.keyring = mc.Keyring
+		mc.GossipVerifyIncoming, mc.GossipVerifyOutgoing = true, true
+	}
 	tr, err := newGossipTransport(n, n.cfg.BindAddr, n.cfg.GossipPort, mc.Logger)
 	if err != nil {
 		return err
@@ -580,6 +619,9 @@ func (n *Node) close() {
 	if n.rpcServer != nil {
 		n.rpcServer.Close()
 	}
+	if n.joinServer != nil {
+		n.joinServer.Close()
+	}
 	if n.mux != nil {
 		n.mux.wg.Wait()
 	}
@@ -588,6 +630,9 @@ func (n *Node) close() {
 	}
 	if n.pool != nil {
 		n.pool.Close()
+	}
+	if n.localPool != nil {
+		n.localPool.Close()
 	}
 	// Requests still being handled (a worker start, a binary download)
 	// must not write into the data dir after the node is gone.

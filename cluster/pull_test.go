@@ -165,7 +165,9 @@ func listenConns(t *testing.T, serve func(net.Conn)) net.Listener {
 }
 
 func TestPullFromAMisbehavingPeerFailsCleanly(t *testing.T) {
-	nodes := testCluster(t, 1, nil)
+	// The fake peers below speak plaintext: what is tested is the pull's
+	// checks of the answers, not TLS.
+	nodes := testCluster(t, 1, insecure)
 	ctx := pullCtx(t)
 	const size = 2*pullChunk + 5
 	cases := []struct {
@@ -202,7 +204,9 @@ func TestPullFromAMisbehavingPeerFailsCleanly(t *testing.T) {
 }
 
 func TestPullFromAPeerThatHangsUpMidChunk(t *testing.T) {
-	nodes := testCluster(t, 1, nil)
+	// The fake peers below speak plaintext: what is tested is the pull's
+	// checks of the answers, not TLS.
+	nodes := testCluster(t, 1, insecure)
 	ctx := pullCtx(t)
 	l := listenConns(t, func(conn net.Conn) {
 		defer conn.Close()
@@ -234,7 +238,9 @@ func TestPullFromAPeerThatHangsUpMidChunk(t *testing.T) {
 // A node refuses to pull from a node of another protocol version (issue
 // 14: such pulls used to fail on misread chunks), naming both versions.
 func TestPullFromAPeerOfAnotherVersionNamesBoth(t *testing.T) {
-	nodes := testCluster(t, 1, nil)
+	// The fake peers below speak plaintext: what is tested is the pull's
+	// checks of the answers, not TLS.
+	nodes := testCluster(t, 1, insecure)
 	var ran atomic.Bool
 	addr := fakePeerOfVersion(t, wire.ProtocolVersion+1, func(ctx context.Context, body []byte) (any, error) {
 		ran.Store(true)

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"io"
 	"log/slog"
@@ -20,6 +21,9 @@ import (
 const (
 	connRPC       = wire.PreambleRPC
 	connRaft byte = 0x02
+	// connTLS is the first byte of a TLS record (a handshake): the
+	// connection is TLS, and its first inner byte picks RPC or Raft.
+	connTLS byte = 0x16
 )
 
 // firstByteTimeout bounds how long an accepted connection may stay silent
@@ -46,6 +50,11 @@ type mux struct {
 	raft   *raftLayer
 	logger *slog.Logger
 	wg     sync.WaitGroup
+
+	// tls, when set (a secure node), accepts TLS connections; join serves
+	// those without a node certificate. Plaintext Raft is then refused.
+	tls  *tls.Config
+	join func(net.Conn)
 
 	sniffing  chan struct{} // one token per connection waiting for its first byte
 	raftConns chan struct{} // one token per inbound Raft connection
@@ -99,21 +108,101 @@ func (m *mux) route(c net.Conn) {
 	_ = c.SetReadDeadline(time.Now().Add(firstByteTimeout))
 	var b [1]byte
 	_, err := io.ReadFull(c, b[:])
-	<-m.sniffing
 	if err != nil {
+		<-m.sniffing
 		c.Close()
 		return
 	}
+	if b[0] == connTLS && m.tls != nil {
+		c = m.handshake(c, b[0]) // holds the sniffing slot until done
+	}
+	<-m.sniffing
+	if c == nil {
+		return
+	}
 	_ = c.SetReadDeadline(time.Time{})
+	ic, isTLS := c.(*innerConn)
+	verified := isTLS && len(ic.ConnectionState().PeerCertificates) > 0
+	if isTLS {
+		b[0] = ic.inner
+	}
 	switch b[0] {
 	case connRPC:
-		m.rpc(c)
+		switch {
+		case verified || !isTLS:
+			// Plaintext RPC stays open to local clients (drivers,
+			// workers, the CLI) until client authentication lands.
+			m.rpc(c)
+		default:
+			m.join(c)
+		}
 	case connRaft:
+		if !verified && m.tls != nil {
+			m.warnings.Warn(m.logger, "refusing Raft connection without a node certificate of the cluster CA", "remote", c.RemoteAddr().String())
+			c.Close()
+			return
+		}
 		m.routeRaft(c)
 	default:
 		m.logger.Debug("dropping connection with unknown protocol byte", "remote", c.RemoteAddr().String(), "byte", b[0])
 		c.Close()
 	}
+}
+
+// handshake completes a TLS handshake on c, whose first byte first was
+// already read, and reads the inner protocol byte; nil (c closed) when
+// either fails within firstByteTimeout. A client certificate of another
+// CA fails the handshake: one warning line names the peer and why.
+func (m *mux) handshake(c net.Conn, first byte) net.Conn {
+	_ = c.SetDeadline(time.Now().Add(firstByteTimeout))
+	tc := tls.Server(&prefixConn{Conn: c, first: first, pending: true}, m.tls)
+	if err := tc.Handshake(); err != nil {
+		m.warnings.Warn(m.logger, "refused a TLS connection: "+err.Error(), "remote", c.RemoteAddr().String())
+		c.Close()
+		return nil
+	}
+	var b [1]byte
+	if _, err := io.ReadFull(tc, b[:]); err != nil {
+		tc.Close()
+		return nil
+	}
+	_ = c.SetDeadline(time.Time{})
+	return &innerConn{Conn: tc, inner: b[0]}
+}
+
+// innerConn is an accepted TLS connection and its inner protocol byte.
+type innerConn struct {
+	*tls.Conn
+	inner byte
+}
+
+// NodePrincipal returns the node ID (certificate common name) of a peer
+// that presented a node certificate of the cluster CA: the principal
+// "node", which may call every method. ok is false for a TLS client
+// without a certificate (it may only join).
+func (c *innerConn) NodePrincipal() (nodeID string, ok bool) {
+	certs := c.ConnectionState().PeerCertificates
+	if len(certs) == 0 {
+		return "", false
+	}
+	return certs[0].Subject.CommonName, true
+}
+
+// prefixConn gives back the one byte the mux read before it knew the
+// connection is TLS.
+type prefixConn struct {
+	net.Conn
+	first   byte
+	pending bool
+}
+
+// Read returns the held byte first.
+func (c *prefixConn) Read(p []byte) (int, error) {
+	if c.pending && len(p) > 0 {
+		p[0], c.pending = c.first, false
+		return 1, nil
+	}
+	return c.Conn.Read(p)
 }
 
 // routeRaft hands c to Raft if fewer than maxRaftConns are open.

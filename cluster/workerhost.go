@@ -16,8 +16,11 @@ import (
 // process starter, so its start, reuse and stop rules are tested without
 // processes or a node.
 type workerHost interface {
-	// callNode calls method on the node or worker at addr.
+	// callNode calls method on the node at addr.
 	callNode(ctx context.Context, addr, method string, req, resp any) error
+	// callWorker calls method on this node's worker process at addr
+	// (plaintext on this machine: worker processes speak no TLS).
+	callWorker(ctx context.Context, addr, method string, req, resp any) error
 	// goFunc runs f as a goroutine the node tracks (false: the node is
 	// stopping and f did not start).
 	goFunc(name string, f func()) bool
@@ -82,6 +85,10 @@ func (p execProcess) Wait() error { return p.cmd.Wait() }
 func (p execProcess) Kill() error { return p.cmd.Process.Kill() }
 
 func (n *Node) goFunc(name string, f func()) bool { return n.group.goFunc(name, f) }
+
+func (n *Node) callWorker(ctx context.Context, addr, method string, req, resp any) error {
+	return n.localPool.Call(ctx, addr, method, req, resp)
+}
 
 func (n *Node) releaseWorkerLeases(workerID string) int { return n.local.releaseWorker(workerID) }
 

@@ -57,6 +57,10 @@ type fakeWorkerHost struct {
 	deaths    []wire.ActorDiedRequest
 }
 
+func (h *fakeWorkerHost) callWorker(context.Context, string, string, any, any) error {
+	return errors.New("the fake host has no nodes")
+}
+
 func (h *fakeWorkerHost) callNode(context.Context, string, string, any, any) error {
 	return errors.New("the fake host has no nodes")
 }

@@ -328,7 +328,7 @@ func (p *workerPool) revokeLeases(leases []revokedLease, reason string) {
 		go func() {
 			defer wg.Done()
 			req := &wire.LeaseRevokeRequest{LeaseIDs: byWorker[id], Reason: reason}
-			if err := p.host.callNode(ctx, addr, wire.MethodLeaseRevoke, req, nil); err != nil && !rpc.IsTransport(err) {
+			if err := p.host.callWorker(ctx, addr, wire.MethodLeaseRevoke, req, nil); err != nil && !rpc.IsTransport(err) {
 				p.host.log().Warn("revoke leases", "worker", id, "leases", req.LeaseIDs, "err", err)
 			}
 		}()

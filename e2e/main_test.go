@@ -123,6 +123,8 @@ type statusJSON struct {
 		Count     int
 		Reason    string
 	} `json:"pending_demands"`
+	Insecure bool   `json:"insecure"`
+	CAHash   string `json:"ca_hash"`
 }
 
 func status(t *testing.T, addr string) (*statusJSON, error) {
@@ -156,6 +158,9 @@ func startHead(t *testing.T, root string, extra ...string) *proc {
 	return head
 }
 
+// tokenFile is the first join token the head p wrote in its data dir.
+func tokenFile(p *proc) string { return filepath.Join(p.dataDir, "tls", "initial-join-token") }
+
 // startThreeNodes starts a head n0 and two nodes n1 and n2 that join it,
 // node i with the extra flags flags[i] (if given), and waits until status
 // through n2 shows all three alive with three Raft voters.
@@ -170,7 +175,7 @@ func startThreeNodes(t *testing.T, flags ...[]string) []*proc {
 	root := t.TempDir()
 	procs := []*proc{startHead(t, root, extra(0)...)}
 	for i := 1; i < 3; i++ {
-		procs = append(procs, startNode(t, root, fmt.Sprintf("n%d", i), []string{"join", procs[0].addr()}, extra(i)...))
+		procs = append(procs, startNode(t, root, fmt.Sprintf("n%d", i), []string{"join", procs[0].addr(), "--token-file", tokenFile(procs[0])}, extra(i)...))
 	}
 	took := waitFormed(t, procs[2].addr(), 3)
 	t.Logf("3-node cluster formed %s after the joiners started", took.Round(time.Millisecond))

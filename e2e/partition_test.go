@@ -147,7 +147,7 @@ func (l *netnsLab) startCluster(root string) []*proc {
 	nodes := []*proc{l.start(root, 0, "start", "--head")}
 	testutil.Until(l.t, 20*time.Second, "head answers", func() error { _, err := l.status(0); return err })
 	for i := 1; i < l.nodes; i++ {
-		nodes = append(nodes, l.start(root, i, "join", l.addr(0)+":7370"))
+		nodes = append(nodes, l.start(root, i, "join", l.addr(0)+":7370", "--token-file", tokenFile(nodes[0])))
 	}
 	testutil.Until(l.t, 60*time.Second, fmt.Sprintf("%d alive nodes and %d voters", l.nodes, l.nodes), func() error {
 		st, err := l.status(2)

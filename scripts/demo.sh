@@ -52,8 +52,11 @@ HEAD=127.0.0.1:$BASE_PORT
 echo "==> starting a 3-node cluster on 127.0.0.1 (ports $BASE_PORT..$((BASE_PORT + 22)))"
 EXTRA=",TPU-v3=2" start_node n0 0 start --head
 wait_for "the head node" "$BIN" status --address "$HEAD" --timeout 2s
-EXTRA="" start_node n1 1 join "$HEAD"
-EXTRA="" start_node n2 2 join "$HEAD"
+# The head made the cluster's CA and printed a join token (also kept,
+# mode 0600, in its data dir): the others join with it.
+TOKEN_FILE="$WORK/n0/tls/initial-join-token"
+EXTRA="" start_node n1 1 join "$HEAD" --token-file "$TOKEN_FILE"
+EXTRA="" start_node n2 2 join "$HEAD" --token-file "$TOKEN_FILE"
 formed() { # 3 alive nodes and 3 Raft voters
 	local js
 	js=$("$BIN" status --json --address "$HEAD" --timeout 2s) || return 1

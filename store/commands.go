@@ -38,6 +38,10 @@ const (
 	ActorUpdateType MessageType = 7
 	// PlacementGroupWriteType carries a PlacementGroupWriteRequest.
 	PlacementGroupWriteType MessageType = 8
+	// TokenCreateType carries a TokenCreateRequest.
+	TokenCreateType MessageType = 9
+	// TokenRevokeType carries a TokenRevokeRequest.
+	TokenRevokeType MessageType = 10
 )
 
 // String returns the name of the message type, or "MessageType(n)" for an
@@ -62,6 +66,10 @@ func (t MessageType) String() string {
 		return "ActorUpdate"
 	case PlacementGroupWriteType:
 		return "PlacementGroupWrite"
+	case TokenCreateType:
+		return "TokenCreate"
+	case TokenRevokeType:
+		return "TokenRevoke"
 	}
 	return fmt.Sprintf("MessageType(%d)", uint8(t))
 }
@@ -107,6 +115,11 @@ var (
 	// or a strategy's hard constraint (STRICT_PACK, STRICT_SPREAD). It is
 	// sched.ErrReservation, which sched.CheckStrategy's errors wrap.
 	ErrReservation = sched.ErrReservation
+	// ErrTokenExists means a TokenCreate carried the ID of a token already
+	// recorded (IDs are random; a retry of the same create is a no-op).
+	ErrTokenExists = errors.New("token ID taken")
+	// ErrTokenNotFound means a TokenRevoke named a token that is not recorded.
+	ErrTokenNotFound = errors.New("token not found")
 )
 
 // ClusterInitRequest records the cluster identity. It applies only once: a
@@ -212,6 +225,8 @@ var requestTypes = map[MessageType]reflect.Type{
 	ActorRegisterType:       reflect.TypeFor[ActorRegisterRequest](),
 	ActorUpdateType:         reflect.TypeFor[ActorUpdateRequest](),
 	PlacementGroupWriteType: reflect.TypeFor[PlacementGroupWriteRequest](),
+	TokenCreateType:         reflect.TypeFor[TokenCreateRequest](),
+	TokenRevokeType:         reflect.TypeFor[TokenRevokeRequest](),
 }
 
 // requestMatches reports whether req is the request struct (or a non-nil

@@ -21,6 +21,8 @@ func TestMessageTypeNumbersAreStable(t *testing.T) {
 		ActorRegisterType:       6,
 		ActorUpdateType:         7,
 		PlacementGroupWriteType: 8,
+		TokenCreateType:         9,
+		TokenRevokeType:         10,
 	}
 	for mt, n := range want {
 		if uint8(mt) != n {

@@ -48,7 +48,8 @@ func (f *FSM) State() *StateStore {
 //
 //   - an error value (wrapping ErrMalformed, ErrUnknownMessageType,
 //     ErrInvalidRequest, ErrClusterIDMismatch, ErrNodeNotFound,
-//     ErrStaleIncarnation, ErrActorNotFound, ErrActorDead or ErrActorNameTaken) when the entry is rejected, in which case the
+//     ErrStaleIncarnation, ErrActorNotFound, ErrActorDead, ErrActorNameTaken, ErrTokenExists or
+//     ErrTokenNotFound) when the entry is rejected, in which case the
 //     state is unchanged;
 //   - *KVSetResult for a KVSet command;
 //   - *ActorRegisterResult for an ActorRegister command;
@@ -131,6 +132,14 @@ func (f *FSM) apply(index uint64, t MessageType, req any) (any, error) {
 			return nil, fmt.Errorf("apply placement group write of %d ops: %w", len(r.Ops), err)
 		}
 		return res, nil
+	case *TokenCreateRequest:
+		if err := f.state.createToken(index, &r.Token); err != nil {
+			return nil, fmt.Errorf("apply token create for %s: %w", r.Token.ID, err)
+		}
+	case *TokenRevokeRequest:
+		if err := f.state.revokeToken(index, r.ID); err != nil {
+			return nil, fmt.Errorf("apply token revoke for %s: %w", r.ID, err)
+		}
 	default:
 		return nil, fmt.Errorf("apply %v: %w", t, ErrUnknownMessageType)
 	}

@@ -297,6 +297,8 @@ func FuzzApply(f *testing.F) {
 		{NodeDeregisterType, NodeDeregisterRequest{NodeID: "n1"}},
 		{KVSetType, KVSetRequest{Key: "k", Value: []byte("v"), CAS: true}},
 		{KVDeleteType, KVDeleteRequest{Key: "k"}},
+		{TokenCreateType, TokenCreateRequest{Token: testToken("0000000a")}},
+		{TokenRevokeType, TokenRevokeRequest{ID: "0000000a"}},
 	}
 	for _, s := range seeds {
 		data, err := Encode(s.mt, s.req)

@@ -32,6 +32,8 @@ const (
 	// tablePGReserved holds *placementReserved, indexed by "id" (NodeID):
 	// what placement groups hold per node, derived from tablePGs.
 	tablePGReserved = "placement_reserved"
+	// tableTokens holds *TokenRecord, indexed by "id" (TokenRecord.ID).
+	tableTokens = "tokens"
 )
 
 // indexLatest is the tableIndex key of the latest-change index.
@@ -92,6 +94,7 @@ func stateSchema() *memdb.DBSchema {
 			stringIndex("removed", "RemovedKey", false)),
 		table(tablePGReserved, stringIndex("id", "NodeID", true)),
 		table(tableIndex, stringIndex("id", "Key", true)),
+		table(tableTokens, stringIndex("id", "ID", true)),
 	}
 	db := &memdb.DBSchema{Tables: map[string]*memdb.TableSchema{}}
 	for _, t := range tables {

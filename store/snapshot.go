@@ -17,7 +17,8 @@ import (
 //	header  msgpack snapshotHeader{Magic: "nodeup-snapshot", Version: 1, Index}
 //	records zero or more of: record type (msgpack uint8) + msgpack body
 //	          recordMeta -> ClusterMeta, recordNode -> Node, recordKV -> KVEntry,
-//	          recordActor -> Actor, recordPlacementGroup -> PlacementGroup
+//	          recordActor -> Actor, recordPlacementGroup -> PlacementGroup,
+//	          recordToken -> TokenRecord
 //	end     recordEnd (msgpack uint8), no body
 //
 // The end marker makes a truncated stream detectable. Record type numbers are
@@ -38,7 +39,9 @@ const (
 	// recordPlacementGroup carries a PlacementGroup; per-node reservations
 	// are derived from the groups on restore, not stored.
 	recordPlacementGroup snapshotRecordType = 5
-	recordEnd            snapshotRecordType = 0xff
+	// recordToken carries a TokenRecord (the secret's hash, never the secret).
+	recordToken snapshotRecordType = 6
+	recordEnd   snapshotRecordType = 0xff
 )
 
 // snapshotHeader opens a snapshot stream.
@@ -106,7 +109,7 @@ func (s *fsmSnapshot) write(w io.Writer) error {
 	for _, tb := range []struct {
 		name string
 		rec  snapshotRecordType
-	}{{tableNodes, recordNode}, {tableKV, recordKV}, {tableActors, recordActor}, {tablePGs, recordPlacementGroup}} {
+	}{{tableNodes, recordNode}, {tableKV, recordKV}, {tableActors, recordActor}, {tablePGs, recordPlacementGroup}, {tableTokens, recordToken}} {
 		it, err := txn.Get(tb.name, "id")
 		if err != nil {
 			return fmt.Errorf("read %s: %w", tb.name, err)
@@ -256,6 +259,17 @@ func readSnapshot(r io.Reader) (*memdb.MemDB, error) {
 			}
 			if err := txn.Insert(tablePGs, g); err != nil {
 				return nil, fmt.Errorf("restore placement group %s: %w", g.ID, err)
+			}
+		case recordToken:
+			tok := new(TokenRecord)
+			if err := dec.Decode(tok); err != nil {
+				return nil, fmt.Errorf("read record %d (token): %w", n, err)
+			}
+			if err := validToken(tok); err != nil {
+				return nil, fmt.Errorf("record %d: %w", n, err)
+			}
+			if err := txn.Insert(tableTokens, tok); err != nil {
+				return nil, fmt.Errorf("restore token %s: %w", tok.ID, err)
 			}
 		default:
 			return nil, fmt.Errorf("record %d: unknown record type %d", n, t)

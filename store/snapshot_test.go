@@ -256,6 +256,7 @@ func (c *closeRecorder) Close() error { c.closed = true; return nil }
 func FuzzRestore(f *testing.F) {
 	src := NewFSM(nil)
 	populate(f, src)
+	mustApply(f, src, 7, TokenCreateType, TokenCreateRequest{Token: testToken("0000000a")})
 	good := persist(f, src)
 	f.Add(good)
 	f.Add(good[:len(good)/2])
@@ -276,7 +277,7 @@ func TestSnapshotRecordNumbersAreStable(t *testing.T) {
 	t.Parallel()
 	// These values are persisted in snapshots: they must never change.
 	want := map[snapshotRecordType]uint8{recordMeta: 1, recordNode: 2, recordKV: 3, recordActor: 4,
-		recordPlacementGroup: 5, recordEnd: 0xff}
+		recordPlacementGroup: 5, recordToken: 6, recordEnd: 0xff}
 	for rec, n := range want {
 		if uint8(rec) != n {
 			t.Errorf("record type %d, want %d", uint8(rec), n)

@@ -9,6 +9,9 @@ type (
 	Node       = wire.Node
 	NodeStatus = wire.NodeStatus
 	KVEntry    = wire.KVEntry
+	// TokenRecord is a token as the cluster keeps it: the hash of its
+	// secret, never the secret (tokens.go).
+	TokenRecord = wire.TokenRecord
 )
 
 // Node statuses (wire.NodeAlive, ...).

@@ -130,6 +130,11 @@ type StatusResponse struct {
 	// Pending is work waiting for resources, per node; Reason says why
 	// (infeasible work names the missing resource).
 	Pending []PendingDemand
+	// Insecure: the leader runs with --insecure (no TLS between nodes,
+	// no CA, no tokens).
+	Insecure bool
+	// CAHash is the cluster CA's pin ("sha256:<hex>"), "" when insecure.
+	CAHash string
 }
 
 // KVRequest addresses the internal KV (the seeds' internal_kv).

@@ -39,7 +39,8 @@ func Config(dir string, i int) cluster.Config {
 
 // Start starts n nodes in this process: node 0 is the head, the others join
 // it. configure, if not nil, edits node i's Config (see Config) before it
-// starts; Head and Join are set after it. Start fails t if a node does not
+// starts; Head and Join (and, unless it sets Insecure, the head's join
+// token) are set after it. Start fails t if a node does not
 // start or if node 0 does not see all n nodes alive within 20 s; the nodes
 // are killed when the test ends.
 func Start(t testing.TB, n int, configure func(i int, c *cluster.Config)) []*cluster.Node {
@@ -54,6 +55,15 @@ func Start(t testing.TB, n int, configure func(i int, c *cluster.Config)) []*clu
 		cfg.Head = i == 0
 		if i > 0 {
 			cfg.Join = []string{nodes[0].RPCAddr()}
+			if !cfg.Insecure && cfg.Token == "" {
+				// A secure cluster, as nodeup start makes: the others
+				// join with the head's first token.
+				tok, err := cluster.ReadInitialToken(nodes[0].DataDir())
+				if err != nil {
+					t.Fatalf("start node %d: %v", i, err)
+				}
+				cfg.Token = tok
+			}
 		}
 		nd, err := cluster.Start(context.Background(), cfg)
 		if err != nil {

@@ -1,0 +1,102 @@
+package e2e
+
+import (
+	"encoding/json"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nodeup/nodeup/internal/testutil"
+)
+
+// A secure cluster from the command line: the head prints its first join
+// token once and keeps it 0600; a node without a token, or with a revoked
+// one, is refused with one line naming why; nodeup token create, list and
+// revoke round-trip; status shows the security mode.
+func TestTokensFromTheCommandLine(t *testing.T) {
+	root := t.TempDir()
+	head := startHead(t, root)
+	tokFile := tokenFile(head)
+	fi, err := os.Stat(tokFile)
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("head's token file: %v, mode %v; want 0600", err, fi.Mode().Perm())
+	}
+	b, _ := os.ReadFile(tokFile)
+	initial := strings.TrimSpace(string(b))
+	testutil.Until(t, 10*time.Second, "the head prints the token", func() error {
+		if !strings.Contains(head.log.String(), "--token "+initial) {
+			return os.ErrNotExist
+		}
+		return nil
+	})
+	if strings.Count(head.log.String(), initial) != 1 {
+		t.Errorf("the head printed its token %d times, want once", strings.Count(head.log.String(), initial))
+	}
+
+	// No token: refused before anything is sent.
+	bare := startNode(t, root, "bare", []string{"join", head.addr()})
+	if err := bare.wait(); err == nil || !strings.Contains(bare.log.String(), "pass --token") {
+		t.Fatalf("join without a token: %v\n%s", err, bare.log.String())
+	}
+
+	out, errOut, code := nodeup(t, nil, "token", "create", "--role", "join", "--ttl", "1h", "--address", head.addr())
+	if code != 0 {
+		t.Fatalf("token create: exit %d: %s", code, errOut)
+	}
+	made := strings.TrimSpace(out)
+	id := strings.Split(made, ".")[1]
+	joined := startNode(t, root, "n1", []string{"join", head.addr(), "--token", made})
+	waitFormed(t, head.addr(), 2)
+
+	out, errOut, code = nodeup(t, nil, "token", "list", "--json", "--address", joined.addr())
+	if code != 0 {
+		t.Fatalf("token list: exit %d: %s", code, errOut)
+	}
+	var toks []struct {
+		ID, Role string
+		Revoked  bool
+	}
+	if err := json.Unmarshal([]byte(out), &toks); err != nil || len(toks) != 2 {
+		t.Fatalf("token list --json: %v: %s", err, out)
+	}
+	if strings.Contains(out, strings.Split(made, ".")[2]) {
+		t.Fatal("token list shows a secret")
+	}
+	if _, errOut, code = nodeup(t, nil, "token", "revoke", id, "--address", joined.addr()); code != 0 {
+		t.Fatalf("token revoke: exit %d: %s", code, errOut)
+	}
+	late := startNode(t, root, "late", []string{"join", joined.addr(), "--token", made})
+	if err := late.wait(); err == nil || !strings.Contains(late.log.String(), "token "+id+": revoked") {
+		t.Fatalf("join with a revoked token: %v\n%s", err, late.log.String())
+	}
+	if !strings.Contains(head.log.String(), "refused a node's join: token "+id+": revoked") {
+		t.Errorf("the leader's log does not name the refusal:\n%s", head.log.String())
+	}
+	st, err := status(t, head.addr())
+	if err != nil || st.Insecure || !strings.HasPrefix(st.CAHash, "sha256:") {
+		t.Fatalf("status: %+v, %v; want secure with a CA hash", st, err)
+	}
+}
+
+// --insecure: no CA, no token, a warning at start, and status says so.
+func TestInsecureClusterSaysSo(t *testing.T) {
+	root := t.TempDir()
+	head := startHead(t, root, "--insecure")
+	other := startNode(t, root, "n1", []string{"join", head.addr(), "--insecure"})
+	waitFormed(t, other.addr(), 2)
+	if _, err := os.Stat(tokenFile(head)); err == nil {
+		t.Error("an insecure head made a join token")
+	}
+	if !strings.Contains(head.log.String(), "running with --insecure") {
+		t.Errorf("no warning at start:\n%s", head.log.String())
+	}
+	st, err := status(t, head.addr())
+	if err != nil || !st.Insecure {
+		t.Fatalf("status: %+v, %v; want insecure", st, err)
+	}
+	out, _, code := nodeup(t, nil, "status", "--address", head.addr())
+	if code != 0 || !strings.Contains(out, "INSECURE") {
+		t.Fatalf("status text does not say INSECURE: %s", out)
+	}
+}
