@@ -42,6 +42,7 @@ func nodeFlags() []ucli.Flag {
 		&ucli.StringFlag{Name: "labels", Usage: "node labels: key=value,key2=value2"},
 		&ucli.IntFlag{Name: "raft-voters", Value: cluster.DefaultRaftVoters, Usage: "target number of Raft voters (1..9)"},
 		&ucli.BoolFlag{Name: "server", Value: true, Usage: "may become a Raft voter (--server=false: never)"},
+		&ucli.StringFlag{Name: "python", Usage: "interpreter for Python jobs' workers (default: /usr/bin/python3 when it imports msgpack and cloudpickle, else python3)"},
 	}, gpuFlags()...)
 }
 
@@ -97,7 +98,7 @@ func nodeConfig(c *ucli.Context, head bool, peers []string) (cluster.Config, err
 		BindAddr: c.String("bind"), AdvertiseAddr: c.String("advertise"),
 		Port: c.Int("port"), GossipPort: c.Int("gossip-port"), HTTPPort: c.Int("http-port"),
 		NodeName: c.String("node-name"), RaftVoters: c.Int("raft-voters"), Server: c.Bool("server"),
-		Version: Version, Logger: slog.Default(), RecordCurrent: true,
+		Version: Version, Logger: slog.Default(), RecordCurrent: true, Python: c.String("python"),
 	}
 	if v := c.Int("raft-voters"); v < 1 {
 		return cfg, fmt.Errorf("--raft-voters %d: must be 1..9 (odd numbers tolerate the most failures)", v)

@@ -115,8 +115,8 @@ func newFakePool(t *testing.T) (*workerPool, *fakeWorkerHost) {
 	h.ctx, h.cancel = context.WithCancel(context.Background())
 	dir := t.TempDir()
 	var p *workerPool
-	spawn := func(bin string, env []string, out *os.File) (process, error) {
-		if filepath.Base(bin) != fakeBinHash {
+	spawn := func(argv []string, env []string, out *os.File) (process, error) {
+		if bin := argv[0]; filepath.Base(bin) != fakeBinHash {
 			t.Errorf("spawned %s, want the cached binary %s", bin, fakeBinHash)
 		}
 		h.mu.Lock()

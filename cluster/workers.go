@@ -93,15 +93,17 @@ func (p *workerPool) worker(ctx context.Context, req *wire.LeaseRequest, as *gpu
 	if done {
 		return nil, fmt.Errorf("job %s has finished", req.JobID)
 	}
-	if err := p.ensureBinary(ctx, req.JobID, req.BinaryHash, req.BinaryNode); err != nil {
-		return nil, err
+	if req.Language == wire.LanguageGo {
+		if err := p.ensureBinary(ctx, req.JobID, req.BinaryHash, req.BinaryNode); err != nil {
+			return nil, err
+		}
 	}
 	p.mu.Lock()
 	if p.finished.has(req.JobID) {
 		p.mu.Unlock()
 		return nil, fmt.Errorf("job %s has finished", req.JobID)
 	}
-	spec := procSpec{job: req.JobID, binHash: req.BinaryHash, env: req.Env, envVars: req.EnvVars, gpus: as}
+	spec := procSpec{job: req.JobID, lang: req.Language, binHash: req.BinaryHash, env: req.Env, envVars: req.EnvVars, gpus: as}
 	w := p.workers[spec.poolKey()]
 	if w != nil {
 		select {
@@ -156,6 +158,7 @@ type procSpec struct {
 	job     string
 	actor   string
 	binHash string
+	lang    string            // the job's language (wire.LanguageGo or wire.LanguagePython)
 	env     []string          // extra KEY=VALUE entries (LeaseRequest.Env)
 	envVars map[string]string // runtime env vars (validated)
 	gpus    *gpu.Assignment   // the devices it may see (nil: none)
@@ -167,6 +170,9 @@ type procSpec struct {
 // started it with the same environment.
 func (spec procSpec) poolKey() string {
 	key := taskPoolKey(spec.job, spec.gpus)
+	if spec.lang != wire.LanguageGo {
+		key += "|lang:" + spec.lang
+	}
 	if len(spec.env) == 0 && len(spec.envVars) == 0 {
 		return key
 	}
@@ -193,7 +199,7 @@ func (p *workerPool) start(spec procSpec) (*workerProc, error) {
 	if p.stopped {
 		return nil, fmt.Errorf("start worker for job %s: the node is shutting down", spec.job)
 	}
-	bin, err := p.binPath(spec.binHash)
+	argv, extraEnv, err := p.command(spec)
 	if err != nil {
 		return nil, fmt.Errorf("start worker for job %s: %w", spec.job, err)
 	}
@@ -218,10 +224,10 @@ func (p *workerPool) start(spec procSpec) (*workerProc, error) {
 		return nil, err
 	}
 	// The node's own variables come last, so they win over anything before.
-	env := append(append(append(os.Environ(), spec.userEnv()...), gpuEnv(spec.gpus)...), p.cfg.nodeEnv...)
+	env := append(append(append(append(os.Environ(), extraEnv...), spec.userEnv()...), gpuEnv(spec.gpus)...), p.cfg.nodeEnv...)
 	env = append(env, wire.EnvWorkerMode+"=1", wire.EnvJobID+"="+spec.job, wire.EnvWorkerID+"="+w.id,
 		wire.EnvActorID+"="+spec.actor, wire.EnvBinaryHash+"="+spec.binHash)
-	proc, err := p.cfg.spawn(bin, env, logf)
+	proc, err := p.cfg.spawn(argv, env, logf)
 	if err != nil {
 		logf.Close()
 		return nil, fmt.Errorf("start worker for job %s: %w", spec.job, err)
