@@ -349,6 +349,15 @@ class Core:
 
     def _run_task(self, tid, code, name, args, kwargs, num_returns, resources, max_retries, retry_exceptions, outs):
         try:
+            self._run_task_once(tid, code, name, args, kwargs, num_returns, resources, max_retries, retry_exceptions, outs)
+        except BaseException as e:  # e.g. Sched.Lease answered worker_failed: the refs fail, never hang
+            fail = {"Message": f"task {name} could not run: {e}", "Stack": "", "Panic": False}
+            for o in outs:
+                if not o.ready.is_set():
+                    self._finish(o, error=fail, task_name=name)
+
+    def _run_task_once(self, tid, code, name, args, kwargs, num_returns, resources, max_retries, retry_exceptions, outs):
+        try:
             wargs = [self._arg(a) for a in args] + [self._arg(v) for v in kwargs.values()]
         except _ArgFailed as f:
             for o in outs:
@@ -428,13 +437,38 @@ class _ArgFailed(Exception):
         self.obj = obj
 
 
+class _ExcShell:
+    """Pickles an exception whose __init__ cannot be called again with its
+    args (e.g. a required keyword): rebuilt with __new__, args and __dict__."""
+
+    def __init__(self, e):
+        self.cls, self.args, self.state = type(e), e.args, dict(getattr(e, "__dict__", {}))
+
+    def __reduce__(self):
+        return (_rebuild_exception, (self.cls, self.args, self.state))
+
+
+def _rebuild_exception(cls, args, state):
+    e = cls.__new__(cls, *args)
+    e.args = args
+    e.__dict__.update(state)
+    return e
+
+
+def _exception_payload(e):
+    for obj in (e, _ExcShell(e)):
+        try:
+            payload = dumps(obj)
+            pickle.loads(payload)
+            return payload
+        except Exception:
+            continue
+    return None
+
+
 def failure_of(e, core):
     """A TaskFailure map for exception e raised in a task."""
-    try:
-        payload = dumps(e)
-        pickle.loads(payload)
-    except Exception:
-        payload = None
+    payload = _exception_payload(e)
     stack = "".join(traceback.format_exception(type(e), e, e.__traceback__))
     return {"Message": f"{type(e).__name__}: {e}", "Stack": stack, "Panic": False, "NodeID": core.node_id,
             "NodeName": core.node_name, "PID": os.getpid(), "Payload": payload}
