@@ -13,12 +13,14 @@ import (
 	"time"
 
 	"github.com/nodeup/nodeup/internal/testutil"
+	"github.com/nodeup/nodeup/rpc"
 	"github.com/nodeup/nodeup/wire"
 )
 
 // fakeProc is a worker process that lives until killed or told to exit.
 type fakeProc struct {
 	pid  int
+	argv []string
 	env  []string
 	exit chan error // buffered 1: why it exits
 }
@@ -104,7 +106,11 @@ func (h *fakeWorkerHost) spawned() int {
 	return len(h.procs)
 }
 
-const fakeBinHash = "abababababababababababababababababababababababababababababababab"
+const (
+	fakeBinHash = "abababababababababababababababababababababababababababababababab"
+	fakePython  = "/opt/py/bin/python3"       // the fake pool's --python
+	fakePyPkg   = "/cache/nodeup/python/0123" // where its nodeup package lies
+)
 
 // newFakePool is a worker pool on a fake host whose processes register
 // themselves (addr "w-<pid>") as soon as they start; the job binary
@@ -116,11 +122,11 @@ func newFakePool(t *testing.T) (*workerPool, *fakeWorkerHost) {
 	dir := t.TempDir()
 	var p *workerPool
 	spawn := func(argv []string, env []string, out *os.File) (process, error) {
-		if bin := argv[0]; filepath.Base(bin) != fakeBinHash {
-			t.Errorf("spawned %s, want the cached binary %s", bin, fakeBinHash)
+		if bin := argv[0]; bin != fakePython && filepath.Base(bin) != fakeBinHash {
+			t.Errorf("spawned %s, want the cached binary %s or %s", bin, fakeBinHash, fakePython)
 		}
 		h.mu.Lock()
-		proc := &fakeProc{pid: 1000 + len(h.procs), env: env, exit: make(chan error, 1)}
+		proc := &fakeProc{pid: 1000 + len(h.procs), argv: argv, env: env, exit: make(chan error, 1)}
 		h.procs = append(h.procs, proc)
 		h.mu.Unlock()
 		go func() { // the worker's RPC server comes up
@@ -129,7 +135,8 @@ func newFakePool(t *testing.T) (*workerPool, *fakeWorkerHost) {
 		return proc, nil
 	}
 	p = newWorkerPool(h, workerPoolConfig{binDir: filepath.Join(dir, "bin"), logDir: filepath.Join(dir, "logs"),
-		selfAddr: "self:1", nodeName: "n1", nodeEnv: []string{wire.EnvNodeName + "=n1"}, spawn: spawn})
+		selfAddr: "self:1", nodeName: "n1", nodeEnv: []string{wire.EnvNodeName + "=n1"}, spawn: spawn,
+		python: fakePython, pythonPath: func() (string, error) { return fakePyPkg, nil }})
 	if err := os.MkdirAll(p.binDir(), 0o750); err != nil {
 		t.Fatal(err)
 	}
@@ -317,5 +324,68 @@ func TestWorkerPoolActorEndsOnFakeHost(t *testing.T) {
 	}
 	if held := p.heldActors(); len(held) != 0 {
 		t.Fatalf("actors still held: %v", held)
+	}
+}
+
+// A Python job's lease starts `<--python> -m nodeup.worker` with the node's
+// nodeup package first on PYTHONPATH, fetches no binary (the job has none),
+// and is pooled per job like a Go job's worker.
+func TestWorkerPoolPythonJobOnFakeHost(t *testing.T) {
+	t.Setenv("PYTHONPATH", "/user/site")
+	p, h := newFakePool(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req := &wire.LeaseRequest{JobID: "pyjob", Language: wire.LanguagePython}
+	w1, err := p.worker(ctx, req, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w2, err := p.worker(ctx, req, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w1 != w2 || h.spawned() != 1 {
+		t.Fatalf("a second lease of the Python job: %d processes started, want one reused", h.spawned())
+	}
+	proc := h.procs[0]
+	if want := []string{fakePython, "-m", "nodeup.worker"}; !slices.Equal(proc.argv, want) {
+		t.Fatalf("Python worker started as %q, want %q", proc.argv, want)
+	}
+	if got, want := proc.getenv("PYTHONPATH"), fakePyPkg+string(os.PathListSeparator)+"/user/site"; got != want {
+		t.Errorf("PYTHONPATH=%q, want the node's package first: %q", got, want)
+	}
+	if got := proc.getenv(wire.EnvJobID); got != "pyjob" {
+		t.Errorf("worker env %s=%q, want pyjob", wire.EnvJobID, got)
+	}
+	// A Go job beside it still runs its binary.
+	if _, err := p.worker(ctx, leaseFor("gojob"), nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := h.procs[1].argv; len(got) != 1 || filepath.Base(got[0]) != fakeBinHash {
+		t.Fatalf("Go worker started as %q, want its cached binary alone", got)
+	}
+}
+
+// A job's language is checked where it arrives: a Python job sends no
+// binary hash, a Go job a valid one, and no other language is accepted.
+func TestCheckJobLanguage(t *testing.T) {
+	for _, tc := range []struct {
+		lang, hash string
+		ok         bool
+	}{
+		{wire.LanguageGo, fakeBinHash, true},
+		{wire.LanguageGo, "", false},
+		{wire.LanguagePython, "", true},
+		{wire.LanguagePython, fakeBinHash, false},
+		{"ruby", "", false},
+	} {
+		err := checkJob("job1", tc.lang, tc.hash)
+		if (err == nil) != tc.ok {
+			t.Errorf("checkJob(lang %q, hash %q) = %v, want ok=%v", tc.lang, tc.hash, err, tc.ok)
+		}
+		var re *rpc.Error
+		if err != nil && (!errors.As(err, &re) || re.Code != wire.CodeBadInput) {
+			t.Errorf("checkJob(lang %q, hash %q) = %v, want a %s error", tc.lang, tc.hash, err, wire.CodeBadInput)
+		}
 	}
 }
