@@ -2,6 +2,9 @@ package cli
 
 import (
 	"fmt"
+	"os"
+	"os/exec"
+	"strings"
 
 	pyembed "github.com/nodeup/nodeup/python"
 	ucli "github.com/urfave/cli/v2"
@@ -16,19 +19,27 @@ func pythonCommand() *ucli.Command {
 		Subcommands: []*ucli.Command{
 			{
 				Name:      "install",
-				Usage:     "write the package as DIR/nodeup (then PYTHONPATH=DIR python3 -c 'import nodeup')",
+				Usage:     "write the package as DIR/nodeup (default DIR: the interpreter's user site-packages, so that `import nodeup` just works)",
 				ArgsUsage: " ",
 				Flags: []ucli.Flag{
-					&ucli.StringFlag{Name: "target", Required: true, Usage: "directory to write the nodeup package into"},
+					&ucli.StringFlag{Name: "target", Usage: "directory to write the nodeup package into (then PYTHONPATH=DIR)"},
+					&ucli.StringFlag{Name: "python", Usage: "interpreter whose user site-packages is the default target (default: /usr/bin/python3, else python3)"},
 				},
 				Action: func(c *ucli.Context) error {
 					if c.NArg() > 0 {
 						return fmt.Errorf("nodeup python install takes no arguments (got %q); use --target DIR", c.Args().First())
 					}
-					if err := pyembed.Install(c.String("target")); err != nil {
+					dir := c.String("target")
+					if dir == "" {
+						var err error
+						if dir, err = userSite(c.String("python")); err != nil {
+							return err
+						}
+					}
+					if err := pyembed.Install(dir); err != nil {
 						return err
 					}
-					fmt.Fprintf(c.App.Writer, "installed the nodeup Python package into %s (PYTHONPATH=%s)\n", c.String("target"), c.String("target"))
+					fmt.Fprintf(c.App.Writer, "installed the nodeup Python package into %s\n", dir)
 					return nil
 				},
 			},
@@ -47,4 +58,25 @@ func pythonCommand() *ucli.Command {
 			},
 		},
 	}
+}
+
+// userSite is py's user site-packages directory (PEP 370), where the
+// interpreter finds packages without PYTHONPATH; py "" is /usr/bin/python3
+// when present (Debian's, where python3-msgpack installs), else python3.
+func userSite(py string) (string, error) {
+	if py == "" {
+		py = "python3"
+		if _, err := os.Stat("/usr/bin/python3"); err == nil {
+			py = "/usr/bin/python3"
+		}
+	}
+	out, err := exec.Command(py, "-c", "import site; print(site.getusersitepackages())").Output()
+	if err != nil {
+		return "", fmt.Errorf("find the user site-packages of %s (give --target DIR instead): %w", py, err)
+	}
+	dir := strings.TrimSpace(string(out))
+	if dir == "" {
+		return "", fmt.Errorf("%s has no user site-packages: give --target DIR", py)
+	}
+	return dir, nil
 }

@@ -178,3 +178,20 @@ def test_python_install_writes_the_package(tmp_path):
     assert out.returncode == 0 and out.stdout.startswith(str(tmp_path)), out.stderr
     path = subprocess.run([NODEUP, "python", "path"], capture_output=True, text=True, check=True).stdout.strip()
     assert os.path.isfile(os.path.join(path, "nodeup", "worker.py"))
+
+
+def test_nested_tasks_and_refs_in_values(ray):
+    @ray.remote
+    def fan_out(n):
+        # Submitted from a worker: these tasks are owned by the worker
+        # process, and the parent lends its CPU while it waits in get.
+        return sum(ray.get([square.remote(i) for i in range(n)]))
+
+    # Three parents on a 2-CPU node only finish if blocked parents lend CPUs.
+    assert ray.get([fan_out.remote(4) for _ in range(3)], timeout=60) == [14, 14, 14]
+
+    @ray.remote
+    def unwrap(d):
+        return ray.get(d["ref"]) + 1
+
+    assert ray.get(unwrap.remote({"ref": ray.put(41)})) == 42
