@@ -9,10 +9,11 @@ from . import _core
 from . import _protocol as P
 from . import _state
 from . import exceptions
+from ._actor import ActorClass, ActorHandle
 from ._core import ObjectRef
 
 __all__ = ["init", "shutdown", "is_initialized", "remote", "get", "put", "wait", "cluster_resources",
-           "available_resources", "nodes", "ObjectRef", "exceptions"]
+           "available_resources", "nodes", "ObjectRef", "ActorHandle", "exceptions"]
 
 _TASK_OPTIONS = {"num_cpus", "num_gpus", "memory", "resources", "max_retries", "retry_exceptions",
                  "num_returns", "name"}
@@ -164,7 +165,7 @@ def remote(*args, **opts):
 
 def _make_remote(obj, opts):
     if isinstance(obj, type):
-        raise NotImplementedError("@remote on classes (actors) is not in nodeup's Python SDK yet (docs/python.md)")
+        return ActorClass(obj, opts, _resources)
     return RemoteFunction(obj, opts)
 
 

@@ -405,18 +405,27 @@ class Core:
                 for o in outs:
                     self._finish(o, error=fail, task_name=name)
                 return
-            returns = rep.get("Returns") or []
-            stored = rep.get("Stored") or []
-            for i, o in enumerate(outs):
-                loc = stored[i] if i < len(stored) else None
-                if loc:
-                    self._finish(o, loc=loc)
-                elif i < len(returns) and returns[i] is not None:
-                    self._finish(o, value=returns[i])
-                else:
-                    self._finish(o, error={"Message": f"task {name} returned {len(returns)} values, want {num_returns}",
-                                           "Stack": "", "Panic": False}, task_name=name)
+            self.complete(outs, rep, name)
             return
+
+    def complete(self, outs, rep, name):
+        """Records a PushTaskReply's results (or failure) as outs."""
+        fail = rep.get("Error")
+        if fail:
+            for o in outs:
+                self._finish(o, error=fail, task_name=name)
+            return
+        returns = rep.get("Returns") or []
+        stored = rep.get("Stored") or []
+        for i, o in enumerate(outs):
+            loc = stored[i] if i < len(stored) else None
+            if loc:
+                self._finish(o, loc=loc)
+            elif i < len(returns) and returns[i] is not None:
+                self._finish(o, value=returns[i])
+            else:
+                self._finish(o, error={"Message": f"task {name} returned {len(returns)} values, want {len(outs)}",
+                                       "Stack": "", "Panic": False}, task_name=name)
 
     def _return(self, lease):
         try:

@@ -195,3 +195,59 @@ def test_nested_tasks_and_refs_in_values(ray):
         return ray.get(d["ref"]) + 1
 
     assert ray.get(unwrap.remote({"ref": ray.put(41)})) == 42
+
+
+@nodeup.remote
+class Counter:
+    def __init__(self, start, step=1):
+        self.value = start
+        self.step = step
+        self.pid = os.getpid()
+
+    def incr(self, times=1):
+        self.value += self.step * times
+        return self.value
+
+    def where(self):
+        return self.pid
+
+    def fail(self):
+        raise KeyError("no such counter key")
+
+
+def test_actor_calls_run_in_order_and_keep_state(ray):
+    c = Counter.remote(ray.put(10), step=2)  # a ref among the constructor's args is resolved
+    refs = [c.incr.remote() for _ in range(20)]
+    # max_concurrency 1: calls run one at a time, in the order they were made.
+    assert ray.get(refs) == [10 + 2 * i for i in range(1, 21)]
+    assert ray.get(c.incr.remote(times=5)) == 60
+    # The actor runs in a dedicated worker process of its own.
+    c2 = Counter.remote(0)
+    assert ray.get(c.where.remote()) != ray.get(c2.where.remote())
+    assert ray.get(c2.incr.remote()) == 1
+
+
+def test_actor_method_error_has_original_type(ray):
+    c = Counter.remote(0)
+    with pytest.raises(KeyError) as info:
+        ray.get(c.fail.remote())
+    assert isinstance(info.value, RayTaskError)
+    assert "no such counter key" in info.value.traceback_str
+    assert ray.get(c.incr.remote()) == 1  # the actor lives on
+
+
+def test_actor_whose_constructor_raises_is_dead(ray):
+    from nodeup.exceptions import RayActorError
+
+    @ray.remote
+    class Broken:
+        def __init__(self):
+            raise RuntimeError("cannot start")
+
+        def ping(self):
+            return "pong"
+
+    b = Broken.remote()
+    with pytest.raises(RayActorError) as info:
+        ray.get(b.ping.remote(), timeout=60)
+    assert "cannot start" in str(info.value)
