@@ -1,6 +1,7 @@
 """The core worker: owner of objects, task submitter and (in worker
 processes) task executor, speaking docs/protocol.md. One per process."""
 
+import collections
 import logging
 import mmap
 import os
@@ -87,6 +88,9 @@ class Core:
         self.lock = threading.Lock()
         self.cond = threading.Condition(self.lock)
         self.objects = {}  # object ID -> _Obj, for owned and fetched objects
+        self.qcond = threading.Condition()  # guards queues
+        self.queues = {}  # resource shape -> _KeyQueue
+        self.closed = False
         self.pool = P.Pool()
         self.arena_path = arena_path
         self._arena = None
@@ -290,14 +294,60 @@ class Core:
     # ---- submitting tasks (docs/protocol.md, Task lifecycle)
 
     def submit(self, code, name, args, kwargs, num_returns, resources, max_retries, retry_exceptions=False):
-        """Submits a task and returns its num_returns refs at once."""
+        """Submits a task and returns its num_returns refs at once. The task
+        waits for the refs among its arguments that this process owns,
+        then joins the queue of its resource shape."""
         tid = self._next()
         refs = [ObjectRef(f"{tid}.{i}", self.address) for i in range(num_returns)]
         outs = [self._new_obj(r.id) for r in refs]
-        t = threading.Thread(target=self._run_task, name=f"nodeup-task-{tid}", daemon=True,
-                             args=(tid, code, name, args, kwargs, num_returns, resources, max_retries, retry_exceptions, outs))
-        t.start()
+        t = _Task(tid, code, name, num_returns, resources, max_retries, retry_exceptions, outs)
+        waits = any(isinstance(v, ObjectRef) and v.owner == self.address and not self._state(v).ready.is_set()
+                    for v in list(args) + list(kwargs.values()))
+        if waits:
+            threading.Thread(target=self._prepare_and_enqueue, args=(t, args, kwargs), daemon=True,
+                             name=f"nodeup-deps-{tid}").start()
+        else:
+            self._prepare_and_enqueue(t, args, kwargs)
         return refs
+
+    def _prepare_and_enqueue(self, t, args, kwargs):
+        try:
+            wargs = [self._arg(a) for a in args] + [self._arg(v) for v in kwargs.values()]
+        except _ArgFailed as f:
+            for o in t.outs:
+                self._finish(o, error=f.obj.error, task_name=f.obj.task_name)
+            return
+        except Exception as e:
+            self._fail_task(t, failure_of(e, self))
+            return
+        t.spec = {"TaskID": t.tid, "JobID": self.job_id, "Name": t.name, "Function": t.name, "Args": wargs,
+                  "NumReturns": t.num_returns, "Owner": self.address, "Attempt": 0, "Code": t.code,
+                  "KwargNames": list(kwargs.keys()) or None}
+        self._enqueue(t)
+
+    def _fail_task(self, t, fail):
+        for o in t.outs:
+            if not o.ready.is_set():
+                self._finish(o, error=fail, task_name=t.name)
+
+    def _enqueue(self, t, front=False):
+        with self.qcond:
+            q = self.queues.get(t.key)
+            if q is None:
+                q = self.queues[t.key] = _KeyQueue(t.resources, t.name)
+            if front:
+                q.tasks.appendleft(t)
+            else:
+                q.tasks.append(t)
+            self.qcond.notify_all()  # a lingering lease takes it
+            self._pump(q)
+
+    def _pump(self, q):
+        """Keeps up to MAX_LEASE_REQUESTS Sched.Lease calls out while the
+        queue is longer than the leases waiting for work; qcond held."""
+        while q.requests < MAX_LEASE_REQUESTS and q.requests + q.idle < len(q.tasks):
+            q.requests += 1
+            threading.Thread(target=self._lease_loop, args=(q,), daemon=True, name="nodeup-lease").start()
 
     def _arg(self, v):
         if isinstance(v, ObjectRef):
@@ -325,6 +375,8 @@ class Core:
                "Language": P.LANGUAGE}
         addr, hops, warned = self.node_addr, 0, False
         while True:
+            if self.closed:
+                raise RuntimeError("nodeup was shut down")
             try:
                 rep = self.pool.call(addr, "Sched.Lease", req)
             except P.TransportError:
@@ -347,66 +399,77 @@ class Core:
                 continue
             time.sleep(0.1)
 
-    def _run_task(self, tid, code, name, args, kwargs, num_returns, resources, max_retries, retry_exceptions, outs):
+    def _lease_loop(self, q):
+        """Leases a worker for q's shape, runs q's tasks on it one after
+        another, and gives it back after LEASE_LINGER seconds without work."""
         try:
-            self._run_task_once(tid, code, name, args, kwargs, num_returns, resources, max_retries, retry_exceptions, outs)
-        except BaseException as e:  # e.g. Sched.Lease answered worker_failed: the refs fail, never hang
-            fail = {"Message": f"task {name} could not run: {e}", "Stack": "", "Panic": False}
-            for o in outs:
-                if not o.ready.is_set():
-                    self._finish(o, error=fail, task_name=name)
+            lease = self._lease(q.resources, q.name)
+        except Exception as e:  # e.g. worker_failed: the queued tasks fail, never hang
+            with self.qcond:
+                q.requests -= 1
+                tasks = list(q.tasks) if q.requests == 0 and q.holders == 0 else []
+                for t in tasks:
+                    q.tasks.remove(t)
+            for t in tasks:
+                self._fail_task(t, {"Message": f"task {t.name} could not get a worker: {e}", "Stack": "", "Panic": False})
+            return
+        with self.qcond:
+            q.requests -= 1
+            q.holders += 1
+        keep = True
+        while keep:
+            with self.qcond:
+                if not q.tasks:
+                    q.idle += 1
+                    deadline = time.monotonic() + LEASE_LINGER
+                    while not q.tasks and time.monotonic() < deadline:
+                        self.qcond.wait(deadline - time.monotonic())
+                    q.idle -= 1
+                    if not q.tasks:
+                        q.holders -= 1
+                        break
+                t = q.tasks.popleft()
+            keep = self._push(lease, t)
+            if not keep:
+                with self.qcond:
+                    q.holders -= 1
+                    self._pump(q)
+                return
+        self._return(lease)
 
-    def _run_task_once(self, tid, code, name, args, kwargs, num_returns, resources, max_retries, retry_exceptions, outs):
+    def _push(self, lease, t):
+        """Runs t on lease; False when the lease is unusable now (its worker
+        died, or the lease was revoked). A task to run again is queued."""
         try:
-            wargs = [self._arg(a) for a in args] + [self._arg(v) for v in kwargs.values()]
-        except _ArgFailed as f:
-            for o in outs:
-                self._finish(o, error=f.obj.error, task_name=f.obj.task_name)
-            return
-        except Exception as e:
-            fail = failure_of(e, self)
-            for o in outs:
-                self._finish(o, error=fail, task_name=name)
-            return
-        spec = {"TaskID": tid, "JobID": self.job_id, "Name": name, "Function": name, "Args": wargs,
-                "NumReturns": num_returns, "Owner": self.address, "Attempt": 0, "Code": code,
-                "KwargNames": list(kwargs.keys()) or None}
-        crashes = 0
-        while True:
-            lease = self._lease(resources, name)
-            try:
-                rep = self.pool.call(lease["WorkerAddr"], "Task.Push", {"LeaseID": lease["LeaseID"], "Spec": spec})
-            except P.TransportError as e:
-                crashes += 1
-                if max_retries >= 0 and crashes > max_retries:
-                    err = WorkerCrashedError(f"task {name}: the worker process died while running it "
-                                             f"({crashes} times; max_retries={max_retries}): {e}")
-                    for o in outs:
-                        self._finish(o, error=err)
-                    return
-                log.info("task %s: worker %s died, retrying (%d/%s)", name, lease.get("WorkerID"), crashes, max_retries)
-                spec["Attempt"] += 1
-                continue
-            except P.RpcError as e:
+            rep = self.pool.call(lease["WorkerAddr"], "Task.Push", {"LeaseID": lease["LeaseID"], "Spec": t.spec})
+        except P.TransportError as e:
+            t.crashes += 1
+            if t.max_retries >= 0 and t.crashes > t.max_retries:
+                err = WorkerCrashedError(f"task {t.name}: the worker process died while running it "
+                                         f"({t.crashes} times; max_retries={t.max_retries}): {e}")
+                for o in t.outs:
+                    self._finish(o, error=err)
+            else:
+                log.info("task %s: worker %s died, retrying (%d/%s)", t.name, lease.get("WorkerID"), t.crashes, t.max_retries)
+                t.spec["Attempt"] += 1
+                self._enqueue(t, front=True)
+            return False  # the node releases the dead worker's leases
+        except P.RpcError as e:
+            if e.code == "lease_revoked":
+                self._enqueue(t, front=True)
                 self._return(lease)
-                if e.code == "lease_revoked":
-                    continue
-                for o in outs:
-                    self._finish(o, error={"Message": str(e), "Stack": "", "Panic": False}, task_name=name)
-                return
-            self._return(lease)
-            if rep.get("NotRun"):
-                continue
-            fail = rep.get("Error")
-            if fail:
-                if retry_exceptions and spec["Attempt"] < max_retries:
-                    spec["Attempt"] += 1
-                    continue
-                for o in outs:
-                    self._finish(o, error=fail, task_name=name)
-                return
-            self.complete(outs, rep, name)
-            return
+                return False
+            self._fail_task(t, {"Message": str(e), "Stack": "", "Panic": False})
+            return True
+        if rep.get("NotRun"):
+            self._enqueue(t, front=True)
+            return True
+        if rep.get("Error") and t.retry_exceptions and t.spec["Attempt"] < t.max_retries:
+            t.spec["Attempt"] += 1
+            self._enqueue(t)
+            return True
+        self.complete(t.outs, rep, t.name)
+        return True
 
     def complete(self, outs, rep, name):
         """Records a PushTaskReply's results (or failure) as outs."""
@@ -437,8 +500,34 @@ class Core:
         return self.pool.call(self.node_addr, "Sched.ClusterView", {}).get("Nodes") or []
 
     def close(self):
+        self.closed = True
         self.server.stop()
         self.pool.close()
+
+
+MAX_LEASE_REQUESTS = 10  # Sched.Lease calls out per resource shape, as the Go SDK
+LEASE_LINGER = 0.05  # seconds a lease without work is kept for the next task of its shape
+
+
+class _Task:
+    __slots__ = ("tid", "code", "name", "num_returns", "resources", "key", "max_retries", "retry_exceptions",
+                 "outs", "spec", "crashes")
+
+    def __init__(self, tid, code, name, num_returns, resources, max_retries, retry_exceptions, outs):
+        self.tid, self.code, self.name, self.num_returns = tid, code, name, num_returns
+        self.resources, self.key = resources, tuple(sorted(resources.items()))
+        self.max_retries, self.retry_exceptions, self.outs = max_retries, retry_exceptions, outs
+        self.spec, self.crashes = None, 0
+
+
+class _KeyQueue:
+    """The tasks of one resource shape waiting for a lease, and the leases
+    asked for (requests), running its tasks (holders) and lingering (idle)."""
+
+    def __init__(self, resources, name):
+        self.resources, self.name = resources, name
+        self.tasks = collections.deque()
+        self.requests = self.holders = self.idle = 0
 
 
 class _ArgFailed(Exception):
