@@ -6,6 +6,7 @@ import os
 import secrets
 
 from . import _core
+from . import _localnode
 from . import _protocol as P
 from . import _state
 from . import exceptions
@@ -25,6 +26,7 @@ def _current_address_file():
 
 
 def _find_address(address):
+    """The node to connect to, and None when none is named or recorded."""
     if address and address != "auto":
         return address
     env = os.environ.get("NODEUP_ADDRESS")
@@ -37,8 +39,10 @@ def _find_address(address):
             return cur
     except OSError:
         pass
-    raise ConnectionError("no nodeup node to connect to: pass init(address='host:port'), set NODEUP_ADDRESS, "
-                          f"or start one on this machine with `nodeup start --head` (it records {_current_address_file()})")
+    if address == "auto":
+        raise ConnectionError("init(address='auto'): no nodeup node runs on this machine "
+                              f"(none recorded in {_current_address_file()}); start one with `nodeup start --head`")
+    return None
 
 
 def is_initialized():
@@ -48,23 +52,37 @@ def is_initialized():
 
 def init(address=None, namespace=None, ignore_reinit_error=False, **_ignored):
     """Connects this driver to the nodeup node at ``address`` (``host:port``;
-    default: $NODEUP_ADDRESS, else the node last started on this machine),
+    default: $NODEUP_ADDRESS, else the node last started on this machine,
+    else a node of its own started with the nodeup binary on PATH or
+    $NODEUP_BIN and stopped at shutdown; ``"auto"`` never starts one),
     registers a Python job there and starts serving the objects it owns.
-    Raises ConnectionError when no node is found or reachable."""
+    Raises ConnectionError when no node is found, reachable or startable."""
     if is_initialized():
         if ignore_reinit_error or _state.is_worker():
             return
         raise RuntimeError("nodeup.init called twice: call nodeup.shutdown() first, or pass ignore_reinit_error=True")
     addr = _find_address(address)
+    local = None
+    if addr is None:  # nothing runs: start a node of our own, as ray.init()
+        binary = _localnode.find_binary()
+        if binary is None:
+            raise ConnectionError("no nodeup node to connect to, and no nodeup binary to start one: pass "
+                                  "init(address='host:port'), set NODEUP_ADDRESS, start one with `nodeup start --head`, "
+                                  "or put nodeup on PATH (or set NODEUP_BIN)")
+        local = _localnode.LocalNode(binary)
+        addr = local.address
     job = secrets.token_hex(4)
     try:
         reg = P.Conn(addr).call("Job.Register", {"JobID": job, "BinaryHash": "", "BinaryPath": "",
                                                  "DriverPID": os.getpid(), "Language": P.LANGUAGE})
     except (P.TransportError, P.RpcError) as e:
+        if local is not None:
+            local.stop()
         raise ConnectionError(f"nodeup.init: register a job at {addr}: {e}") from e
     core = _core.Core(addr, job, reg.get("BindIP") or "127.0.0.1", reg.get("ArenaPath", ""),
                       reg.get("NodeID", ""), reg.get("NodeName", ""))
     core.namespace = namespace or ""
+    core.local_node = local
     _state.set_core(core)
 
 
@@ -79,6 +97,8 @@ def shutdown():
     except Exception:
         pass
     core.close()
+    if getattr(core, "local_node", None) is not None:
+        core.local_node.stop()
 
 
 atexit.register(shutdown)

@@ -251,3 +251,16 @@ def test_actor_whose_constructor_raises_is_dead(ray):
     with pytest.raises(RayActorError) as info:
         ray.get(b.ping.remote(), timeout=60)
     assert "cannot start" in str(info.value)
+
+
+def test_init_with_nothing_running_starts_and_stops_a_local_node(tmp_path):
+    # No NODEUP_ADDRESS and no current-address file under TMPDIR: init()
+    # starts a node of its own with NODEUP_BIN, and shutdown() stops it.
+    env = {k: v for k, v in os.environ.items() if k != "NODEUP_ADDRESS"}
+    env.update(TMPDIR=str(tmp_path), NODEUP_BIN=NODEUP, PYTHONPATH=PYDIR)
+    out = subprocess.run([sys.executable, os.path.join(REPO, "examples", "python", "hello.py")],
+                         env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "squares [0, 1, 4, 9] divmod 3 2" in out.stdout
+    # Its temporary directory (data dir, log, recorded address) is gone with it.
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith("nodeup-local-")] == []
