@@ -16,6 +16,7 @@ PROTOCOL_VERSION = 3
 PREAMBLE_RPC = b"\x01"
 HELLO = b"NU" + struct.pack(">H", PROTOCOL_VERSION)
 MAX_FRAME = 64 << 20
+MAX_PENDING = 4096  # requests running per served connection (rpc.Limits.MaxPending); more: "overloaded"
 INLINE_MAX = 100 << 10  # wire.InlineMax: larger values go to the object store
 UNIT = 10000  # sched.Unit: resource amounts are fixed-point 1/10000
 LANGUAGE = "python"  # wire.LanguagePython
@@ -239,11 +240,19 @@ class Server:
             if peer_hello != HELLO:
                 return
             c.settimeout(None)
+            running = [0]  # requests of this connection running now
             while True:
                 seq, kind, method, _, _, body = _read_frame(c)
                 if kind != KIND_REQUEST:
                     return
-                threading.Thread(target=self._run, args=(c, wlock, seq, method, body), daemon=True).start()
+                with wlock:
+                    over = running[0] >= MAX_PENDING
+                    if over:
+                        c.sendall(_frame(seq, KIND_ERROR, error=f"{MAX_PENDING} requests already run on this connection",
+                                         code="overloaded"))
+                        continue
+                    running[0] += 1
+                threading.Thread(target=self._run, args=(c, wlock, running, seq, method, body), daemon=True).start()
         except Exception:
             pass
         finally:
@@ -252,7 +261,7 @@ class Server:
             except OSError:
                 pass
 
-    def _run(self, c, wlock, seq, method, body):
+    def _run(self, c, wlock, running, seq, method, body):
         h = self.handlers.get(method)
         try:
             if h is None:
@@ -265,6 +274,7 @@ class Server:
             out = _frame(seq, KIND_ERROR, error=f"{type(e).__name__}: {e}", code="internal")
         try:
             with wlock:
+                running[0] -= 1
                 c.sendall(out)
         except OSError:
             pass

@@ -101,3 +101,35 @@ def test_client_fails_pending_calls_when_the_peer_goes_away():
     finally:
         c.close()
         srv.stop()
+
+
+def test_server_answers_overloaded_past_its_running_requests(monkeypatch):
+    monkeypatch.setattr(P, "MAX_PENDING", 2)
+    release = threading.Event()
+    started = threading.Semaphore(0)
+
+    def block(req):
+        started.release()
+        release.wait(30)
+        return req
+
+    srv = _serve({"Block.Here": block})
+    c = P.Conn(srv.address)
+    try:
+        results = []
+        ts = [threading.Thread(target=lambda i=i: results.append(c.call("Block.Here", i))) for i in range(2)]
+        for t in ts:
+            t.start()
+        for _ in ts:
+            assert started.acquire(timeout=10)
+        with pytest.raises(P.RpcError) as info:
+            c.call("Block.Here", 3, timeout=10)
+        assert info.value.code == "overloaded"
+        release.set()
+        for t in ts:
+            t.join(10)
+        assert sorted(results) == [0, 1]
+    finally:
+        release.set()
+        c.close()
+        srv.stop()
