@@ -126,7 +126,9 @@ func (n *Node) leaseWorker(ctx context.Context, req *wire.LeaseRequest) (*wire.L
 		n.local.release(l.id)
 		return nil, &rpc.Error{Code: wire.CodeWorkerFailed, Message: err.Error()}
 	}
-	if !n.local.setWorker(l.id, w.id) {
+	ok := n.local.setWorker(l.id, w.id)
+	n.workers.unreserve(w)
+	if !ok {
 		// Its placement-group bundle was returned while the worker started.
 		n.local.release(l.id)
 		return &wire.LeaseReply{Infeasible: &wire.Infeasible{Reason: errUnfit.Error()}}, nil

@@ -29,6 +29,8 @@ type workerHost interface {
 	releaseWorkerLeases(workerID string) int
 	// releaseLease returns one lease to the local scheduler.
 	releaseLease(id uint64)
+	// workerLeases says how many leases the worker holds now.
+	workerLeases(workerID string) int
 	// actorJobEnded drops an actor incarnation's objects here and, unless
 	// the node is stopping, tells the other nodes its job ended.
 	actorJobEnded(job string)
@@ -94,6 +96,8 @@ func (n *Node) goFunc(name string, f func()) bool { return n.group.goFunc(name, 
 func (n *Node) releaseWorkerLeases(workerID string) int { return n.local.releaseWorker(workerID) }
 
 func (n *Node) releaseLease(id uint64) { n.local.release(id) }
+
+func (n *Node) workerLeases(workerID string) int { return n.local.workerLeases(workerID) }
 
 func (n *Node) actorJobEnded(job string) {
 	n.objects.DeletePrefix(job + "/")

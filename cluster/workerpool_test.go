@@ -57,6 +57,7 @@ type fakeWorkerHost struct {
 	leases    []uint64 // single leases released
 	jobsEnded []string // actor jobs ended
 	deaths    []wire.ActorDiedRequest
+	leasesOf  map[string]int // leases each worker holds, as the test sets them
 }
 
 func (h *fakeWorkerHost) callNode(context.Context, string, string, any, any) error {
@@ -86,6 +87,21 @@ func (h *fakeWorkerHost) releaseLease(id uint64) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.leases = append(h.leases, id)
+}
+
+func (h *fakeWorkerHost) workerLeases(id string) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.leasesOf[id]
+}
+
+func (h *fakeWorkerHost) setLeases(id string, n int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.leasesOf == nil {
+		h.leasesOf = map[string]int{}
+	}
+	h.leasesOf[id] = n
 }
 
 func (h *fakeWorkerHost) actorJobEnded(job string) {
@@ -329,7 +345,9 @@ func TestWorkerPoolActorEndsOnFakeHost(t *testing.T) {
 
 // A Python job's lease starts `<--python> -m nodeup.worker` with the node's
 // nodeup package first on PYTHONPATH, fetches no binary (the job has none),
-// and is pooled per job like a Go job's worker.
+// and runs in a process that serves no other lease (one interpreter lock
+// per process): concurrent leases get processes of their own, and a lease
+// after one ended reuses its idle process.
 func TestWorkerPoolPythonJobOnFakeHost(t *testing.T) {
 	t.Setenv("PYTHONPATH", "/user/site")
 	p, h := newFakePool(t)
@@ -340,12 +358,37 @@ func TestWorkerPoolPythonJobOnFakeHost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Until leaseWorker ties the lease to w1, w1 is reserved: busy.
 	w2, err := p.worker(ctx, req, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if w1 != w2 || h.spawned() != 1 {
-		t.Fatalf("a second lease of the Python job: %d processes started, want one reused", h.spawned())
+	if w1 == w2 || h.spawned() != 2 {
+		t.Fatalf("two concurrent leases of the Python job: %d processes started, want 2", h.spawned())
+	}
+	h.setLeases(w1.id, 1) // the local scheduler now holds w1's lease
+	p.unreserve(w1)
+	p.unreserve(w2) // w2's lease was never granted
+	w3, err := p.worker(ctx, req, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w3 != w2 || h.spawned() != 2 {
+		t.Fatalf("a lease while w1 serves one: got a new process (%d started), want idle w2 reused", h.spawned())
+	}
+	p.unreserve(w3)
+	h.setLeases(w2.id, 1)
+	h.setLeases(w1.id, 0) // w1's lease was returned
+	w4, err := p.worker(ctx, req, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w4 != w1 || h.spawned() != 2 {
+		t.Fatalf("a lease after w1's ended: %d processes started, want w1 reused", h.spawned())
+	}
+	p.stopJob("pyjob")
+	if !exited(w1) || !exited(w2) {
+		t.Fatal("the Python job's processes run on after its end")
 	}
 	proc := h.procs[0]
 	if want := []string{fakePython, "-m", "nodeup.worker"}; !slices.Equal(proc.argv, want) {
@@ -361,7 +404,7 @@ func TestWorkerPoolPythonJobOnFakeHost(t *testing.T) {
 	if _, err := p.worker(ctx, leaseFor("gojob"), nil); err != nil {
 		t.Fatal(err)
 	}
-	if got := h.procs[1].argv; len(got) != 1 || filepath.Base(got[0]) != fakeBinHash {
+	if got := h.procs[2].argv; len(got) != 1 || filepath.Base(got[0]) != fakeBinHash {
 		t.Fatalf("Go worker started as %q, want its cached binary alone", got)
 	}
 }

@@ -115,8 +115,11 @@ def test_num_returns_two(ray):
 
 def test_tasks_run_in_parallel(ray):
     # Two 1 s tasks on the 2-CPU node: their run times overlap.
-    (s1, e1, _), (s2, e2, _) = ray.get([sleepy.remote(1), sleepy.remote(1)])
+    (s1, e1, p1), (s2, e2, p2) = ray.get([sleepy.remote(1), sleepy.remote(1)])
     assert max(s1, s2) < min(e1, e2), f"tasks ran [{s1}, {e1}] and [{s2}, {e2}]: no overlap"
+    # Each concurrent lease has a worker process of its own, so CPU-bound
+    # Python tasks do not share one interpreter lock.
+    assert p1 != p2
 
 
 def test_max_retries_after_worker_crash(ray, tmp_path):
