@@ -175,7 +175,7 @@ class RemoteFunction:
 
 
 def remote(*args, **opts):
-    """@remote or @remote(num_cpus=…, …) on a function, as Ray's ray.remote."""
+    """@remote or @remote(num_cpus=…, …) on a function (a task) or a class (an actor), as Ray's ray.remote."""
     if len(args) == 1 and not opts and callable(args[0]):
         return _make_remote(args[0], {})
     if args:

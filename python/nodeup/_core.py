@@ -373,7 +373,7 @@ class Core:
         req = {"JobID": self.job_id, "BinaryHash": "", "BinaryNode": "", "Env": None, "Resources": resources,
                "Strategy": {"Kind": ""}, "Spilled": False, "TaskName": name, "NoQueueIfNot": False,
                "Language": P.LANGUAGE}
-        addr, hops, warned = self.node_addr, 0, False
+        addr, warned = self.node_addr, False
         while True:
             if self.closed:
                 raise RuntimeError("nodeup was shut down")
@@ -386,7 +386,6 @@ class Core:
             if rep.get("LeaseID"):
                 return rep
             if rep.get("Spillback"):
-                hops += 1
                 addr = rep["Spillback"]
                 req["Spilled"] = True
                 continue
