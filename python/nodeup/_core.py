@@ -490,6 +490,8 @@ class Core:
                                        "Stack": "", "Panic": False}, task_name=name)
 
     def _return(self, lease):
+        if self.closed:
+            return  # Job.Finish ended the job's workers, and their leases with them
         try:
             self.pool.call(lease["NodeAddr"], "Sched.Return", {"LeaseID": lease["LeaseID"]})
         except Exception as e:
