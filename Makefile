@@ -4,8 +4,11 @@ GO      ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X github.com/nodeup/nodeup/cli.Version=$(VERSION)
 PKGS    := ./...
+# Debian's interpreter: python3-msgpack, python3-cloudpickle (the Python SDK)
+# and python3-distributed (make compare) install into it.
+PYTHON  ?= /usr/bin/python3
 
-.PHONY: all build test vet fmt-check unit race e2e fuzz demo bench compare clean check-long chaos
+.PHONY: all build test vet fmt-check unit race e2e python-test fuzz demo bench compare clean check-long chaos
 
 all: build
 
@@ -32,8 +35,8 @@ build:
 	CGO_ENABLED=0 $(GO) build -tags "$$tags" -trimpath -ldflags '$(LDFLAGS)' -o bin/nodeup .
 	@file bin/nodeup 2>/dev/null | grep -q 'statically linked' || { echo "bin/nodeup is not statically linked" >&2; exit 1; }
 
-## test: vet, format check, unit and in-process cluster tests under the race detector, process-level tests
-test: vet fmt-check race e2e
+## test: vet, format check, unit and in-process cluster tests under the race detector, process-level tests, the Python SDK's tests
+test: vet fmt-check race e2e python-test
 
 vet:
 	$(GO) vet $(PKGS)
@@ -47,6 +50,12 @@ race:
 
 e2e:
 	set -o pipefail; $(GO) test -count=1 -timeout 20m -v ./e2e 2>&1 | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic|\s+\S+_test\.go)'
+
+## python-test: the Python SDK's pytest suite (python/tests) against real nodes of bin/nodeup;
+## needs Debian's python3-msgpack, python3-cloudpickle and python3-pytest for $(PYTHON) (.ci/run installs them)
+python-test: build
+	@$(PYTHON) -c 'import msgpack, cloudpickle, pytest' || { echo "python-test needs $(PYTHON) with msgpack, cloudpickle and pytest: apt-get install python3-msgpack python3-cloudpickle python3-pytest" >&2; exit 1; }
+	$(PYTHON) -m pytest -q -p no:cacheprovider python/tests
 
 ## check-long: the scheduler invariant checker's long randomized run for CHECK_DURATION (default 5m; docs/checker.md)
 CHECK_DURATION ?= 5m
@@ -80,7 +89,6 @@ bench: build
 
 ## compare: nodeup bench and the Dask peer (bench/peers/) on this machine, then one table.
 ## Installs Debian's python3-distributed when missing (needs root); not part of `make test`.
-PYTHON ?= /usr/bin/python3
 compare: build
 	@$(PYTHON) -c 'import distributed, numpy' 2>/dev/null || { \
 	  echo "installing Dask (python3-distributed) with apt-get" >&2; \

@@ -58,6 +58,7 @@ func App() *ucli.App {
 			listCommand(),
 			versionCommand(),
 			benchCommand(),
+			pythonCommand(),
 		},
 	}
 	for _, cmd := range app.Commands {

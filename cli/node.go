@@ -47,6 +47,7 @@ func nodeFlags() []ucli.Flag {
 		&ucli.BoolFlag{Name: "insecure", Usage: "no TLS between nodes, no CA, no tokens: for a laptop only (docs/security.md)"},
 		&ucli.StringFlag{Name: "token", EnvVars: []string{"NODEUP_TOKEN"}, Usage: "join token (nodeup1.…) printed by 'nodeup start --head' or made by 'nodeup token create'; needed once, at a node's first join"},
 		&ucli.StringFlag{Name: "token-file", Usage: "file holding the join token (instead of --token)"},
+		&ucli.StringFlag{Name: "python", Usage: "interpreter for Python jobs' workers (default: /usr/bin/python3 when it imports msgpack and cloudpickle, else python3)"},
 	}, gpuFlags()...)
 }
 
@@ -102,7 +103,7 @@ func nodeConfig(c *ucli.Context, head bool, peers []string) (cluster.Config, err
 		BindAddr: c.String("bind"), AdvertiseAddr: c.String("advertise"),
 		Port: c.Int("port"), GossipPort: c.Int("gossip-port"), HTTPPort: c.Int("http-port"),
 		NodeName: c.String("node-name"), RaftVoters: c.Int("raft-voters"), Server: c.Bool("server"),
-		Version: Version, Logger: slog.Default(), RecordCurrent: true, SocketGroup: c.String("socket-group"),
+		Version: Version, Logger: slog.Default(), RecordCurrent: true, SocketGroup: c.String("socket-group"), Python: c.String("python"),
 		Insecure: c.Bool("insecure"), Token: c.String("token"),
 	}
 	if f := c.String("token-file"); f != "" {

@@ -191,8 +191,8 @@ func (n *Node) actorCreate(ctx context.Context, req *wire.ActorCreateRequest) (*
 	switch {
 	case req.Constructor == "":
 		return bad("actor creation needs a constructor")
-	case wire.CheckHash("binary hash", req.BinaryHash) != nil:
-		return bad("actor creation: %v", wire.CheckHash("binary hash", req.BinaryHash))
+	case wire.CheckLanguage(req.Language, req.BinaryHash) != nil:
+		return bad("actor creation: %v", wire.CheckLanguage(req.Language, req.BinaryHash))
 	case req.MaxRestarts < -1:
 		return bad("actor %s: MaxRestarts %d: use -1 (forever) or more", req.Class, req.MaxRestarts)
 	case req.MaxTaskRetries < -1:
@@ -225,7 +225,8 @@ func (n *Node) actorCreate(ctx context.Context, req *wire.ActorCreateRequest) (*
 		State: store.ActorPending, Detached: req.Detached, MaxRestarts: req.MaxRestarts, MaxTaskRetries: req.MaxTaskRetries,
 		MaxConcurrency: req.MaxConcurrency, Resources: req.Resources, StrategyKind: req.Strategy.Kind, StrategyNode: req.Strategy.NodeID,
 		StrategySoft: req.Strategy.Soft, Labels: req.Strategy.Labels, Constructor: req.Constructor, Args: args, BinaryHash: req.BinaryHash, BinaryNode: req.BinaryNode,
-		OwnerAddr: req.OwnerAddr, EnvVars: req.EnvVars, JobNamespace: req.JobNamespace, CreatedAt: now, StateChangedAt: now}
+		OwnerAddr: req.OwnerAddr, EnvVars: req.EnvVars, JobNamespace: req.JobNamespace, Language: req.Language, Code: req.Code,
+		CreatedAt: now, StateChangedAt: now}
 	res, err := n.apply(store.ActorRegisterType, &store.ActorRegisterRequest{Actor: a, GetIfExists: req.GetIfExists})
 	if err != nil {
 		if errors.Is(err, store.ErrActorNameTaken) {
@@ -698,7 +699,8 @@ func (m *actorManager) tryNode(a *store.Actor, nd wire.NodeInfo) (ok, stop bool,
 	var rep wire.ActorStartReply
 	err = m.host.callNode(ctx, nd.Addr, wire.MethodActorStart, &wire.ActorStartRequest{ActorID: cur.ID, Incarnation: cur.Restarts,
 		JobID: cur.JobID, Class: cur.Class, Resources: cur.Resources, Constructor: cur.Constructor, Args: args,
-		MaxConcurrency: cur.MaxConcurrency, BinaryHash: cur.BinaryHash, BinaryNode: cur.BinaryNode, EnvVars: cur.EnvVars, JobNamespace: cur.JobNamespace}, &rep)
+		MaxConcurrency: cur.MaxConcurrency, BinaryHash: cur.BinaryHash, BinaryNode: cur.BinaryNode, EnvVars: cur.EnvVars, JobNamespace: cur.JobNamespace,
+		Language: cur.Language, Code: cur.Code}, &rep)
 	var lost *nodeLostError
 	switch {
 	case errors.As(context.Cause(ctx), &lost):

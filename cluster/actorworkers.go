@@ -37,7 +37,7 @@ func actorJobID(actorID string, incarnation int) string {
 // repeated request for the running incarnation answers with it again, so a
 // new leader finishing an old leader's placement cannot start a second copy.
 func (n *Node) actorStart(ctx context.Context, req *wire.ActorStartRequest) (*wire.ActorStartReply, error) {
-	if err := checkJobAndHash(req.JobID, req.BinaryHash); err != nil {
+	if err := checkJob(req.JobID, req.Language, req.BinaryHash); err != nil {
 		return nil, err
 	}
 	if err := wire.CheckID("actor ID", req.ActorID); err != nil {
@@ -67,15 +67,17 @@ func (n *Node) actorStart(ctx context.Context, req *wire.ActorStartRequest) (*wi
 	if l == nil {
 		return &wire.ActorStartReply{Busy: true}, nil
 	}
-	if err := p.ensureBinary(ctx, req.JobID, req.BinaryHash, req.BinaryNode); err != nil {
-		n.local.release(l.id)
-		return nil, &rpc.Error{Code: wire.CodeWorkerFailed, Message: err.Error()}
+	if req.Language == wire.LanguageGo {
+		if err := p.ensureBinary(ctx, req.JobID, req.BinaryHash, req.BinaryNode); err != nil {
+			n.local.release(l.id)
+			return nil, &rpc.Error{Code: wire.CodeWorkerFailed, Message: err.Error()}
+		}
 	}
 	var env []string
 	if req.JobNamespace != "" {
 		env = []string{wire.EnvNamespace + "=" + req.JobNamespace}
 	}
-	spec := procSpec{job: actorJobID(req.ActorID, req.Incarnation), actor: req.ActorID, binHash: req.BinaryHash, env: env, envVars: req.EnvVars, gpus: l.gpus}
+	spec := procSpec{job: actorJobID(req.ActorID, req.Incarnation), actor: req.ActorID, lang: req.Language, binHash: req.BinaryHash, env: env, envVars: req.EnvVars, gpus: l.gpus}
 	w, err := p.startActor(spec, req.Incarnation, l.id)
 	if err != nil {
 		n.local.release(l.id)
@@ -93,7 +95,7 @@ func (n *Node) actorStart(ctx context.Context, req *wire.ActorStartRequest) (*wi
 	}
 	var crep wire.ActorConstructReply
 	err = n.localPool.Call(ctx, w.addr, wire.MethodActorConstruct, &wire.ActorConstructRequest{ActorID: req.ActorID, Incarnation: req.Incarnation,
-		Class: req.Class, Constructor: req.Constructor, Args: req.Args, MaxConcurrency: req.MaxConcurrency}, &crep)
+		Class: req.Class, Constructor: req.Constructor, Args: req.Args, MaxConcurrency: req.MaxConcurrency, Code: req.Code}, &crep)
 	switch {
 	case err != nil && ctx.Err() == nil && rpc.IsTransport(err):
 		// The worker process died while it ran the constructor (the

@@ -69,6 +69,11 @@ type Config struct {
 	GPUs GPUConfig
 	// Labels are free-form key=value node labels.
 	Labels map[string]string
+	// Python is the interpreter that runs Python jobs' workers
+	// (`<Python> -m nodeup.worker`, as Ray's per-node python). Empty picks
+	// /usr/bin/python3 when it imports msgpack and cloudpickle (Debian's
+	// python3-msgpack, python3-cloudpickle), else python3 on PATH.
+	Python string
 	// RaftVoters is the target number of Raft voters (as Consul's
 	// bootstrap_expect plus autopilot); Server=false never votes.
 	RaftVoters int

@@ -170,6 +170,19 @@ func (s *localSched) releaseWorker(workerID string) int {
 	return len(ids)
 }
 
+// workerLeases counts the leases a worker holds.
+func (s *localSched) workerLeases(workerID string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k := 0
+	for _, l := range s.leases {
+		if l.workerID == workerID {
+			k++
+		}
+	}
+	return k
+}
+
 // setWorker records which worker serves a lease. It returns false when the
 // lease was revoked meanwhile (its placement-group bundle was returned), so
 // it must not be handed out.

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -42,10 +43,14 @@ func (n *Node) taskEndpoints() {
 }
 
 func (n *Node) jobRegister(ctx context.Context, req *wire.JobRegisterRequest) (*wire.JobRegisterReply, error) {
-	if err := checkJobAndHash(req.JobID, req.BinaryHash); err != nil {
+	if err := checkJob(req.JobID, req.Language, req.BinaryHash); err != nil {
 		return nil, err
 	}
-	if err := n.workers.cacheLocal(req.BinaryPath, req.BinaryHash); err != nil {
+	if req.Language != wire.LanguageGo {
+		if req.BinaryPath != "" {
+			return nil, &rpc.Error{Code: wire.CodeBadInput, Message: fmt.Sprintf("job %s: a %s job has no binary, but binary path %q was given", req.JobID, req.Language, req.BinaryPath)}
+		}
+	} else if err := n.workers.cacheLocal(req.BinaryPath, req.BinaryHash); err != nil {
 		return nil, &rpc.Error{Code: wire.CodeBadInput, Message: fmt.Sprintf("job %s: %v (the driver must run on the same machine as the node it connects to)", req.JobID, err)}
 	}
 	watched, err := n.drivers.watch(req.JobID, req.DriverPID)
@@ -56,7 +61,7 @@ func (n *Node) jobRegister(ctx context.Context, req *wire.JobRegisterRequest) (*
 		n.logger.Warn("driver process not visible from this node; its job ends only when it calls Shutdown", "job", req.JobID, "driver_pid", req.DriverPID)
 	}
 	host, _ := splitHost(n.rpcAddr)
-	n.logger.Info("job started", "job", req.JobID, "driver_pid", req.DriverPID)
+	n.logger.Info("job started", "job", req.JobID, "driver_pid", req.DriverPID, "language", cmp.Or(req.Language, "go"))
 	return &wire.JobRegisterReply{NodeID: n.id.NodeID, NodeName: n.cfg.NodeName, NodeAddr: n.rpcAddr, BindIP: host, ArenaPath: n.arenaPath(),
 		ClusterID: n.id.ClusterID, ClusterName: n.id.ClusterName}, nil
 }
@@ -132,7 +137,7 @@ func (n *Node) leaseReturn(ctx context.Context, req *wire.LeaseReturnRequest) (*
 // node (spillback), queues it until resources free up, or reports it
 // infeasible with the missing resource named.
 func (n *Node) leaseWorker(ctx context.Context, req *wire.LeaseRequest) (*wire.LeaseReply, error) {
-	if err := checkJobAndHash(req.JobID, req.BinaryHash); err != nil {
+	if err := checkJob(req.JobID, req.Language, req.BinaryHash); err != nil {
 		return nil, err
 	}
 	rep, l, err := n.decideLease(ctx, req)
@@ -144,7 +149,9 @@ func (n *Node) leaseWorker(ctx context.Context, req *wire.LeaseRequest) (*wire.L
 		n.local.release(l.id)
 		return nil, &rpc.Error{Code: wire.CodeWorkerFailed, Message: err.Error()}
 	}
-	if !n.local.setWorker(l.id, w.id) {
+	ok := n.local.setWorker(l.id, w.id)
+	n.workers.unreserve(w)
+	if !ok {
 		// Its placement-group bundle was returned while the worker started.
 		n.local.release(l.id)
 		return &wire.LeaseReply{Infeasible: &wire.Infeasible{Reason: errUnfit.Error()}}, nil

@@ -31,11 +31,15 @@ func (p *workerPool) binPath(hash string) (string, error) {
 
 // checkJobAndHash refuses, with bad_input naming the value, a job ID or a
 // binary hash that could not safely name a file on this node.
-func checkJobAndHash(job, hash string) error {
+func checkJobAndHash(job, hash string) error { return checkJob(job, wire.LanguageGo, hash) }
+
+// checkJob is checkJobAndHash for a job of language lang
+// (wire.CheckLanguage: a Python job has no binary hash).
+func checkJob(job, lang, hash string) error {
 	if err := wire.CheckID("job ID", job); err != nil {
 		return badInputErr(err)
 	}
-	if err := wire.CheckHash("binary hash", hash); err != nil {
+	if err := wire.CheckLanguage(lang, hash); err != nil {
 		return badInputErr(fmt.Errorf("job %s: %w", job, err))
 	}
 	return nil

@@ -32,6 +32,8 @@ type workerHost interface {
 	releaseWorkerLeases(workerID string) int
 	// releaseLease returns one lease to the local scheduler.
 	releaseLease(id uint64)
+	// workerLeases says how many leases the worker holds now.
+	workerLeases(workerID string) int
 	// actorJobEnded drops an actor incarnation's objects here and, unless
 	// the node is stopping, tells the other nodes its job ended.
 	actorJobEnded(job string)
@@ -54,6 +56,13 @@ type workerPoolConfig struct {
 	nodeEnv []string
 	// spawn starts a process (nil: execSpawn).
 	spawn spawnFunc
+	// python is the interpreter of Python jobs' workers ("": found on
+	// first use by defaultPython).
+	python string
+	// pythonPath returns the directory holding the nodeup Python package
+	// that Python workers import (nil: pyembed.Path, extracted from this
+	// binary).
+	pythonPath func() (string, error)
 }
 
 // process is a started worker process, as the pool sees it.
@@ -64,12 +73,13 @@ type process interface {
 	Kill() error
 }
 
-// spawnFunc starts the binary at bin with env, its output to out.
-type spawnFunc func(bin string, env []string, out *os.File) (process, error)
+// spawnFunc starts the program argv[0] with arguments argv[1:] and env,
+// its output to out.
+type spawnFunc func(argv []string, env []string, out *os.File) (process, error)
 
 // execSpawn starts a real process.
-func execSpawn(bin string, env []string, out *os.File) (process, error) {
-	cmd := exec.Command(bin)
+func execSpawn(argv []string, env []string, out *os.File) (process, error) {
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = env
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
@@ -94,6 +104,8 @@ func (n *Node) releaseWorkerLeases(workerID string) int { return n.local.release
 
 func (n *Node) releaseLease(id uint64) { n.local.release(id) }
 
+func (n *Node) workerLeases(workerID string) int { return n.local.workerLeases(workerID) }
+
 func (n *Node) actorJobEnded(job string) {
 	n.objects.DeletePrefix(job + "/")
 	if n.ctx.Err() != nil {
@@ -114,5 +126,6 @@ func (n *Node) workerPoolConfig() workerPoolConfig {
 		binDir: n.dir.file("bin"), logDir: n.dir.file("logs"), selfAddr: n.rpcAddr, nodeName: n.cfg.NodeName,
 		nodeEnv: []string{wire.EnvNodeAddr + "=" + n.rpcAddr, wire.EnvBindIP + "=" + host, wire.EnvNodeID + "=" + n.id.NodeID,
 			wire.EnvNodeName + "=" + n.cfg.NodeName, wire.EnvArenaPath + "=" + n.arenaPath()},
+		python: n.cfg.Python,
 	}
 }

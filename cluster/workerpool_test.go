@@ -13,12 +13,14 @@ import (
 	"time"
 
 	"github.com/nodeup/nodeup/internal/testutil"
+	"github.com/nodeup/nodeup/rpc"
 	"github.com/nodeup/nodeup/wire"
 )
 
 // fakeProc is a worker process that lives until killed or told to exit.
 type fakeProc struct {
 	pid  int
+	argv []string
 	env  []string
 	exit chan error // buffered 1: why it exits
 }
@@ -55,6 +57,7 @@ type fakeWorkerHost struct {
 	leases    []uint64 // single leases released
 	jobsEnded []string // actor jobs ended
 	deaths    []wire.ActorDiedRequest
+	leasesOf  map[string]int // leases each worker holds, as the test sets them
 }
 
 func (h *fakeWorkerHost) callWorker(context.Context, string, string, any, any) error {
@@ -90,6 +93,21 @@ func (h *fakeWorkerHost) releaseLease(id uint64) {
 	h.leases = append(h.leases, id)
 }
 
+func (h *fakeWorkerHost) workerLeases(id string) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.leasesOf[id]
+}
+
+func (h *fakeWorkerHost) setLeases(id string, n int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.leasesOf == nil {
+		h.leasesOf = map[string]int{}
+	}
+	h.leasesOf[id] = n
+}
+
 func (h *fakeWorkerHost) actorJobEnded(job string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -108,7 +126,11 @@ func (h *fakeWorkerHost) spawned() int {
 	return len(h.procs)
 }
 
-const fakeBinHash = "abababababababababababababababababababababababababababababababab"
+const (
+	fakeBinHash = "abababababababababababababababababababababababababababababababab"
+	fakePython  = "/opt/py/bin/python3"       // the fake pool's --python
+	fakePyPkg   = "/cache/nodeup/python/0123" // where its nodeup package lies
+)
 
 // newFakePool is a worker pool on a fake host whose processes register
 // themselves (addr "w-<pid>") as soon as they start; the job binary
@@ -119,12 +141,12 @@ func newFakePool(t *testing.T) (*workerPool, *fakeWorkerHost) {
 	h.ctx, h.cancel = context.WithCancel(context.Background())
 	dir := t.TempDir()
 	var p *workerPool
-	spawn := func(bin string, env []string, out *os.File) (process, error) {
-		if filepath.Base(bin) != fakeBinHash {
-			t.Errorf("spawned %s, want the cached binary %s", bin, fakeBinHash)
+	spawn := func(argv []string, env []string, out *os.File) (process, error) {
+		if bin := argv[0]; bin != fakePython && filepath.Base(bin) != fakeBinHash {
+			t.Errorf("spawned %s, want the cached binary %s or %s", bin, fakeBinHash, fakePython)
 		}
 		h.mu.Lock()
-		proc := &fakeProc{pid: 1000 + len(h.procs), env: env, exit: make(chan error, 1)}
+		proc := &fakeProc{pid: 1000 + len(h.procs), argv: argv, env: env, exit: make(chan error, 1)}
 		h.procs = append(h.procs, proc)
 		h.mu.Unlock()
 		go func() { // the worker's RPC server comes up
@@ -133,7 +155,8 @@ func newFakePool(t *testing.T) (*workerPool, *fakeWorkerHost) {
 		return proc, nil
 	}
 	p = newWorkerPool(h, workerPoolConfig{binDir: filepath.Join(dir, "bin"), logDir: filepath.Join(dir, "logs"),
-		selfAddr: "self:1", nodeName: "n1", nodeEnv: []string{wire.EnvNodeName + "=n1"}, spawn: spawn})
+		selfAddr: "self:1", nodeName: "n1", nodeEnv: []string{wire.EnvNodeName + "=n1"}, spawn: spawn,
+		python: fakePython, pythonPath: func() (string, error) { return fakePyPkg, nil }})
 	if err := os.MkdirAll(p.binDir(), 0o750); err != nil {
 		t.Fatal(err)
 	}
@@ -321,5 +344,95 @@ func TestWorkerPoolActorEndsOnFakeHost(t *testing.T) {
 	}
 	if held := p.heldActors(); len(held) != 0 {
 		t.Fatalf("actors still held: %v", held)
+	}
+}
+
+// A Python job's lease starts `<--python> -m nodeup.worker` with the node's
+// nodeup package first on PYTHONPATH, fetches no binary (the job has none),
+// and runs in a process that serves no other lease (one interpreter lock
+// per process): concurrent leases get processes of their own, and a lease
+// after one ended reuses its idle process.
+func TestWorkerPoolPythonJobOnFakeHost(t *testing.T) {
+	t.Setenv("PYTHONPATH", "/user/site")
+	p, h := newFakePool(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req := &wire.LeaseRequest{JobID: "pyjob", Language: wire.LanguagePython}
+	w1, err := p.worker(ctx, req, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Until leaseWorker ties the lease to w1, w1 is reserved: busy.
+	w2, err := p.worker(ctx, req, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w1 == w2 || h.spawned() != 2 {
+		t.Fatalf("two concurrent leases of the Python job: %d processes started, want 2", h.spawned())
+	}
+	h.setLeases(w1.id, 1) // the local scheduler now holds w1's lease
+	p.unreserve(w1)
+	p.unreserve(w2) // w2's lease was never granted
+	w3, err := p.worker(ctx, req, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w3 != w2 || h.spawned() != 2 {
+		t.Fatalf("a lease while w1 serves one: got a new process (%d started), want idle w2 reused", h.spawned())
+	}
+	p.unreserve(w3)
+	h.setLeases(w2.id, 1)
+	h.setLeases(w1.id, 0) // w1's lease was returned
+	w4, err := p.worker(ctx, req, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w4 != w1 || h.spawned() != 2 {
+		t.Fatalf("a lease after w1's ended: %d processes started, want w1 reused", h.spawned())
+	}
+	p.stopJob("pyjob")
+	if !exited(w1) || !exited(w2) {
+		t.Fatal("the Python job's processes run on after its end")
+	}
+	proc := h.procs[0]
+	if want := []string{fakePython, "-m", "nodeup.worker"}; !slices.Equal(proc.argv, want) {
+		t.Fatalf("Python worker started as %q, want %q", proc.argv, want)
+	}
+	if got, want := proc.getenv("PYTHONPATH"), fakePyPkg+string(os.PathListSeparator)+"/user/site"; got != want {
+		t.Errorf("PYTHONPATH=%q, want the node's package first: %q", got, want)
+	}
+	if got := proc.getenv(wire.EnvJobID); got != "pyjob" {
+		t.Errorf("worker env %s=%q, want pyjob", wire.EnvJobID, got)
+	}
+	// A Go job beside it still runs its binary.
+	if _, err := p.worker(ctx, leaseFor("gojob"), nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := h.procs[2].argv; len(got) != 1 || filepath.Base(got[0]) != fakeBinHash {
+		t.Fatalf("Go worker started as %q, want its cached binary alone", got)
+	}
+}
+
+// A job's language is checked where it arrives: a Python job sends no
+// binary hash, a Go job a valid one, and no other language is accepted.
+func TestCheckJobLanguage(t *testing.T) {
+	for _, tc := range []struct {
+		lang, hash string
+		ok         bool
+	}{
+		{wire.LanguageGo, fakeBinHash, true},
+		{wire.LanguageGo, "", false},
+		{wire.LanguagePython, "", true},
+		{wire.LanguagePython, fakeBinHash, false},
+		{"ruby", "", false},
+	} {
+		err := checkJob("job1", tc.lang, tc.hash)
+		if (err == nil) != tc.ok {
+			t.Errorf("checkJob(lang %q, hash %q) = %v, want ok=%v", tc.lang, tc.hash, err, tc.ok)
+		}
+		var re *rpc.Error
+		if err != nil && (!errors.As(err, &re) || re.Code != wire.CodeBadInput) {
+			t.Errorf("checkJob(lang %q, hash %q) = %v, want a %s error", tc.lang, tc.hash, err, wire.CodeBadInput)
+		}
 	}
 }

@@ -74,6 +74,9 @@ type workerProc struct {
 	handled  chan struct{} // closed once its exit is handled (leases released; an actor's cleanup done)
 	err      error
 	stopping atomic.Bool // the node is ending it (job end): its exit is expected
+	// reserved counts leases handed this Python worker whose lease is not
+	// tied to it in the local scheduler yet (p.mu): it is busy meanwhile.
+	reserved int
 }
 
 func newWorkerPool(host workerHost, cfg workerPoolConfig) *workerPool {
@@ -93,16 +96,23 @@ func (p *workerPool) worker(ctx context.Context, req *wire.LeaseRequest, as *gpu
 	if done {
 		return nil, fmt.Errorf("job %s has finished", req.JobID)
 	}
-	if err := p.ensureBinary(ctx, req.JobID, req.BinaryHash, req.BinaryNode); err != nil {
-		return nil, err
+	if req.Language == wire.LanguageGo {
+		if err := p.ensureBinary(ctx, req.JobID, req.BinaryHash, req.BinaryNode); err != nil {
+			return nil, err
+		}
 	}
 	p.mu.Lock()
 	if p.finished.has(req.JobID) {
 		p.mu.Unlock()
 		return nil, fmt.Errorf("job %s has finished", req.JobID)
 	}
-	spec := procSpec{job: req.JobID, binHash: req.BinaryHash, env: req.Env, envVars: req.EnvVars, gpus: as}
-	w := p.workers[spec.poolKey()]
+	spec := procSpec{job: req.JobID, lang: req.Language, binHash: req.BinaryHash, env: req.Env, envVars: req.EnvVars, gpus: as}
+	var w *workerProc
+	if spec.lang == wire.LanguagePython {
+		w = p.idlePythonWorker(spec.poolKey())
+	} else {
+		w = p.workers[spec.poolKey()]
+	}
 	if w != nil {
 		select {
 		case <-w.dead:
@@ -117,11 +127,47 @@ func (p *workerPool) worker(ctx context.Context, req *wire.LeaseRequest, as *gpu
 			return nil, err
 		}
 	}
+	if spec.lang == wire.LanguagePython {
+		w.reserved++
+	}
 	p.mu.Unlock()
 	if err := w.awaitReady(ctx); err != nil {
+		p.unreserve(w)
 		return nil, fmt.Errorf("worker for job %s %w", req.JobID, err)
 	}
 	return w, nil
+}
+
+// idlePythonWorker returns a live Python worker process of pool key key
+// that serves no lease, or nil; p.mu must be held. A Python process runs
+// one lease at a time, as Ray's workers run one task at a time: threads of
+// one interpreter would share its lock, so CPU-bound tasks of concurrent
+// leases get processes of their own.
+func (p *workerPool) idlePythonWorker(key string) *workerProc {
+	for k, w := range p.workers {
+		if !strings.HasPrefix(k, key+"#") || w.reserved > 0 {
+			continue
+		}
+		select {
+		case <-w.dead:
+			continue
+		default:
+		}
+		if p.host.workerLeases(w.id) == 0 {
+			return w
+		}
+	}
+	return nil
+}
+
+// unreserve ends the reservation worker made for a lease: the lease is
+// tied to w in the local scheduler now, or was never granted.
+func (p *workerPool) unreserve(w *workerProc) {
+	p.mu.Lock()
+	if w.reserved > 0 {
+		w.reserved--
+	}
+	p.mu.Unlock()
 }
 
 // awaitReady waits until w has registered, at most workerStartTimeout; the
@@ -156,6 +202,7 @@ type procSpec struct {
 	job     string
 	actor   string
 	binHash string
+	lang    string            // the job's language (wire.LanguageGo or wire.LanguagePython)
 	env     []string          // extra KEY=VALUE entries (LeaseRequest.Env)
 	envVars map[string]string // runtime env vars (validated)
 	gpus    *gpu.Assignment   // the devices it may see (nil: none)
@@ -167,6 +214,9 @@ type procSpec struct {
 // started it with the same environment.
 func (spec procSpec) poolKey() string {
 	key := taskPoolKey(spec.job, spec.gpus)
+	if spec.lang != wire.LanguageGo {
+		key += "|lang:" + spec.lang
+	}
 	if len(spec.env) == 0 && len(spec.envVars) == 0 {
 		return key
 	}
@@ -193,7 +243,7 @@ func (p *workerPool) start(spec procSpec) (*workerProc, error) {
 	if p.stopped {
 		return nil, fmt.Errorf("start worker for job %s: the node is shutting down", spec.job)
 	}
-	bin, err := p.binPath(spec.binHash)
+	argv, extraEnv, err := p.command(spec)
 	if err != nil {
 		return nil, fmt.Errorf("start worker for job %s: %w", spec.job, err)
 	}
@@ -208,6 +258,9 @@ func (p *workerPool) start(spec procSpec) (*workerProc, error) {
 	}
 	w := &workerProc{id: newID()[:16], job: spec.job, key: spec.poolKey(), actor: spec.actor, ready: make(chan struct{}), dead: make(chan struct{}),
 		handled: make(chan struct{})}
+	if spec.lang == wire.LanguagePython && spec.actor == "" {
+		w.key += "#" + w.id // several per key: one per concurrent lease (idlePythonWorker)
+	}
 	_ = os.MkdirAll(p.cfg.logDir, 0o750)
 	logName := fmt.Sprintf("worker-%s-%s.log", spec.job, w.id)
 	if spec.actor != "" {
@@ -218,10 +271,10 @@ func (p *workerPool) start(spec procSpec) (*workerProc, error) {
 		return nil, err
 	}
 	// The node's own variables come last, so they win over anything before.
-	env := append(append(append(os.Environ(), spec.userEnv()...), gpuEnv(spec.gpus)...), p.cfg.nodeEnv...)
+	env := append(append(append(append(os.Environ(), extraEnv...), spec.userEnv()...), gpuEnv(spec.gpus)...), p.cfg.nodeEnv...)
 	env = append(env, wire.EnvWorkerMode+"=1", wire.EnvJobID+"="+spec.job, wire.EnvWorkerID+"="+w.id,
 		wire.EnvActorID+"="+spec.actor, wire.EnvBinaryHash+"="+spec.binHash)
-	proc, err := p.cfg.spawn(bin, env, logf)
+	proc, err := p.cfg.spawn(argv, env, logf)
 	if err != nil {
 		logf.Close()
 		return nil, fmt.Errorf("start worker for job %s: %w", spec.job, err)

@@ -85,6 +85,11 @@ type Actor struct {
 	// JobNamespace is the creating job's namespace (empty: the default),
 	// given to its worker process for its own GetActor calls.
 	JobNamespace string `msgpack:",omitempty"`
+	// Language is the creating job's language (wire.LanguagePython: no
+	// binary; its worker is the node's Python) and Code its class in that
+	// language (opaque here; empty for Go).
+	Language string `msgpack:",omitempty"`
+	Code     []byte `msgpack:",omitempty"`
 	// Where the running instance lives: node, worker RPC address, worker ID
 	// and process ID (zero values while not ALIVE).
 	NodeID     string

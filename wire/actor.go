@@ -59,6 +59,13 @@ type ActorCreateRequest struct {
 	// JobNamespace is the creating job's namespace (empty: "default"),
 	// which the actor's own GetActor calls default to, as in Ray.
 	JobNamespace string `msgpack:",omitempty"`
+	// Language is the creating job's language (JobRegisterRequest.Language):
+	// with LanguagePython, BinaryHash and BinaryNode are empty, the actor's
+	// worker is `<python> -m nodeup.worker`, and Code holds its class.
+	Language string `msgpack:",omitempty"`
+	// Code is the actor's class serialized in its language (Python: the
+	// cloudpickled class); Go sends nothing.
+	Code []byte `msgpack:",omitempty"`
 }
 
 // ActorCreateReply names the created actor, or the existing one a
@@ -143,6 +150,9 @@ type ActorStartRequest struct {
 	EnvVars map[string]string `msgpack:",omitempty"`
 	// JobNamespace is ActorCreateRequest.JobNamespace.
 	JobNamespace string `msgpack:",omitempty"`
+	// Language and Code are ActorCreateRequest's.
+	Language string `msgpack:",omitempty"`
+	Code     []byte `msgpack:",omitempty"`
 }
 
 // ActorStartReply says where the actor runs, that the node has no room for
@@ -177,6 +187,8 @@ type ActorConstructRequest struct {
 	Constructor    string
 	Args           []Arg
 	MaxConcurrency int
+	// Code is ActorCreateRequest.Code (the class, for languages that ship it).
+	Code []byte `msgpack:",omitempty"`
 }
 
 // ActorConstructReply carries the constructor's failure, if any.

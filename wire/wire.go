@@ -6,7 +6,11 @@
 // other languages. Field names are the wire names: never rename, only add.
 package wire
 
-import "github.com/nodeup/nodeup/sched"
+import (
+	"fmt"
+
+	"github.com/nodeup/nodeup/sched"
+)
 
 // Methods served by every node daemon (the local scheduler).
 const (
@@ -138,6 +142,33 @@ type JobRegisterRequest struct {
 	BinaryHash string
 	BinaryPath string
 	DriverPID  int
+	// Language is the job's language: "" (LanguageGo) for a Go driver whose
+	// binary is the worker, LanguagePython for a Python driver, whose
+	// workers are `<python> -m nodeup.worker` and which sends no binary
+	// (BinaryHash and BinaryPath empty). CheckLanguage lists what is accepted.
+	Language string `msgpack:",omitempty"`
+}
+
+// Job languages (JobRegisterRequest.Language, LeaseRequest.Language).
+const (
+	LanguageGo     = ""       // the job's binary is its worker
+	LanguagePython = "python" // the node runs `<python> -m nodeup.worker`
+)
+
+// CheckLanguage returns an error naming lang unless it is LanguageGo or
+// LanguagePython; with LanguagePython, hash must be empty (a Python job
+// has no binary), otherwise it must pass CheckHash.
+func CheckLanguage(lang, hash string) error {
+	switch lang {
+	case LanguageGo:
+		return CheckHash("binary hash", hash)
+	case LanguagePython:
+		if hash != "" {
+			return fmt.Errorf("a %s job has no binary, but binary hash %q was given", lang, hash)
+		}
+		return nil
+	}
+	return fmt.Errorf("job language %q is not one of \"\" (Go) and %q", lang, LanguagePython)
 }
 
 // JobRegisterReply tells the driver where its node is.
@@ -210,6 +241,10 @@ type LeaseRequest struct {
 	// process started with exactly these variables (and Env), one per
 	// distinct set. Keys must pass ValidateEnvVar.
 	EnvVars map[string]string `msgpack:",omitempty"`
+	// Language is the job's language (JobRegisterRequest.Language): with
+	// LanguagePython, BinaryHash and BinaryNode are empty and the node
+	// starts its Python interpreter instead of fetching a binary.
+	Language string `msgpack:",omitempty"`
 }
 
 // LeaseReply grants a lease, redirects the request (Spillback: retry at that
@@ -296,6 +331,14 @@ type TaskSpec struct {
 	NumReturns int
 	Owner      string // owner's RPC address, for nested refs
 	Attempt    int
+	// Code is the function itself, serialized in the job's language, for
+	// languages that ship functions rather than register them: a Python
+	// job sends the cloudpickled function here and leaves Function as its
+	// qualified name, for messages only. Go sends nothing.
+	Code []byte `msgpack:",omitempty"`
+	// KwargNames name keyword arguments: the last len(KwargNames) Args are
+	// passed by these names (Python); empty for Go.
+	KwargNames []string `msgpack:",omitempty"`
 }
 
 // PushTaskRequest runs Spec on the worker under LeaseID.
@@ -342,6 +385,11 @@ type TaskFailure struct {
 	NodeID   string
 	NodeName string
 	PID      int
+	// Payload is the error itself, serialized in the job's language, so an
+	// owner can raise it again with its own type (Python: the cloudpickled
+	// exception, as Ray's RayTaskError carries its cause); empty for Go or
+	// when it could not be serialized.
+	Payload []byte `msgpack:",omitempty"`
 }
 
 // ObjectGetRequest asks the owner for an object, waiting up to WaitMillis

@@ -1,0 +1,251 @@
+"""nodeup's Python SDK: Ray Core's API (``import nodeup as ray``) on a
+nodeup cluster, speaking nodeup's wire protocol (docs/python.md)."""
+
+import atexit
+import os
+import secrets
+
+from . import _core
+from . import _localnode
+from . import _protocol as P
+from . import _state
+from . import exceptions
+from ._actor import ActorClass, ActorHandle
+from ._core import ObjectRef
+
+__all__ = ["init", "shutdown", "is_initialized", "remote", "get", "put", "wait", "cluster_resources",
+           "available_resources", "nodes", "ObjectRef", "ActorHandle", "exceptions"]
+
+_TASK_OPTIONS = {"num_cpus", "num_gpus", "memory", "resources", "max_retries", "retry_exceptions",
+                 "num_returns", "name"}
+
+
+def _current_address_file():
+    # wire.CurrentAddressFile: $TMPDIR/nodeup-<uid>/current, as Go's os.TempDir.
+    return os.path.join(os.environ.get("TMPDIR") or "/tmp", f"nodeup-{os.getuid()}", "current")
+
+
+def _find_address(address):
+    """The node to connect to, and None when none is named or recorded."""
+    if address and address != "auto":
+        return address
+    env = os.environ.get("NODEUP_ADDRESS")
+    if env:
+        return env
+    try:
+        with open(_current_address_file()) as f:
+            cur = f.read().strip()
+        if cur:
+            return cur
+    except OSError:
+        pass
+    if address == "auto":
+        raise ConnectionError("init(address='auto'): no nodeup node runs on this machine "
+                              f"(none recorded in {_current_address_file()}); start one with `nodeup start --head`")
+    return None
+
+
+def is_initialized():
+    """True once init has connected this process (or it is a worker)."""
+    return _state.get_core() is not None
+
+
+def init(address=None, namespace=None, ignore_reinit_error=False, **_ignored):
+    """Connects this driver to the nodeup node at ``address`` (``host:port``;
+    default: $NODEUP_ADDRESS, else the node last started on this machine,
+    else a node of its own started with the nodeup binary on PATH or
+    $NODEUP_BIN and stopped at shutdown; ``"auto"`` never starts one),
+    registers a Python job there and starts serving the objects it owns.
+    Raises ConnectionError when no node is found, reachable or startable."""
+    if is_initialized():
+        if ignore_reinit_error or _state.is_worker():
+            return
+        raise RuntimeError("nodeup.init called twice: call nodeup.shutdown() first, or pass ignore_reinit_error=True")
+    addr = _find_address(address)
+    local = None
+    if addr is None:  # nothing runs: start a node of our own, as ray.init()
+        binary = _localnode.find_binary()
+        if binary is None:
+            raise ConnectionError("no nodeup node to connect to, and no nodeup binary to start one: pass "
+                                  "init(address='host:port'), set NODEUP_ADDRESS, start one with `nodeup start --head`, "
+                                  "or put nodeup on PATH (or set NODEUP_BIN)")
+        local = _localnode.LocalNode(binary)
+        addr = local.address
+    job = secrets.token_hex(4)
+    try:
+        reg = P.Conn(addr).call("Job.Register", {"JobID": job, "BinaryHash": "", "BinaryPath": "",
+                                                 "DriverPID": os.getpid(), "Language": P.LANGUAGE})
+    except (P.TransportError, P.RpcError) as e:
+        if local is not None:
+            local.stop()
+        raise ConnectionError(f"nodeup.init: register a job at {addr}: {e}") from e
+    core = _core.Core(addr, job, reg.get("BindIP") or "127.0.0.1", reg.get("ArenaPath", ""),
+                      reg.get("NodeID", ""), reg.get("NodeName", ""))
+    core.namespace = namespace or ""
+    core.local_node = local
+    _state.set_core(core)
+
+
+def shutdown():
+    """Ends the job: the node stops its workers and frees its objects."""
+    core = _state.get_core()
+    if core is None or _state.is_worker():
+        return
+    _state.set_core(None)
+    try:
+        core.pool.call(core.node_addr, "Job.Finish", {"JobID": core.job_id, "FromNode": False}, timeout=30)
+    except Exception:
+        pass
+    core.close()
+    if getattr(core, "local_node", None) is not None:
+        core.local_node.stop()
+
+
+atexit.register(shutdown)
+
+
+def _core_or_raise():
+    core = _state.get_core()
+    if core is None:
+        raise RuntimeError("nodeup is not initialized: call nodeup.init() first")
+    return core
+
+
+def _resources(opts, default_cpus):
+    res = {}
+    cpus = opts.get("num_cpus", default_cpus)
+    for name, amount in (("CPU", cpus), ("GPU", opts.get("num_gpus"))):
+        if amount:
+            res[name] = amount
+    if opts.get("memory"):
+        res["memory"] = opts["memory"]
+    for k, v in (opts.get("resources") or {}).items():
+        if k in ("CPU", "GPU", "memory"):
+            raise ValueError(f"resources={{{k!r}: …}}: use num_cpus, num_gpus or memory for {k}")
+        res[k] = v
+    out = {}
+    for k, v in res.items():
+        if not isinstance(v, (int, float)) or v < 0:
+            raise ValueError(f"resource {k}={v!r}: want a non-negative number")
+        out[k] = int(round(v * P.UNIT))
+    return out
+
+
+def _check_options(opts):
+    bad = set(opts) - _TASK_OPTIONS
+    if bad:
+        raise ValueError(f"unsupported task options {sorted(bad)}; supported so far: {sorted(_TASK_OPTIONS)}")
+    n = opts.get("num_returns", 1)
+    if not isinstance(n, int) or n < 1:
+        raise ValueError(f"num_returns={n!r}: want an int >= 1")
+
+
+class RemoteFunction:
+    """A function made remote with @remote: call ``.remote(*args)``."""
+
+    def __init__(self, fn, opts):
+        _check_options(opts)
+        self._fn = fn
+        self._opts = opts
+        self._code = None
+        self.__name__ = getattr(fn, "__name__", "task")
+        self.__doc__ = fn.__doc__
+
+    def __call__(self, *a, **k):
+        raise TypeError(f"remote function {self.__name__} cannot be called directly; use {self.__name__}.remote()")
+
+    def options(self, **opts):
+        """Returns a copy with opts over this function's options."""
+        merged = dict(self._opts)
+        merged.update(opts)
+        rf = RemoteFunction(self._fn, merged)
+        rf._code = self._code
+        return rf
+
+    def remote(self, *args, **kwargs):
+        core = _core_or_raise()
+        if self._code is None:
+            self._code = _core.dumps(self._fn)
+        o = self._opts
+        name = o.get("name") or getattr(self._fn, "__qualname__", self.__name__)
+        n = o.get("num_returns", 1)
+        refs = core.submit(self._code, name, args, kwargs, n, _resources(o, 1), o.get("max_retries", 3),
+                           o.get("retry_exceptions", False))
+        return refs[0] if n == 1 else refs
+
+
+def remote(*args, **opts):
+    """@remote or @remote(num_cpus=…, …) on a function (a task) or a class (an actor), as Ray's ray.remote."""
+    if len(args) == 1 and not opts and callable(args[0]):
+        return _make_remote(args[0], {})
+    if args:
+        raise TypeError("@remote takes a function, or keyword options only")
+    return lambda fn: _make_remote(fn, opts)
+
+
+def _make_remote(obj, opts):
+    if isinstance(obj, type):
+        return ActorClass(obj, opts, _resources)
+    return RemoteFunction(obj, opts)
+
+
+def put(value):
+    """Stores value (cloudpickled; over 100 KiB in the node's object store) and returns its ObjectRef."""
+    return _core_or_raise().put(value)
+
+
+def get(refs, timeout=None):
+    """The value of an ObjectRef, or the values of a list of them, waiting
+    up to timeout seconds (None: forever); raises GetTimeoutError, or the
+    task's error as a RayTaskError that is also of the original type."""
+    core = _core_or_raise()
+    if isinstance(refs, ObjectRef):
+        return core.get([refs], timeout)[0]
+    if not isinstance(refs, (list, tuple)) or not all(isinstance(r, ObjectRef) for r in refs):
+        raise TypeError(f"get takes an ObjectRef or a list of them, not {type(refs).__name__}")
+    return core.get(list(refs), timeout)
+
+
+def wait(refs, num_returns=1, timeout=None):
+    """Returns (ready, not_ready) once num_returns refs are ready or timeout
+    seconds passed, as Ray's ray.wait."""
+    if not isinstance(refs, (list, tuple)):
+        raise TypeError("wait takes a list of ObjectRefs")
+    if len(set(refs)) != len(refs):
+        raise ValueError("wait: the list of ObjectRefs has duplicates")
+    if not 0 <= num_returns <= len(refs):
+        raise ValueError(f"wait: num_returns={num_returns} must be 0..{len(refs)}")
+    return _core_or_raise().wait(list(refs), num_returns, timeout)
+
+
+def _amounts(rs):
+    return {k: (v / P.UNIT) for k, v in (rs or {}).items()}
+
+
+def nodes():
+    """Every node as Ray's ray.nodes() lists it: NodeID, NodeName, Alive,
+    NodeManagerAddress (its RPC address), Resources, Labels."""
+    return [{"NodeID": n.get("NodeID"), "NodeName": n.get("NodeName"), "Alive": bool(n.get("Alive")),
+             "NodeManagerAddress": n.get("Addr"), "Resources": _amounts(n.get("Total")),
+             "Labels": n.get("Labels") or {}} for n in _core_or_raise().cluster_view()]
+
+
+def _sum(field):
+    out = {}
+    for n in _core_or_raise().cluster_view():
+        if n.get("Alive"):
+            for k, v in _amounts(n.get(field)).items():
+                out[k] = out.get(k, 0) + v
+    return out
+
+
+def cluster_resources():
+    """Total resources of the alive nodes (memory in bytes), as Ray's."""
+    return _sum("Total")
+
+
+def available_resources():
+    """Free resources of the alive nodes, as Ray's."""
+    return _sum("Available")
+
+

@@ -1,0 +1,588 @@
+"""The core worker: owner of objects, task submitter and (in worker
+processes) task executor, speaking docs/protocol.md. One per process."""
+
+import collections
+import logging
+import mmap
+import os
+import pickle
+import secrets
+import threading
+import time
+import traceback
+
+import cloudpickle
+
+from . import _protocol as P
+from .exceptions import (GetTimeoutError, ObjectLostError, RayTaskError,
+                         WorkerCrashedError)
+
+log = logging.getLogger("nodeup")
+
+_B36 = "0123456789abcdefghijklmnopqrstuvwxyz"
+
+
+def _base36(n):
+    s = ""
+    while True:
+        n, r = divmod(n, 36)
+        s = _B36[r] + s
+        if n == 0:
+            return s
+
+
+class ObjectRef:
+    """A reference to an object: its ID and its owner's RPC address."""
+
+    __slots__ = ("id", "owner", "__weakref__")
+
+    def __init__(self, id, owner):
+        self.id = id
+        self.owner = owner
+
+    def __reduce__(self):
+        return (ObjectRef, (self.id, self.owner))
+
+    def __repr__(self):
+        return f"ObjectRef({self.id})"
+
+    def __eq__(self, other):
+        return isinstance(other, ObjectRef) and other.id == self.id
+
+    def __hash__(self):
+        return hash(self.id)
+
+    def hex(self):
+        return self.id
+
+
+class _Obj:
+    """An object's state as this process knows it: pending, a value (pickle
+    bytes), a store location, or a failure."""
+
+    __slots__ = ("ready", "value", "loc", "error", "task_name")
+
+    def __init__(self):
+        self.ready = threading.Event()
+        self.value = None
+        self.loc = None
+        self.error = None  # TaskFailure map, or an exception instance
+        self.task_name = ""
+
+
+def dumps(value):
+    return cloudpickle.dumps(value, protocol=5)
+
+
+class Core:
+    """node_addr: the local node; job_id: the job; bind_ip: where to serve;
+    arena_path: the node's object store file."""
+
+    def __init__(self, node_addr, job_id, bind_ip, arena_path, node_id="", node_name="", handlers=None):
+        self.node_addr = node_addr
+        self.job_id = job_id
+        self.node_id = node_id
+        self.node_name = node_name
+        self.prefix = secrets.token_hex(6)
+        self.counter = 0
+        self.lock = threading.Lock()
+        self.cond = threading.Condition(self.lock)
+        self.objects = {}  # object ID -> _Obj, for owned and fetched objects
+        self.qcond = threading.Condition()  # guards queues
+        self.queues = {}  # resource shape -> _KeyQueue
+        self.closed = False
+        self.pool = P.Pool()
+        self.arena_path = arena_path
+        self._arena = None
+        self.local = threading.local()  # lease_id of the task this thread runs
+        h = {"Object.Get": self._serve_get, "Object.GetMany": self._serve_get_many}
+        h.update(handlers or {})
+        self.server = P.Server(bind_ip, h)
+        self.address = self.server.address
+
+    # ---- IDs and object table
+
+    def _next(self, kind=""):
+        with self.lock:
+            self.counter += 1
+            return f"{self.prefix}-{kind}{_base36(self.counter)}"
+
+    def _new_obj(self, oid):
+        o = _Obj()
+        with self.lock:
+            self.objects[oid] = o
+        return o
+
+    def _finish(self, o, value=None, loc=None, error=None, task_name=""):
+        with self.cond:
+            o.value, o.loc, o.error, o.task_name = value, loc, error, task_name
+            o.ready.set()
+            self.cond.notify_all()
+
+    # ---- object store (docs/protocol.md, Large objects)
+
+    def arena(self):
+        with self.lock:
+            if self._arena is None:
+                with open(self.arena_path, "r+b") as f:
+                    self._arena = mmap.mmap(f.fileno(), 0)
+            return self._arena
+
+    def store_put(self, oid, data):
+        """Writes data into the local node's store as <job>/<oid>; returns its ObjectLoc."""
+        key = f"{self.job_id}/{oid}"
+        loc = self.pool.call(self.node_addr, "Obj.Create", {"Key": key, "Size": len(data)})
+        try:
+            a = self.arena()
+            a[loc["Offset"]:loc["Offset"] + len(data)] = data
+            self.pool.call(self.node_addr, "Obj.Seal", {"Key": key})
+        except BaseException:
+            self.pool.call(self.node_addr, "Obj.Abort", {"Key": key})
+            raise
+        return {"Key": key, "NodeAddr": self.node_addr, "Size": len(data)}
+
+    def store_read(self, loc):
+        where = self.pool.call(self.node_addr, "Obj.Locate", {"Loc": loc})
+        off, size = where["Offset"], where["Size"]
+        return bytes(self.arena()[off:off + size])
+
+    # ---- serving owned objects to borrowers
+
+    def _reply_for(self, o):
+        if o.error is not None:
+            if isinstance(o.error, dict):
+                return {"Error": o.error, "TaskName": o.task_name}
+            return {"Lost": str(o.error)}
+        if o.loc is not None:
+            return {"Loc": o.loc}
+        return {"Value": o.value}
+
+    def _serve_get(self, req):
+        req = req or {}
+        with self.lock:
+            o = self.objects.get(req.get("ID", ""))
+        if o is None:
+            return {"Lost": f"object {req.get('ID')!r} is not known to its owner {self.address}"}
+        wait = max(0, min(int(req.get("WaitMillis") or 0), 60000)) / 1000.0
+        if not o.ready.wait(wait):
+            return {"NotReady": True}
+        return self._reply_for(o)
+
+    def _serve_get_many(self, req):
+        req = req or {}
+        ids = list(req.get("IDs") or [])[:4096]
+        deadline = time.monotonic() + max(0, min(int(req.get("WaitMillis") or 0), 60000)) / 1000.0
+        with self.cond:
+            while True:
+                objs = [self.objects.get(i) for i in ids]
+                if any(o is not None and o.ready.is_set() for o in objs) or time.monotonic() >= deadline:
+                    break
+                self.cond.wait(deadline - time.monotonic())
+        out = []
+        for i, o in zip(ids, objs):
+            if o is None:
+                out.append({"Lost": f"object {i!r} is not known to its owner {self.address}"})
+            elif not o.ready.is_set():
+                out.append({"NotReady": True})
+            else:
+                out.append(self._reply_for(o))
+        return {"Objects": out}
+
+    # ---- put / get / wait
+
+    def put(self, value):
+        oid = self._next("p")
+        data = dumps(value)
+        o = self._new_obj(oid)
+        if len(data) > P.INLINE_MAX:
+            self._finish(o, loc=self.store_put(oid, data))
+        else:
+            self._finish(o, value=data)
+        return ObjectRef(oid, self.address)
+
+    def _state(self, ref):
+        """The local state of ref, starting a fetch from its owner if needed."""
+        with self.lock:
+            o = self.objects.get(ref.id)
+            if o is not None:
+                return o
+            o = _Obj()
+            self.objects[ref.id] = o
+        threading.Thread(target=self._fetch, args=(ref, o), daemon=True).start()
+        return o
+
+    def _fetch(self, ref, o):
+        while True:
+            try:
+                rep = self.pool.call(ref.owner, "Object.Get", {"ID": ref.id, "WaitMillis": 10000}, timeout=30)
+            except P.TransportError as e:
+                self._finish(o, error=ObjectLostError(f"object {ref.id}: its owner {ref.owner} is unreachable ({e})"))
+                return
+            except P.RpcError as e:
+                self._finish(o, error=ObjectLostError(f"object {ref.id}: {e}"))
+                return
+            if rep.get("NotReady"):
+                continue
+            if rep.get("Lost"):
+                self._finish(o, error=ObjectLostError(f"object {ref.id}: {rep['Lost']}"))
+            elif rep.get("Error"):
+                self._finish(o, error=rep["Error"], task_name=rep.get("TaskName", ""))
+            elif rep.get("Loc"):
+                self._finish(o, loc=rep["Loc"])
+            else:
+                self._finish(o, value=rep.get("Value") or b"")
+            return
+
+    def _blocked(self):
+        """Lends this task's CPU back to the node while it waits (Sched.Blocked)."""
+        lease = getattr(self.local, "lease_id", 0)
+        if lease:
+            try:
+                self.pool.call(self.node_addr, "Sched.Blocked", {"LeaseID": lease})
+            except Exception:
+                return 0
+        return lease
+
+    def _unblocked(self, lease):
+        if lease:
+            try:
+                self.pool.call(self.node_addr, "Sched.Unblocked", {"LeaseID": lease})
+            except Exception:
+                pass
+
+    def _wait_ready(self, states, num, deadline):
+        """Waits until num of states are ready or the deadline (monotonic, or None) passes."""
+        if sum(o.ready.is_set() for o in states) >= num:
+            return True
+        lease = self._blocked()
+        try:
+            with self.cond:
+                while sum(o.ready.is_set() for o in states) < num:
+                    left = None if deadline is None else deadline - time.monotonic()
+                    if left is not None and left <= 0:
+                        return False
+                    self.cond.wait(left if left is not None else 1.0)
+            return True
+        finally:
+            self._unblocked(lease)
+
+    def value_of(self, ref, o):
+        if o.error is not None:
+            if isinstance(o.error, BaseException):
+                raise o.error
+            raise task_error(o.error, o.task_name)
+        data = o.value if o.loc is None else self.store_read(o.loc)
+        return pickle.loads(data)
+
+    def get(self, refs, timeout=None):
+        states = [self._state(r) for r in refs]
+        deadline = None if timeout is None else time.monotonic() + timeout
+        if not self._wait_ready(states, len(states), deadline):
+            n = sum(not o.ready.is_set() for o in states)
+            raise GetTimeoutError(f"get timed out after {timeout} s: {n} of {len(states)} objects not ready")
+        return [self.value_of(r, o) for r, o in zip(refs, states)]
+
+    def wait(self, refs, num_returns, timeout):
+        states = [self._state(r) for r in refs]
+        deadline = None if timeout is None else time.monotonic() + timeout
+        self._wait_ready(states, num_returns, deadline)
+        ready, rest = [], []
+        for r, o in zip(refs, states):
+            (ready if o.ready.is_set() and len(ready) < num_returns else rest).append(r)
+        return ready, rest
+
+    # ---- submitting tasks (docs/protocol.md, Task lifecycle)
+
+    def submit(self, code, name, args, kwargs, num_returns, resources, max_retries, retry_exceptions=False):
+        """Submits a task and returns its num_returns refs at once. The task
+        waits for the refs among its arguments that this process owns,
+        then joins the queue of its resource shape."""
+        tid = self._next()
+        refs = [ObjectRef(f"{tid}.{i}", self.address) for i in range(num_returns)]
+        outs = [self._new_obj(r.id) for r in refs]
+        t = _Task(tid, code, name, num_returns, resources, max_retries, retry_exceptions, outs)
+        waits = any(isinstance(v, ObjectRef) and v.owner == self.address and not self._state(v).ready.is_set()
+                    for v in list(args) + list(kwargs.values()))
+        if waits:
+            threading.Thread(target=self._prepare_and_enqueue, args=(t, args, kwargs), daemon=True,
+                             name=f"nodeup-deps-{tid}").start()
+        else:
+            self._prepare_and_enqueue(t, args, kwargs)
+        return refs
+
+    def _prepare_and_enqueue(self, t, args, kwargs):
+        try:
+            wargs = [self._arg(a) for a in args] + [self._arg(v) for v in kwargs.values()]
+        except _ArgFailed as f:
+            for o in t.outs:
+                self._finish(o, error=f.obj.error, task_name=f.obj.task_name)
+            return
+        except Exception as e:
+            self._fail_task(t, failure_of(e, self))
+            return
+        t.spec = {"TaskID": t.tid, "JobID": self.job_id, "Name": t.name, "Function": t.name, "Args": wargs,
+                  "NumReturns": t.num_returns, "Owner": self.address, "Attempt": 0, "Code": t.code,
+                  "KwargNames": list(kwargs.keys()) or None}
+        self._enqueue(t)
+
+    def _fail_task(self, t, fail):
+        for o in t.outs:
+            if not o.ready.is_set():
+                self._finish(o, error=fail, task_name=t.name)
+
+    def _enqueue(self, t, front=False):
+        with self.qcond:
+            q = self.queues.get(t.key)
+            if q is None:
+                q = self.queues[t.key] = _KeyQueue(t.resources, t.name)
+            if front:
+                q.tasks.appendleft(t)
+            else:
+                q.tasks.append(t)
+            self.qcond.notify_all()  # a lingering lease takes it
+            self._pump(q)
+
+    def _pump(self, q):
+        """Keeps up to MAX_LEASE_REQUESTS Sched.Lease calls out while the
+        queue is longer than the leases waiting for work; qcond held."""
+        while q.requests < MAX_LEASE_REQUESTS and q.requests + q.idle < len(q.tasks):
+            q.requests += 1
+            threading.Thread(target=self._lease_loop, args=(q,), daemon=True, name="nodeup-lease").start()
+
+    def _arg(self, v):
+        if isinstance(v, ObjectRef):
+            o = self._state(v)
+            with self.lock:
+                owned = v.owner == self.address
+            if owned:
+                o.ready.wait()
+                if o.error is not None:
+                    raise _ArgFailed(o)
+                if o.loc is None:
+                    return {"Inline": o.value, "RefID": "", "Owner": "", "IsRef": False}
+            return {"Inline": None, "RefID": v.id, "Owner": v.owner, "IsRef": True}
+        data = dumps(v)
+        if len(data) > P.INLINE_MAX:
+            oid = self._next("a")
+            o = self._new_obj(oid)
+            self._finish(o, loc=self.store_put(oid, data))
+            return {"Inline": None, "RefID": oid, "Owner": self.address, "IsRef": True}
+        return {"Inline": data, "RefID": "", "Owner": "", "IsRef": False}
+
+    def _lease(self, resources, name):
+        req = {"JobID": self.job_id, "BinaryHash": "", "BinaryNode": "", "Env": None, "Resources": resources,
+               "Strategy": {"Kind": ""}, "Spilled": False, "TaskName": name, "NoQueueIfNot": False,
+               "Language": P.LANGUAGE}
+        addr, warned = self.node_addr, False
+        while True:
+            if self.closed:
+                raise RuntimeError("nodeup was shut down")
+            try:
+                rep = self.pool.call(addr, "Sched.Lease", req)
+            except P.TransportError:
+                time.sleep(0.1)
+                addr, req["Spilled"] = self.node_addr, addr != self.node_addr
+                continue
+            if rep.get("LeaseID"):
+                return rep
+            if rep.get("Spillback"):
+                addr = rep["Spillback"]
+                req["Spilled"] = True
+                continue
+            if rep.get("Infeasible"):
+                if not warned:
+                    log.warning("task %s is infeasible: %s (waiting for a node that fits)", name, rep["Infeasible"].get("Reason"))
+                    warned = True
+                time.sleep(1)
+                addr, req["Spilled"] = self.node_addr, False
+                continue
+            time.sleep(0.1)
+
+    def _lease_loop(self, q):
+        """Leases a worker for q's shape, runs q's tasks on it one after
+        another, and gives it back after LEASE_LINGER seconds without work."""
+        try:
+            lease = self._lease(q.resources, q.name)
+        except Exception as e:  # e.g. worker_failed: the queued tasks fail, never hang
+            with self.qcond:
+                q.requests -= 1
+                tasks = list(q.tasks) if q.requests == 0 and q.holders == 0 else []
+                for t in tasks:
+                    q.tasks.remove(t)
+            for t in tasks:
+                self._fail_task(t, {"Message": f"task {t.name} could not get a worker: {e}", "Stack": "", "Panic": False})
+            return
+        with self.qcond:
+            q.requests -= 1
+            q.holders += 1
+        keep = True
+        while keep:
+            with self.qcond:
+                if not q.tasks:
+                    q.idle += 1
+                    deadline = time.monotonic() + LEASE_LINGER
+                    while not q.tasks and time.monotonic() < deadline:
+                        self.qcond.wait(deadline - time.monotonic())
+                    q.idle -= 1
+                    if not q.tasks:
+                        q.holders -= 1
+                        break
+                t = q.tasks.popleft()
+            keep = self._push(lease, t)
+            if not keep:
+                with self.qcond:
+                    q.holders -= 1
+                    self._pump(q)
+                return
+        self._return(lease)
+
+    def _push(self, lease, t):
+        """Runs t on lease; False when the lease is unusable now (its worker
+        died, or the lease was revoked). A task to run again is queued."""
+        try:
+            rep = self.pool.call(lease["WorkerAddr"], "Task.Push", {"LeaseID": lease["LeaseID"], "Spec": t.spec})
+        except P.TransportError as e:
+            t.crashes += 1
+            if t.max_retries >= 0 and t.crashes > t.max_retries:
+                err = WorkerCrashedError(f"task {t.name}: the worker process died while running it "
+                                         f"({t.crashes} times; max_retries={t.max_retries}): {e}")
+                for o in t.outs:
+                    self._finish(o, error=err)
+            else:
+                log.info("task %s: worker %s died, retrying (%d/%s)", t.name, lease.get("WorkerID"), t.crashes, t.max_retries)
+                t.spec["Attempt"] += 1
+                self._enqueue(t, front=True)
+            return False  # the node releases the dead worker's leases
+        except P.RpcError as e:
+            if e.code == "lease_revoked":
+                self._enqueue(t, front=True)
+                self._return(lease)
+                return False
+            self._fail_task(t, {"Message": str(e), "Stack": "", "Panic": False})
+            return True
+        if rep.get("NotRun"):
+            self._enqueue(t, front=True)
+            return True
+        if rep.get("Error") and t.retry_exceptions and t.spec["Attempt"] < t.max_retries:
+            t.spec["Attempt"] += 1
+            self._enqueue(t)
+            return True
+        self.complete(t.outs, rep, t.name)
+        return True
+
+    def complete(self, outs, rep, name):
+        """Records a PushTaskReply's results (or failure) as outs."""
+        fail = rep.get("Error")
+        if fail:
+            for o in outs:
+                self._finish(o, error=fail, task_name=name)
+            return
+        returns = rep.get("Returns") or []
+        stored = rep.get("Stored") or []
+        for i, o in enumerate(outs):
+            loc = stored[i] if i < len(stored) else None
+            if loc:
+                self._finish(o, loc=loc)
+            elif i < len(returns) and returns[i] is not None:
+                self._finish(o, value=returns[i])
+            else:
+                self._finish(o, error={"Message": f"task {name} returned {len(returns)} values, want {len(outs)}",
+                                       "Stack": "", "Panic": False}, task_name=name)
+
+    def _return(self, lease):
+        if self.closed:
+            return  # Job.Finish ended the job's workers, and their leases with them
+        try:
+            self.pool.call(lease["NodeAddr"], "Sched.Return", {"LeaseID": lease["LeaseID"]})
+        except Exception as e:
+            log.debug("return lease %s: %s", lease.get("LeaseID"), e)
+
+    def cluster_view(self):
+        return self.pool.call(self.node_addr, "Sched.ClusterView", {}).get("Nodes") or []
+
+    def close(self):
+        self.closed = True
+        self.server.stop()
+        self.pool.close()
+
+
+MAX_LEASE_REQUESTS = 10  # Sched.Lease calls out per resource shape, as the Go SDK
+LEASE_LINGER = 0.05  # seconds a lease without work is kept for the next task of its shape
+
+
+class _Task:
+    __slots__ = ("tid", "code", "name", "num_returns", "resources", "key", "max_retries", "retry_exceptions",
+                 "outs", "spec", "crashes")
+
+    def __init__(self, tid, code, name, num_returns, resources, max_retries, retry_exceptions, outs):
+        self.tid, self.code, self.name, self.num_returns = tid, code, name, num_returns
+        self.resources, self.key = resources, tuple(sorted(resources.items()))
+        self.max_retries, self.retry_exceptions, self.outs = max_retries, retry_exceptions, outs
+        self.spec, self.crashes = None, 0
+
+
+class _KeyQueue:
+    """The tasks of one resource shape waiting for a lease, and the leases
+    asked for (requests), running its tasks (holders) and lingering (idle)."""
+
+    def __init__(self, resources, name):
+        self.resources, self.name = resources, name
+        self.tasks = collections.deque()
+        self.requests = self.holders = self.idle = 0
+
+
+class _ArgFailed(Exception):
+    def __init__(self, obj):
+        self.obj = obj
+
+
+class _ExcShell:
+    """Pickles an exception whose __init__ cannot be called again with its
+    args (e.g. a required keyword): rebuilt with __new__, args and __dict__."""
+
+    def __init__(self, e):
+        self.cls, self.args, self.state = type(e), e.args, dict(getattr(e, "__dict__", {}))
+
+    def __reduce__(self):
+        return (_rebuild_exception, (self.cls, self.args, self.state))
+
+
+def _rebuild_exception(cls, args, state):
+    e = cls.__new__(cls, *args)
+    e.args = args
+    e.__dict__.update(state)
+    return e
+
+
+def _exception_payload(e):
+    for obj in (e, _ExcShell(e)):
+        try:
+            payload = dumps(obj)
+            pickle.loads(payload)
+            return payload
+        except Exception:
+            continue
+    return None
+
+
+def failure_of(e, core):
+    """A TaskFailure map for exception e raised in a task."""
+    payload = _exception_payload(e)
+    stack = "".join(traceback.format_exception(type(e), e, e.__traceback__))
+    return {"Message": f"{type(e).__name__}: {e}", "Stack": stack, "Panic": False, "NodeID": core.node_id,
+            "NodeName": core.node_name, "PID": os.getpid(), "Payload": payload}
+
+
+def task_error(fail, task_name):
+    """The exception to raise at get for a TaskFailure map."""
+    cause = None
+    if fail.get("Payload"):
+        try:
+            cause = pickle.loads(fail["Payload"])
+        except Exception:
+            cause = None
+    if isinstance(cause, RayTaskError):
+        return cause
+    err = RayTaskError(task_name or "task", fail.get("Stack") or fail.get("Message", ""), cause,
+                       fail.get("PID", 0), fail.get("NodeName", ""))
+    return err.as_instanceof_cause()

@@ -1,0 +1,81 @@
+"""Errors raised by nodeup, named and shaped as Ray's ``ray.exceptions``."""
+
+
+class RayError(Exception):
+    """Base of every nodeup error."""
+
+
+class RayTaskError(RayError):
+    """A task raised: re-raised at ``get``. ``as_instanceof_cause()`` gives an
+    instance that is also of the original exception's type, as Ray's."""
+
+    def __init__(self, function_name, traceback_str, cause=None, pid=0, node_name=""):
+        self.function_name = function_name
+        self.traceback_str = traceback_str
+        self.cause = cause
+        self.pid = pid
+        self.node_name = node_name
+        super().__init__(self._message())
+
+    def _message(self):
+        return (f"{type(self.cause).__name__ if self.cause is not None else 'Error'} in task "
+                f"{self.function_name} (pid={self.pid}, node={self.node_name}):\n{self.traceback_str}")
+
+    def __str__(self):
+        return self._message()
+
+    def as_instanceof_cause(self):
+        """Returns an error of a class deriving from both RayTaskError and
+        the cause's class (self when there is no cause or such a class
+        cannot be made)."""
+        cause = self.cause
+        if cause is None or isinstance(cause, RayTaskError):
+            return self
+        cause_cls = type(cause)
+        outer = self
+        try:
+            class cls(RayTaskError, cause_cls):
+                def __init__(self):
+                    self.function_name = outer.function_name
+                    self.traceback_str = outer.traceback_str
+                    self.cause = outer.cause
+                    self.pid = outer.pid
+                    self.node_name = outer.node_name
+                    self.args = (outer._message(),)
+
+                def __getattr__(self, name):
+                    return getattr(outer.cause, name)
+
+                def __str__(self):
+                    return outer._message()
+
+            name = f"RayTaskError({cause_cls.__name__})"
+            cls.__name__ = name
+            cls.__qualname__ = name
+            return cls()
+        except TypeError:
+            return self
+
+
+class GetTimeoutError(RayError, TimeoutError):
+    """``get`` did not finish within its timeout."""
+
+
+class WorkerCrashedError(RayError):
+    """The worker process died while running the task, more often than
+    ``max_retries`` allowed."""
+
+
+class ObjectLostError(RayError):
+    """The object's value is gone (its owner or its store copy died)."""
+
+
+class TaskCancelledError(RayError):
+    """The task was cancelled."""
+
+
+class RayActorError(RayError):
+    """The actor died."""
+
+
+ActorDiedError = RayActorError

@@ -1,0 +1,100 @@
+"""A real nodeup node (bin/nodeup start --head) for the Python SDK's tests."""
+
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+import pytest
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+PYDIR = os.path.join(REPO, "python")
+NODEUP = os.environ.get("NODEUP_BIN", os.path.join(REPO, "bin", "nodeup"))
+
+if PYDIR not in sys.path:
+    sys.path.insert(0, PYDIR)
+
+import nodeup  # noqa: E402
+from nodeup import _protocol  # noqa: E402
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def until(what, cond, within=30.0):
+    """Polls cond until it returns a true value, at most within seconds."""
+    deadline = time.monotonic() + within
+    last = None
+    while time.monotonic() < deadline:
+        try:
+            v = cond()
+            if v:
+                return v
+        except Exception as e:  # not up yet
+            last = e
+        time.sleep(0.05)
+    raise AssertionError(f"{what} within {within} s (last error: {last})")
+
+
+class Node:
+    def __init__(self, tmp, cpus=2):
+        if not os.access(NODEUP, os.X_OK):
+            pytest.fail(f"{NODEUP} is missing: run `make build` first")
+        self.tmp = tmp
+        self.data = os.path.join(tmp, "data")
+        self.port = free_port()
+        # TMPDIR keeps the node's current-address file (wire.CurrentAddressFile)
+        # inside the test's directory, away from any node of the machine's user.
+        self.env = dict(os.environ, TMPDIR=tmp)
+        self.env.pop("NODEUP_ADDRESS", None)
+        self.log = open(os.path.join(tmp, "node.log"), "wb")
+        self.proc = subprocess.Popen(
+            [NODEUP, "start", "--head", "--bind", "127.0.0.1", "--port", str(self.port),
+             "--gossip-port", str(free_port()), "--http-port", "-1", "--data-dir", self.data,
+             "--num-cpus", str(cpus), "--python", sys.executable],
+            env=self.env, stdout=self.log, stderr=subprocess.STDOUT)
+        self.address = f"127.0.0.1:{self.port}"
+        until("node serves a cluster view holding itself alive", self._ready)
+
+    def _ready(self):
+        if self.proc.poll() is not None:
+            raise AssertionError(f"node exited with {self.proc.returncode}; see {self.log.name}")
+        c = _protocol.Conn(self.address, timeout=1)
+        try:
+            nodes = c.call("Sched.ClusterView", {}, timeout=2).get("Nodes") or []
+            return any(n.get("Alive") for n in nodes)
+        finally:
+            c.close()
+
+    def stop(self):
+        self.proc.terminate()
+        try:
+            self.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.log.close()
+
+
+@pytest.fixture(scope="session")
+def node():
+    with tempfile.TemporaryDirectory(prefix="nodeup-pytest-") as tmp:
+        n = Node(tmp)
+        try:
+            yield n
+        finally:
+            n.stop()
+
+
+@pytest.fixture
+def ray(node):
+    nodeup.init(address=node.address)
+    try:
+        yield nodeup
+    finally:
+        nodeup.shutdown()
