@@ -202,15 +202,24 @@ func TestObjectChurn(t *testing.T) {
 			m = *x
 		}
 	}
+	// Reference counting frees what the driver drops: a 40 MiB store, room
+	// for two 16 MiB Puts, carries the whole run.
 	m.StoreBytes = 40 << 20
-	start := time.Now()
 	res := runMetric(ctx, e, &m)
-	t.Logf("40 MiB store: %s in %v", res[0].Error, time.Since(start))
-	if !strings.Contains(res[0].Error, "object_store_full after 1 Puts of 16 MiB and 1 chain steps") || res[0].Runs != 1 || !(res[0].Value > 0) {
-		t.Fatalf("a full store: %+v", res[0])
+	if res[0].Error != "" || !(res[0].Value > 0) {
+		t.Fatalf("object_churn on a 40 MiB store: %+v", res[0])
 	}
-	if p, n := res[1], res[2]; p.Runs != 1 || p.Value < 36<<20 || p.Value > 40<<20 || n.Value != 2 {
-		t.Errorf("on a full 40 MiB store: peak store use %+v, operations %+v; want 36 to 40 MiB after 2", p, n)
+	if p := res[1]; p.Max > 40<<20 || !(p.Max > 0) {
+		t.Errorf("on a 40 MiB store: peak store use %+v", p)
+	}
+	// A store smaller than one Put fills at once: the run ends with
+	// object_store_full and what it measured, instead of hanging.
+	m.StoreBytes = 8 << 20
+	start := time.Now()
+	res = runMetric(ctx, e, &m)
+	t.Logf("8 MiB store: %s in %v", res[0].Error, time.Since(start))
+	if !strings.Contains(res[0].Error, "object_store_full after 0 Puts") {
+		t.Fatalf("a full store: %+v", res[0])
 	}
 }
 

@@ -159,7 +159,9 @@ func pinnedConfig(pin string) *tls.Config {
 // cluster CA, or plaintext with --insecure.
 func (n *Node) dialNode(ctx context.Context, addr string) (net.Conn, error) {
 	c, err := n.dialTCP(ctx, addr)
-	if err != nil || n.sec.insecure {
+	if err != nil || n.sec.insecure || strings.HasPrefix(addr, rpc.UnixPrefix) {
+		// The node's own Unix socket (its calls to itself, listenSocket)
+		// speaks plaintext: the peer's credentials authenticate it.
 		return c, err
 	}
 	tc := tls.Client(c, n.sec.clientConfig())

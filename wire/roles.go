@@ -60,6 +60,15 @@ var MethodRoles = map[string]pki.Role{
 	MethodPGPrepare:      pki.RoleAdmin,
 	MethodPGCommit:       pki.RoleAdmin,
 	MethodPGReturn:       pki.RoleAdmin,
+	// Cluster identity (issue 15): joining with a join token, renewal and
+	// the gossip keyring between nodes, token administration.
+	MethodNodeJoin:      pki.RoleJoin,
+	MethodNodeRenew:     pki.RoleAdmin,
+	MethodKeyringSet:    pki.RoleAdmin,
+	MethodKeyringRotate: pki.RoleAdmin,
+	MethodTokenCreate:   pki.RoleAdmin,
+	MethodTokenList:     pki.RoleAdmin,
+	MethodTokenRevoke:   pki.RoleAdmin,
 	// Served by core workers (drivers and worker processes).
 	MethodPushTask:         pki.RoleSubmit,
 	MethodLeaseRevoke:      pki.RoleAdmin,
