@@ -226,3 +226,24 @@ func processExists(pid int) bool {
 	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
 	return len(f) > 0 && f[0] != "Z"
 }
+
+// A working dir over the node's cap is refused before anything is
+// fetched or unpacked, naming the sizes and the flag that sets the cap.
+func TestJobSubmitOverTheWorkingDirCap(t *testing.T) {
+	nd := testCluster(t, 1, func(_ int, c *Config) { c.Insecure = true; c.MaxWorkingDirBytes = 4096 })[0]
+	waitFormed(t, []*Node{nd}, 1, 1)
+	big := craftTar(t, tarEntry{"big", tar.TypeReg, strings.Repeat("x", 8192)})
+	m := chunkUp(t, nd, big)
+	_, err := nd.jobSubmit(context.Background(), &wire.JobSubmitRequest{ID: "big", Entrypoint: []string{"true"}, Manifest: m})
+	if err == nil || !strings.Contains(err.Error(), "--max-working-dir") || !strings.Contains(err.Error(), "at most 4096") {
+		t.Fatalf("submit of a %d-byte working dir to a node capped at 4096: %v", len(big), err)
+	}
+	// A manifest whose chunk count does not match its size is refused too.
+	m.Size, m.Chunks = 100, append(m.Chunks, m.Chunks[0])
+	if _, err := nd.jobSubmit(context.Background(), &wire.JobSubmitRequest{ID: "odd", Entrypoint: []string{"true"}, Manifest: m}); err == nil {
+		t.Fatal("a manifest of 2 chunks for 100 bytes was accepted")
+	}
+	if r, _ := nd.fsm.State().JobByID("big"); r != nil {
+		t.Fatalf("a refused job was recorded: %+v", r)
+	}
+}
