@@ -121,11 +121,16 @@ func chunkUp(t *testing.T, nd *Node, b []byte) *wire.JobManifest {
 	return m
 }
 
+// jobOn is job id's record in nd's copy of the state, an empty PENDING
+// one while nd has not seen it yet (followers trail the leader).
 func jobOn(t *testing.T, nd *Node, id string) *wire.JobRecord {
 	t.Helper()
 	rec, err := nd.fsm.State().JobByID(id)
-	if err != nil || rec == nil {
-		t.Fatalf("job %s on %s: %v, %v", id, nd.Name(), rec, err)
+	if err != nil {
+		t.Fatalf("job %s on %s: %v", id, nd.Name(), err)
+	}
+	if rec == nil {
+		return &wire.JobRecord{ID: id, Status: wire.JobPending, Message: "not seen yet on " + nd.Name()}
 	}
 	return rec
 }
@@ -212,7 +217,7 @@ func TestJobSubmitRunsOnTheResourceNodeAndSurvivesLeaderLoss(t *testing.T) {
 	if processExists(pid) {
 		t.Errorf("job on-leader's process %d outlived its node", pid)
 	}
-	if r := jobOn(t, runner, "reads-data"); r.Status != wire.JobFailed || r.ExitCode != 7 {
+	if r := jobOn(t, runner, "reads-data"); r.Status != wire.JobFailed || r.ExitCode != 7 || r.CreateIndex == 0 {
 		t.Fatalf("reads-data after the leader's loss: %s exit %d", r.Status, r.ExitCode)
 	}
 }
@@ -245,5 +250,36 @@ func TestJobSubmitOverTheWorkingDirCap(t *testing.T) {
 	}
 	if r, _ := nd.fsm.State().JobByID("big"); r != nil {
 		t.Fatalf("a refused job was recorded: %+v", r)
+	}
+}
+
+// A job the table says runs on this node, from before the node's
+// supervisor started (the node restarted under its ID before the leader
+// saw it dead), is recorded FAILED by the node itself.
+func TestJobOrphanedByARestartFails(t *testing.T) {
+	nd := testCluster(t, 1, insecure)[0]
+	waitFormed(t, []*Node{nd}, 1, 1)
+	ctx := context.Background()
+	before := nd.jobs.since.Add(-time.Minute).UnixNano()
+	orphan := &wire.JobRecord{ID: "orphan", Status: wire.JobPending, Entrypoint: []string{"sleep", "1"}, NodeID: nd.ID(), NodeName: nd.Name(), SubmittedAt: before}
+	if err := nd.writeJob(ctx, orphan, true); err != nil {
+		t.Fatal(err)
+	}
+	orphan.Status, orphan.StartedAt, orphan.PID = wire.JobRunning, before, 12345
+	if err := nd.writeJob(ctx, orphan, false); err != nil {
+		t.Fatal(err)
+	}
+	// One of this run's jobs is left alone.
+	if _, err := nd.jobSubmit(ctx, &wire.JobSubmitRequest{ID: "current", Entrypoint: []string{"sleep", "30"}}); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Until(t, 10*time.Second, "the orphan FAILED", func() error {
+		if r := jobOn(t, nd, "orphan"); r.Status != wire.JobFailed || !strings.Contains(r.Message, "restarted") {
+			return fmt.Errorf("%s: %s", r.Status, r.Message)
+		}
+		return nil
+	})
+	if r := jobOn(t, nd, "current"); r.Status != wire.JobRunning {
+		t.Fatalf("this run's job: %s: %s", r.Status, r.Message)
 	}
 }

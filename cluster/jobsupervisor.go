@@ -34,6 +34,10 @@ type jobSupervisor struct {
 
 	mu    sync.Mutex
 	procs map[string]*jobProc
+
+	// since is when this supervisor started: a job the table says runs
+	// here and that began before it is an orphan of an earlier run.
+	since time.Time
 }
 
 // jobProc is one running entrypoint.
@@ -46,7 +50,7 @@ type jobProc struct {
 
 func newJobSupervisor(n *Node) *jobSupervisor {
 	root := n.dir.file("jobs")
-	return &jobSupervisor{n: n, root: root, chunks: jobChunks{dir: filepath.Join(root, "chunks")}, procs: map[string]*jobProc{}}
+	return &jobSupervisor{n: n, root: root, chunks: jobChunks{dir: filepath.Join(root, "chunks")}, procs: map[string]*jobProc{}, since: time.Now()}
 }
 
 func (s *jobSupervisor) emptyDir() string { return filepath.Join(s.root, "empty") }
@@ -300,4 +304,42 @@ func (b *boundedLog) Write(p []byte) (int, error) {
 		fmt.Fprintf(b.f, "\nnodeup: this job's log reached %d bytes (--max-job-log); the rest is dropped\n", b.max)
 	}
 	return len(p), nil
+}
+
+// orphanInterval is how often a node looks for jobs the table says run
+// here that its supervisor does not hold.
+const orphanInterval = 2 * time.Second
+
+// failOrphans records FAILED, until the node stops, every job the table
+// says is PENDING or RUNNING on this node but that started (or was
+// submitted) before this supervisor did: the node restarted under the
+// same ID before the leader saw it dead, and the process is gone.
+func (s *jobSupervisor) failOrphans(ctx context.Context) {
+	t := time.NewTicker(orphanInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		jobs, err := s.n.fsm.State().Jobs()
+		if err != nil {
+			continue
+		}
+		for _, j := range jobs {
+			began := max(j.StartedAt, j.SubmittedAt)
+			if j.Status.Final() || j.NodeID != s.n.ID() || began >= s.since.UnixNano() || s.running(j.ID) != nil {
+				continue
+			}
+			failed := j.Copy()
+			failed.Status, failed.ExitCode, failed.EndedAt, failed.PID = wire.JobFailed, -1, time.Now().UnixNano(), 0
+			failed.Message = fmt.Sprintf("node %s restarted while the job ran", s.n.Name())
+			if err := s.n.writeJob(ctx, failed, false); err != nil {
+				s.n.logger.Warn("record an orphaned job failed", "job", j.ID, "err", err)
+				continue
+			}
+			s.n.logger.Info("job failed: this node restarted while it ran", "job", j.ID)
+		}
+	}
 }
