@@ -12,7 +12,10 @@ import (
 	"path"
 	"path/filepath"
 	"slices"
+	"sort"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/nodeup/nodeup/wire"
 )
@@ -40,21 +43,32 @@ const maxArchiveEntries = 100000
 // maxArchiveName bounds an entry's path (and a link's target), in bytes.
 const maxArchiveName = 1024
 
-// jobChunks is a node's chunk cache, <data-dir>/jobs/chunks/<sha256>.
+// chunkCacheDirs is how many working dirs of the largest size the chunk
+// cache keeps: past that, the least recently written chunks go.
+const chunkCacheDirs = 4
+
+// jobChunks is a node's chunk cache, <data-dir>/jobs/chunks/<sha256>,
+// bounded to max bytes: an upload past it evicts the oldest chunks (a
+// submit whose chunks went meanwhile is refused, naming how many are
+// missing, and the CLI's next try uploads them again).
 type jobChunks struct {
 	dir string
+	max int64
+
+	mu   sync.Mutex
+	size int64 // bytes in dir; -1 until counted
 }
 
-func (c jobChunks) path(hash string) string { return filepath.Join(c.dir, hash) }
+func (c *jobChunks) path(hash string) string { return filepath.Join(c.dir, hash) }
 
 // has reports whether the chunk named hash is cached.
-func (c jobChunks) has(hash string) bool {
+func (c *jobChunks) has(hash string) bool {
 	_, err := os.Stat(c.path(hash))
 	return err == nil
 }
 
 // put stores data as the chunk hash after checking its size and hash.
-func (c jobChunks) put(hash string, data []byte) error {
+func (c *jobChunks) put(hash string, data []byte) error {
 	if err := wire.CheckChunkHash(hash); err != nil {
 		return err
 	}
@@ -83,11 +97,60 @@ func (c jobChunks) put(hash string, data []byte) error {
 	if err := tmp.Close(); err != nil {
 		return err
 	}
-	return os.Rename(tmp.Name(), c.path(hash))
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.size < 0 {
+		c.size = 0
+		ents, _ := os.ReadDir(c.dir)
+		for _, e := range ents {
+			if fi, err := e.Info(); err == nil && !strings.HasPrefix(e.Name(), "tmp-") {
+				c.size += fi.Size()
+			}
+		}
+	}
+	if err := os.Rename(tmp.Name(), c.path(hash)); err != nil {
+		return err
+	}
+	c.size += int64(len(data))
+	if c.size > c.max {
+		c.evict(hash)
+	}
+	return nil
+}
+
+// evict removes the oldest chunks but keep until the cache holds at most
+// three quarters of its cap. c.mu is held.
+func (c *jobChunks) evict(keep string) {
+	ents, err := os.ReadDir(c.dir)
+	if err != nil {
+		return
+	}
+	type chunk struct {
+		name string
+		size int64
+		mod  time.Time
+	}
+	var cs []chunk
+	for _, e := range ents {
+		fi, err := e.Info()
+		if err != nil || e.Name() == keep || strings.HasPrefix(e.Name(), "tmp-") {
+			continue
+		}
+		cs = append(cs, chunk{e.Name(), fi.Size(), fi.ModTime()})
+	}
+	sort.Slice(cs, func(i, j int) bool { return cs[i].mod.Before(cs[j].mod) })
+	for _, ch := range cs {
+		if c.size <= c.max/4*3 {
+			return
+		}
+		if os.Remove(filepath.Join(c.dir, ch.name)) == nil {
+			c.size -= ch.size
+		}
+	}
 }
 
 // get reads a cached chunk.
-func (c jobChunks) get(hash string) ([]byte, error) {
+func (c *jobChunks) get(hash string) ([]byte, error) {
 	if err := wire.CheckChunkHash(hash); err != nil {
 		return nil, err
 	}
@@ -125,7 +188,7 @@ func checkManifest(m *wire.JobManifest, maxBytes int64) error {
 // jobChunkReader reads the archive a manifest names from cached chunks,
 // checking each chunk's length (all but the last full).
 type jobChunkReader struct {
-	c      jobChunks
+	c      *jobChunks
 	m      *wire.JobManifest
 	i      int
 	cur    []byte

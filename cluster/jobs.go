@@ -224,9 +224,29 @@ func (n *Node) jobSubmit(ctx context.Context, req *wire.JobSubmitRequest) (*wire
 		if werr := n.writeJob(context.WithoutCancel(ctx), failed, false); werr != nil {
 			n.logger.Warn("record a job that failed to start", "job", rec.ID, "err", werr)
 		}
+		n.waitJobSeen(ctx, failed.ID)
 		return failed, nil
 	}
+	n.waitJobSeen(ctx, out.ID)
 	return out, nil
+}
+
+// waitJobSeen waits (up to a few seconds) until this node's copy of the
+// state holds job id past PENDING, so the caller's next Job.Get or
+// Job.Logs here finds it: a follower trails the leader's commit.
+func (n *Node) waitJobSeen(ctx context.Context, id string) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	for {
+		if rec, err := n.fsm.State().JobByID(id); err != nil || (rec != nil && rec.Status != wire.JobPending) {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
 }
 
 func truncate(s string, n int) string {

@@ -283,3 +283,28 @@ func TestJobOrphanedByARestartFails(t *testing.T) {
 		t.Fatalf("this run's job: %s: %s", r.Status, r.Message)
 	}
 }
+
+// The chunk cache stays under its cap: uploads past it evict the oldest
+// chunks, never the one just written.
+func TestJobChunkCacheIsBounded(t *testing.T) {
+	t.Parallel()
+	c := &jobChunks{dir: t.TempDir(), max: 10 << 10, size: -1}
+	var last string
+	for i := 0; i < 40; i++ {
+		data := bytes.Repeat([]byte{byte(i)}, 1<<10)
+		sum := sha256.Sum256(data)
+		last = hex.EncodeToString(sum[:])
+		if err := c.put(last, data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var total int64
+	ents, _ := os.ReadDir(c.dir)
+	for _, e := range ents {
+		fi, _ := e.Info()
+		total += fi.Size()
+	}
+	if total > c.max || !c.has(last) {
+		t.Fatalf("cache holds %d bytes in %d chunks (cap %d), latest kept: %v", total, len(ents), c.max, c.has(last))
+	}
+}

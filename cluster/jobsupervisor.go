@@ -28,7 +28,7 @@ import (
 type jobSupervisor struct {
 	n      *Node
 	root   string // <data-dir>/jobs
-	chunks jobChunks
+	chunks *jobChunks
 
 	unpackMu sync.Mutex // one unpack at a time: the cache is per manifest
 
@@ -50,7 +50,7 @@ type jobProc struct {
 
 func newJobSupervisor(n *Node) *jobSupervisor {
 	root := n.dir.file("jobs")
-	return &jobSupervisor{n: n, root: root, chunks: jobChunks{dir: filepath.Join(root, "chunks")}, procs: map[string]*jobProc{}, since: time.Now()}
+	return &jobSupervisor{n: n, root: root, chunks: &jobChunks{dir: filepath.Join(root, "chunks"), max: chunkCacheDirs * n.cfg.MaxWorkingDirBytes, size: -1}, procs: map[string]*jobProc{}, since: time.Now()}
 }
 
 func (s *jobSupervisor) emptyDir() string { return filepath.Join(s.root, "empty") }
