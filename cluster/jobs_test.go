@@ -308,3 +308,36 @@ func TestJobChunkCacheIsBounded(t *testing.T) {
 		t.Fatalf("cache holds %d bytes in %d chunks (cap %d), latest kept: %v", total, len(ents), c.max, c.has(last))
 	}
 }
+
+// Unpacked working dirs are kept per content hash, reused, and pruned to
+// 2*chunkCacheDirs, never one a running job uses.
+func TestJobWorkingDirsArePruned(t *testing.T) {
+	nd := testCluster(t, 1, insecure)[0]
+	var first string
+	for i := 0; i < 3*chunkCacheDirs; i++ {
+		m := chunkUp(t, nd, craftTar(t, tarEntry{"f", tar.TypeReg, fmt.Sprint(i)}))
+		wd, err := nd.jobs.unpack(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if again, err := nd.jobs.unpack(m); err != nil || again != wd {
+			t.Fatalf("second unpack of the same dir: %s, %v; want the cached %s", again, err, wd)
+		}
+		if i == 0 {
+			first = wd
+			nd.jobs.mu.Lock()
+			nd.jobs.procs["uses-first"] = &jobProc{wd: wd, rec: &wire.JobRecord{ID: "uses-first"}, done: make(chan struct{})}
+			nd.jobs.mu.Unlock()
+		}
+	}
+	ents, _ := os.ReadDir(filepath.Dir(first))
+	if len(ents) > 2*chunkCacheDirs+1 {
+		t.Fatalf("%d unpacked working dirs kept, want at most %d (+1 in use)", len(ents), 2*chunkCacheDirs)
+	}
+	if _, err := os.Stat(filepath.Join(first, "f")); err != nil {
+		t.Fatalf("the dir a running job uses was pruned: %v", err)
+	}
+	nd.jobs.mu.Lock()
+	delete(nd.jobs.procs, "uses-first")
+	nd.jobs.mu.Unlock()
+}

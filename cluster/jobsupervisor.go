@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -44,6 +45,7 @@ type jobSupervisor struct {
 type jobProc struct {
 	rec      *wire.JobRecord // as recorded RUNNING
 	pgid     int
+	wd       string
 	done     chan struct{}
 	stopping atomic.Bool
 }
@@ -75,6 +77,8 @@ func (s *jobSupervisor) unpack(m *wire.JobManifest) (string, error) {
 	defer s.unpackMu.Unlock()
 	dst := filepath.Join(s.root, "wd", manifestHash(m))
 	if _, err := os.Stat(dst); err == nil {
+		now := time.Now()
+		_ = os.Chtimes(dst, now, now) // newest: the last pruneDirs takes
 		return dst, nil
 	}
 	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
@@ -96,7 +100,41 @@ func (s *jobSupervisor) unpack(m *wire.JobManifest) (string, error) {
 		os.RemoveAll(tmp)
 		return "", err
 	}
+	s.pruneDirs(dst)
 	return dst, nil
+}
+
+// pruneDirs keeps at most 2*chunkCacheDirs unpacked working dirs: the
+// oldest that no running job uses go (keep, just unpacked, stays).
+func (s *jobSupervisor) pruneDirs(keep string) {
+	parent := filepath.Dir(keep)
+	ents, err := os.ReadDir(parent)
+	if err != nil || len(ents) <= 2*chunkCacheDirs {
+		return
+	}
+	s.mu.Lock()
+	inUse := map[string]bool{keep: true}
+	for _, p := range s.procs {
+		inUse[p.wd] = true
+	}
+	s.mu.Unlock()
+	type dir struct {
+		path string
+		mod  time.Time
+	}
+	var ds []dir
+	for _, e := range ents {
+		path := filepath.Join(parent, e.Name())
+		if fi, err := e.Info(); err == nil && e.IsDir() && !inUse[path] && !strings.HasPrefix(e.Name(), ".tmp-") {
+			ds = append(ds, dir{path, fi.ModTime()})
+		}
+	}
+	sort.Slice(ds, func(i, j int) bool { return ds[i].mod.Before(ds[j].mod) })
+	for i := 0; i < len(ents)-2*chunkCacheDirs && i < len(ds); i++ {
+		if err := os.RemoveAll(ds[i].path); err != nil {
+			s.n.logger.Warn("remove an old job working dir", "dir", ds[i].path, "err", err)
+		}
+	}
 }
 
 // jobEnv is the entrypoint's environment: the node's own, less the
@@ -150,7 +188,7 @@ func (s *jobSupervisor) start(ctx context.Context, rec *wire.JobRecord, wd strin
 	running := rec.Copy()
 	running.Status, running.PID, running.StartedAt = wire.JobRunning, cmd.Process.Pid, time.Now().UnixNano()
 	running.Message = "running on node " + s.n.Name()
-	p := &jobProc{rec: running, pgid: cmd.Process.Pid, done: make(chan struct{})}
+	p := &jobProc{rec: running, pgid: cmd.Process.Pid, wd: wd, done: make(chan struct{})}
 	s.mu.Lock()
 	s.procs[rec.ID] = p
 	s.mu.Unlock()
@@ -221,7 +259,7 @@ func (s *jobSupervisor) stop(id string, grace time.Duration) bool {
 	s.mu.Lock()
 	p := s.procs[id]
 	s.mu.Unlock()
-	if p == nil {
+	if p == nil || p.pgid <= 0 {
 		return false
 	}
 	p.stopping.Store(true)
@@ -242,7 +280,9 @@ func (s *jobSupervisor) killAll() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, p := range s.procs {
-		_ = syscall.Kill(-p.pgid, syscall.SIGKILL)
+		if p.pgid > 0 { // -0 would be this node's own group
+			_ = syscall.Kill(-p.pgid, syscall.SIGKILL)
+		}
 	}
 }
 
