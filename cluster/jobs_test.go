@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
 	"github.com/nodeup/nodeup/internal/testutil"
 	"github.com/nodeup/nodeup/sched"
 	"github.com/nodeup/nodeup/wire"
@@ -340,4 +342,28 @@ func TestJobWorkingDirsArePruned(t *testing.T) {
 	nd.jobs.mu.Lock()
 	delete(nd.jobs.procs, "uses-first")
 	nd.jobs.mu.Unlock()
+}
+
+// A node that stops kills its running jobs' process groups, and the
+// supervisor leaves no goroutine behind.
+func TestNodeStopKillsItsJobsAndLeavesNoGoroutines(t *testing.T) {
+	ignore := goleak.IgnoreCurrent()
+	nd := testCluster(t, 1, insecure)[0]
+	waitFormed(t, []*Node{nd}, 1, 1)
+	rec, err := nd.jobSubmit(context.Background(), &wire.JobSubmitRequest{ID: "long", Entrypoint: []string{"sh", "-c", "sleep 600 & wait"}})
+	if err != nil || rec.Status != wire.JobRunning || !processExists(rec.PID) {
+		t.Fatalf("job long: %+v, %v", rec, err)
+	}
+	if err := nd.Shutdown(); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Until(t, 5*time.Second, "the job's process gone", func() error {
+		if processExists(rec.PID) {
+			return fmt.Errorf("pid %d still runs", rec.PID)
+		}
+		return nil
+	})
+	goleak.VerifyNone(t, ignore,
+		goleak.IgnoreTopFunction("github.com/vmihailenco/msgpack/v5.cachedValue.func1"),
+		goleak.IgnoreTopFunction("github.com/hashicorp/memberlist.(*Memberlist).probeNode"))
 }
