@@ -3,6 +3,7 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -24,6 +25,13 @@ func Run(args []string) int {
 		return 1
 	}
 	if err := app.Run(reorderArgs(app, args)); err != nil {
+		var ec *exitCodeError
+		if errors.As(err, &ec) {
+			if ec.msg != "" {
+				fmt.Fprintln(os.Stderr, "nodeup: "+oneLine(ec.msg))
+			}
+			return ec.code
+		}
 		fmt.Fprintln(os.Stderr, "nodeup: "+oneLine(err.Error()))
 		return 1
 	}
@@ -59,6 +67,7 @@ func App() *ucli.App {
 			versionCommand(),
 			benchCommand(),
 			pythonCommand(),
+			jobCommand(),
 		},
 	}
 	for _, cmd := range app.Commands {

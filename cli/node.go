@@ -47,6 +47,7 @@ func nodeFlags() []ucli.Flag {
 		&ucli.BoolFlag{Name: "insecure", Usage: "no TLS between nodes, no CA, no tokens: for a laptop only (docs/security.md)"},
 		&ucli.StringFlag{Name: "token", EnvVars: []string{"NODEUP_TOKEN"}, Usage: "join token (nodeup1.…) printed by 'nodeup start --head' or made by 'nodeup token create'; needed once, at a node's first join"},
 		&ucli.StringFlag{Name: "token-file", Usage: "file holding the join token (instead of --token)"},
+		&ucli.StringFlag{Name: "max-working-dir", Usage: "largest working dir a submitted job may upload to this node, in bytes or with a unit (default 100MiB, as Ray's)"},
 		&ucli.StringFlag{Name: "python", Usage: "interpreter for Python jobs' workers (default: /usr/bin/python3 when it imports msgpack and cloudpickle, else python3)"},
 	}, gpuFlags()...)
 }
@@ -169,6 +170,11 @@ func nodeConfig(c *ucli.Context, head bool, peers []string) (cluster.Config, err
 		}
 	}
 	cfg.ObjectStorePrefault = c.Bool("object-store-prefault")
+	if s := c.String("max-working-dir"); s != "" {
+		if cfg.MaxWorkingDirBytes, err = parseBytes(s); err != nil || cfg.MaxWorkingDirBytes < 1 {
+			return cfg, fmt.Errorf("--max-working-dir %q: want a positive size such as 500MiB (%v)", s, err)
+		}
+	}
 	if cfg.Labels, err = parseLabels(c.String("labels")); err != nil {
 		return cfg, fmt.Errorf("--labels: %w", err)
 	}

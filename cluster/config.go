@@ -15,6 +15,7 @@ import (
 	"github.com/hashicorp/memberlist"
 
 	"github.com/nodeup/nodeup/sched"
+	"github.com/nodeup/nodeup/wire"
 )
 
 // Default ports. One TCP port carries RPC and Raft; memberlist uses TCP and
@@ -105,6 +106,16 @@ type Config struct {
 	// use the node's Unix socket (<data-dir>/nodeup.sock, mode 0660) as the
 	// local principal, besides the node's own user and root; "" for none.
 	SocketGroup string
+	// MaxWorkingDirBytes caps a submitted job's working dir, its archive
+	// and what it unpacks to (--max-working-dir); 0 means
+	// wire.DefaultMaxWorkingDirBytes (100 MiB, as Ray's).
+	MaxWorkingDirBytes int64
+	// JobStopGrace is how long `nodeup job stop` waits after SIGTERM
+	// before it SIGKILLs the job's process group; 0 means 10 s.
+	JobStopGrace time.Duration
+	// MaxJobLogBytes bounds each job's log file; output past it is
+	// dropped and the log says so. 0 means 64 MiB.
+	MaxJobLogBytes int64
 
 	// tokens, when set, turns enforcement on: every RPC is checked against
 	// wire.MethodRoles and tokens resolves the tokens clients present.
@@ -124,6 +135,15 @@ type Config struct {
 
 // Defaults returns a copy of c with unset fields filled in.
 func (c Config) Defaults() Config {
+	if c.MaxWorkingDirBytes <= 0 {
+		c.MaxWorkingDirBytes = wire.DefaultMaxWorkingDirBytes
+	}
+	if c.JobStopGrace <= 0 {
+		c.JobStopGrace = 10 * time.Second
+	}
+	if c.MaxJobLogBytes <= 0 {
+		c.MaxJobLogBytes = 64 << 20
+	}
 	if c.ClusterName == "" {
 		c.ClusterName = "nodeup"
 	}

@@ -36,6 +36,7 @@ func (n *Node) registerEndpoints() {
 	n.placementEndpoints()
 	n.tokenEndpoints()
 	n.keyringEndpoints()
+	n.jobEndpoints()
 }
 
 // registerJoinEndpoints serves a TLS connection without a node

@@ -178,6 +178,7 @@ func (n *Node) establishLeadership() *goGroup {
 		term.goCtx("leader-reconcile", n.reconcileLoop)
 		term.goCtx("actor-retry", n.actors.run)
 		term.goCtx("pg-retry", n.pgs.run)
+		term.goCtx("job-reap", n.reapJobs)
 	})
 	return term
 }

@@ -86,6 +86,7 @@ type Node struct {
 	objects   *objstore.Store
 	objectSvc *objectService // Obj.* endpoints and pulls from peers (objects.go)
 	drivers   driverWatch    // drivers registered here, ended jobs when they exit (drivers.go)
+	jobs      *jobSupervisor // submitted jobs run here (jobsupervisor.go)
 
 	gpus nodeGPUs    // the node's GPU devices (gpus.go)
 	disk *diskHealth // outcome of the latest writes to the data dir (disk.go)
@@ -207,6 +208,7 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	n.workers = newWorkerPool(n, n.workerPoolConfig())
 	n.actors = newActorManager(n)
 	n.pgs = newPGManager(n)
+	n.jobs = newJobSupervisor(n)
 	n.rpcServer = rpc.NewServer(n.logger.With("component", "rpc"), wire.ProtocolVersion)
 	if err := n.setupAuth(); err != nil {
 		return nil, err
@@ -241,6 +243,8 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	n.group.goFunc("agent", n.agentLoop)
 	n.group.goFunc("watch-disk", n.watchDisk)
 	n.group.goFunc("watch-drivers", n.watchDrivers)
+	n.group.goCtx("kill-jobs-at-stop", func(ctx context.Context) { <-ctx.Done(); n.jobs.killAll() })
+	n.group.goCtx("fail-orphan-jobs", n.jobs.failOrphans)
 	n.group.goCtx("reconnect", n.reconnectLoop)
 	if !cfg.Insecure {
 		n.group.goCtx("renew-cert", n.renewLoop)

@@ -42,6 +42,8 @@ const (
 	TokenCreateType MessageType = 9
 	// TokenRevokeType carries a TokenRevokeRequest.
 	TokenRevokeType MessageType = 10
+	// JobWriteType carries a JobWriteRequest.
+	JobWriteType MessageType = 11
 )
 
 // String returns the name of the message type, or "MessageType(n)" for an
@@ -70,6 +72,8 @@ func (t MessageType) String() string {
 		return "TokenCreate"
 	case TokenRevokeType:
 		return "TokenRevoke"
+	case JobWriteType:
+		return "JobWrite"
 	}
 	return fmt.Sprintf("MessageType(%d)", uint8(t))
 }
@@ -227,6 +231,7 @@ var requestTypes = map[MessageType]reflect.Type{
 	PlacementGroupWriteType: reflect.TypeFor[PlacementGroupWriteRequest](),
 	TokenCreateType:         reflect.TypeFor[TokenCreateRequest](),
 	TokenRevokeType:         reflect.TypeFor[TokenRevokeRequest](),
+	JobWriteType:            reflect.TypeFor[JobWriteRequest](),
 }
 
 // requestMatches reports whether req is the request struct (or a non-nil

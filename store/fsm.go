@@ -48,9 +48,10 @@ func (f *FSM) State() *StateStore {
 //
 //   - an error value (wrapping ErrMalformed, ErrUnknownMessageType,
 //     ErrInvalidRequest, ErrClusterIDMismatch, ErrNodeNotFound,
-//     ErrStaleIncarnation, ErrActorNotFound, ErrActorDead, ErrActorNameTaken, ErrTokenExists or
-//     ErrTokenNotFound) when the entry is rejected, in which case the
-//     state is unchanged;
+//     ErrStaleIncarnation, ErrActorNotFound, ErrActorDead,
+//     ErrActorNameTaken, ErrTokenExists, ErrTokenNotFound, ErrJobExists,
+//     ErrJobNotFound or ErrJobFinal) when the entry is rejected, in which
+//     case the state is unchanged;
 //   - *KVSetResult for a KVSet command;
 //   - *ActorRegisterResult for an ActorRegister command;
 //   - *PlacementGroupWriteResult for a PlacementGroupWrite command (its
@@ -139,6 +140,10 @@ func (f *FSM) apply(index uint64, t MessageType, req any) (any, error) {
 	case *TokenRevokeRequest:
 		if err := f.state.revokeToken(index, r.ID); err != nil {
 			return nil, fmt.Errorf("apply token revoke for %s: %w", r.ID, err)
+		}
+	case *JobWriteRequest:
+		if err := f.state.writeJob(index, r); err != nil {
+			return nil, fmt.Errorf("apply job write for %s: %w", r.Job.ID, err)
 		}
 	default:
 		return nil, fmt.Errorf("apply %v: %w", t, ErrUnknownMessageType)

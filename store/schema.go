@@ -34,6 +34,8 @@ const (
 	tablePGReserved = "placement_reserved"
 	// tableTokens holds *TokenRecord, indexed by "id" (TokenRecord.ID).
 	tableTokens = "tokens"
+	// tableJobs holds *JobRecord (submitted jobs), indexed by "id".
+	tableJobs = "jobs"
 )
 
 // indexLatest is the tableIndex key of the latest-change index.
@@ -95,6 +97,7 @@ func stateSchema() *memdb.DBSchema {
 		table(tablePGReserved, stringIndex("id", "NodeID", true)),
 		table(tableIndex, stringIndex("id", "Key", true)),
 		table(tableTokens, stringIndex("id", "ID", true)),
+		table(tableJobs, stringIndex("id", "ID", true)),
 	}
 	db := &memdb.DBSchema{Tables: map[string]*memdb.TableSchema{}}
 	for _, t := range tables {

@@ -18,7 +18,7 @@ import (
 //	records zero or more of: record type (msgpack uint8) + msgpack body
 //	          recordMeta -> ClusterMeta, recordNode -> Node, recordKV -> KVEntry,
 //	          recordActor -> Actor, recordPlacementGroup -> PlacementGroup,
-//	          recordToken -> TokenRecord
+//	          recordToken -> TokenRecord, recordJob -> JobRecord
 //	end     recordEnd (msgpack uint8), no body
 //
 // The end marker makes a truncated stream detectable. Record type numbers are
@@ -41,7 +41,9 @@ const (
 	recordPlacementGroup snapshotRecordType = 5
 	// recordToken carries a TokenRecord (the secret's hash, never the secret).
 	recordToken snapshotRecordType = 6
-	recordEnd   snapshotRecordType = 0xff
+	// recordJob carries a JobRecord (a submitted job).
+	recordJob snapshotRecordType = 7
+	recordEnd snapshotRecordType = 0xff
 )
 
 // snapshotHeader opens a snapshot stream.
@@ -109,7 +111,7 @@ func (s *fsmSnapshot) write(w io.Writer) error {
 	for _, tb := range []struct {
 		name string
 		rec  snapshotRecordType
-	}{{tableNodes, recordNode}, {tableKV, recordKV}, {tableActors, recordActor}, {tablePGs, recordPlacementGroup}, {tableTokens, recordToken}} {
+	}{{tableNodes, recordNode}, {tableKV, recordKV}, {tableActors, recordActor}, {tablePGs, recordPlacementGroup}, {tableTokens, recordToken}, {tableJobs, recordJob}} {
 		it, err := txn.Get(tb.name, "id")
 		if err != nil {
 			return fmt.Errorf("read %s: %w", tb.name, err)
@@ -270,6 +272,17 @@ func readSnapshot(r io.Reader) (*memdb.MemDB, error) {
 			}
 			if err := txn.Insert(tableTokens, tok); err != nil {
 				return nil, fmt.Errorf("restore token %s: %w", tok.ID, err)
+			}
+		case recordJob:
+			j := new(JobRecord)
+			if err := dec.Decode(j); err != nil {
+				return nil, fmt.Errorf("read record %d (job): %w", n, err)
+			}
+			if err := validJob(j); err != nil {
+				return nil, fmt.Errorf("record %d: %w", n, err)
+			}
+			if err := txn.Insert(tableJobs, j); err != nil {
+				return nil, fmt.Errorf("restore job %s: %w", j.ID, err)
 			}
 		default:
 			return nil, fmt.Errorf("record %d: unknown record type %d", n, t)
