@@ -60,6 +60,16 @@ var MethodRoles = map[string]pki.Role{
 	MethodPGPrepare:      pki.RoleAdmin,
 	MethodPGCommit:       pki.RoleAdmin,
 	MethodPGReturn:       pki.RoleAdmin,
+	// Tokens, joining and keys (issue 15): tokens and the gossip keyring
+	// are the operator's (admin); a joining node holds a join token;
+	// renewal is between nodes.
+	MethodTokenCreate:   pki.RoleAdmin,
+	MethodTokenList:     pki.RoleAdmin,
+	MethodTokenRevoke:   pki.RoleAdmin,
+	MethodNodeJoin:      pki.RoleJoin,
+	MethodNodeRenew:     pki.RoleAdmin,
+	MethodKeyringRotate: pki.RoleAdmin,
+	MethodKeyringSet:    pki.RoleAdmin,
 	// A core worker resolving a token presented to it; any holder of a
 	// submit token (a job's own) may ask, and learns only the token's
 	// role and job.
