@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"time"
 
@@ -66,12 +67,37 @@ func (n *Node) waitJobToken(ctx context.Context, job string) (string, error) {
 }
 
 // jobTokenFor is the token a worker process of job gets (EnvJobToken): ""
-// on an --insecure node; an error when a secure node cannot find it.
+// on an --insecure node; an error when a secure node cannot find it. The
+// job of an actor's incarnation (actorJobID), whose nested tasks lease
+// workers under it, has the token of the job that created the actor.
 func (n *Node) jobTokenFor(ctx context.Context, job string) (string, error) {
 	if !n.secure() {
 		return "", nil
 	}
+	if id, ok := actorOfJobID(job); ok {
+		a, err := n.fsm.State().ActorByID(id)
+		if err != nil {
+			return "", err
+		}
+		if a != nil {
+			job = a.JobID
+		}
+	}
 	return n.waitJobToken(ctx, job)
+}
+
+// actorOfJobID returns the actor ID of an actor incarnation's job ID
+// (actorJobID's "a-<actor>-<incarnation>"), false for another job ID.
+func actorOfJobID(job string) (string, bool) {
+	rest, ok := strings.CutPrefix(job, "a-")
+	i := strings.LastIndexByte(rest, '-')
+	if !ok || i <= 0 {
+		return "", false
+	}
+	if _, err := strconv.Atoi(rest[i+1:]); err != nil {
+		return "", false
+	}
+	return rest[:i], true
 }
 
 // workerToken is the token the node presents when it calls its worker

@@ -128,3 +128,12 @@ func TestNoJobTokenWhenInsecure(t *testing.T) {
 		t.Fatalf("jobTokenFor = %q, %v; want none", tok, err)
 	}
 }
+
+func TestActorOfJobID(t *testing.T) {
+	for job, want := range map[string]string{actorJobID("ab12-cd", 3): "ab12-cd", actorJobID("x", 0): "x", "1a2b3c4d": "", "a-": "", "a-x-y": "", "a--1": ""} {
+		got, ok := actorOfJobID(job)
+		if got != want || ok != (want != "") {
+			t.Errorf("actorOfJobID(%q) = %q, %v; want %q", job, got, ok, want)
+		}
+	}
+}
