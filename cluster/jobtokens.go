@@ -29,8 +29,15 @@ const jobTokenWait = 10 * time.Second
 func (n *Node) secure() bool { return !n.sec.insecure && n.sec.ca != nil }
 
 // mintJobToken makes job's token at the leader and waits until this node's
-// state holds it, so that a worker started here right after finds it.
+// state holds it, so that a worker started here right after finds it. A
+// job registered again (a retried Job.Register) keeps the token it has:
+// all its processes must hold the same one.
 func (n *Node) mintJobToken(ctx context.Context, job string) (string, error) {
+	if rec, err := n.fsm.State().JobToken(job); err != nil {
+		return "", err
+	} else if rec != nil {
+		return rec.JobToken, nil
+	}
 	var resp wire.TokenCreateResponse
 	if err := n.forward(ctx, wire.MethodTokenCreate, &wire.TokenCreateRequest{Role: string(pki.RoleSubmit), Job: job}, &resp); err != nil {
 		return "", err

@@ -58,6 +58,9 @@ func TestJobTokenMintedCheckedAndRevoked(t *testing.T) {
 	if !strings.HasPrefix(rep.JobToken, "nodeup1.") {
 		t.Fatalf("JobRegisterReply.JobToken = %q, want a token", rep.JobToken)
 	}
+	if again := registerTestJob(t, ctx, follower, "jobtok1"); again.JobToken != rep.JobToken {
+		t.Fatalf("a second Job.Register of the job made another token: %q, want %q", again.JobToken, rep.JobToken)
+	}
 	check := func(nd *Node, tok string) (*wire.AuthCheckReply, error) {
 		var r wire.AuthCheckReply
 		err := nd.pool.Call(ctx, nd.RPCAddr(), wire.MethodAuthCheck, &wire.AuthCheckRequest{Token: tok}, &r)
