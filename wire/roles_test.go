@@ -17,7 +17,7 @@ func TestRoleTableMatchesDocs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	row := regexp.MustCompile("(?m)^\\| `(read|submit|admin)`[^|]* \\| (.+) \\|$")
+	row := regexp.MustCompile("(?m)^\\| `(read|submit|join|admin)`[^|]* \\| (.+) \\|$")
 	documented := map[string]pki.Role{}
 	for _, m := range row.FindAllStringSubmatch(string(doc), -1) {
 		for _, method := range regexp.MustCompile("`([^`]+)`").FindAllStringSubmatch(m[2], -1) {
