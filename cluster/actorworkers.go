@@ -77,7 +77,12 @@ func (n *Node) actorStart(ctx context.Context, req *wire.ActorStartRequest) (*wi
 	if req.JobNamespace != "" {
 		env = []string{wire.EnvNamespace + "=" + req.JobNamespace}
 	}
-	spec := procSpec{job: actorJobID(req.ActorID, req.Incarnation), actor: req.ActorID, lang: req.Language, binHash: req.BinaryHash, env: env, envVars: req.EnvVars, gpus: l.gpus}
+	token, err := p.jobToken(ctx, req.JobID)
+	if err != nil {
+		n.local.release(l.id)
+		return nil, &rpc.Error{Code: wire.CodeWorkerFailed, Message: err.Error()}
+	}
+	spec := procSpec{job: actorJobID(req.ActorID, req.Incarnation), actor: req.ActorID, lang: req.Language, binHash: req.BinaryHash, env: env, envVars: req.EnvVars, gpus: l.gpus, token: token}
 	w, err := p.startActor(spec, req.Incarnation, l.id)
 	if err != nil {
 		n.local.release(l.id)

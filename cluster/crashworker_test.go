@@ -93,6 +93,7 @@ func TestActorConstructorCrashIsWorkerCrashed(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	registerTestJob(t, ctx, n, "c0ffee02") // its workers get the job's token
 	_, err = n.actorStart(ctx, &wire.ActorStartRequest{ActorID: "c0ffee01", JobID: "c0ffee02", Class: "C", Constructor: "C",
 		Resources: sched.ResourceSet{sched.CPU: sched.QuantityOf(1)}, MaxConcurrency: 1, BinaryHash: hash,
 		EnvVars: map[string]string{fakeWorkerVar: "crash-in-constructor"}})

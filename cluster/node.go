@@ -148,6 +148,7 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	n.pool.SetDialer(n.dialNode)
 	n.localPool = rpc.NewPool([]byte{connRPC}, wire.ProtocolVersion, 5*time.Second)
 	n.localPool.SetDialer(n.dialTCP)
+	n.localPool.SetTokenFunc(n.workerToken)
 
 	// Learn the cluster from a peer before writing anything to the data dir
 	// but the cluster identity: the --join peers, else those the data dir

@@ -156,12 +156,12 @@ func pinnedConfig(pin string) *tls.Config {
 }
 
 // dialNode connects to another node's port: over mutual TLS with the
-// cluster CA, or plaintext with --insecure.
+// cluster CA, or plaintext with --insecure. Its own Unix socket (the route
+// of its calls to itself) speaks no TLS: there the peer's credentials
+// make the node's calls the local principal.
 func (n *Node) dialNode(ctx context.Context, addr string) (net.Conn, error) {
 	c, err := n.dialTCP(ctx, addr)
 	if err != nil || n.sec.insecure || strings.HasPrefix(addr, rpc.UnixPrefix) {
-		// The node's own Unix socket (its calls to itself, listenSocket)
-		// speaks plaintext: the peer's credentials authenticate it.
 		return c, err
 	}
 	tc := tls.Client(c, n.sec.clientConfig())

@@ -60,10 +60,17 @@ func (n *Node) jobRegister(ctx context.Context, req *wire.JobRegisterRequest) (*
 	if !watched {
 		n.logger.Warn("driver process not visible from this node; its job ends only when it calls Shutdown", "job", req.JobID, "driver_pid", req.DriverPID)
 	}
+	var jobToken string
+	if n.secure() {
+		if jobToken, err = n.mintJobToken(ctx, req.JobID); err != nil {
+			n.drivers.forget(req.JobID)
+			return nil, fmt.Errorf("job %s: make its job token: %w", req.JobID, err)
+		}
+	}
 	host, _ := splitHost(n.rpcAddr)
 	n.logger.Info("job started", "job", req.JobID, "driver_pid", req.DriverPID, "language", cmp.Or(req.Language, "go"))
 	return &wire.JobRegisterReply{NodeID: n.id.NodeID, NodeName: n.cfg.NodeName, NodeAddr: n.rpcAddr, BindIP: host, ArenaPath: n.arenaPath(),
-		ClusterID: n.id.ClusterID, ClusterName: n.id.ClusterName}, nil
+		ClusterID: n.id.ClusterID, ClusterName: n.id.ClusterName, JobToken: jobToken}, nil
 }
 
 func (n *Node) jobFinish(ctx context.Context, req *wire.JobFinishRequest) (*wire.Empty, error) {
@@ -82,6 +89,7 @@ func (n *Node) jobFinish(ctx context.Context, req *wire.JobFinishRequest) (*wire
 func (n *Node) endJob(job, reason string) {
 	n.drivers.forget(job)
 	n.logger.Info("job finished", "job", job, "reason", reason)
+	n.revokeJobToken(job)
 	n.group.goFunc("job-done-forward", func() {
 		ctx, cancel := context.WithTimeout(n.ctx, 30*time.Second)
 		defer cancel()

@@ -77,6 +77,7 @@ func (n *Node) tokenEndpoints() {
 	handleLeader(n, wire.MethodTokenRevoke, n.tokenRevoke)
 	handleLeader(n, wire.MethodNodeJoin, n.nodeJoin)
 	handleLeader(n, wire.MethodNodeRenew, n.nodeRenew)
+	rpc.Handle(n.rpcServer, wire.MethodAuthCheck, n.authCheck)
 }
 
 // errInsecure refuses what needs the cluster CA on an --insecure node.
@@ -100,20 +101,33 @@ func (n *Node) tokenCreate(ctx context.Context, req *wire.TokenCreateRequest) (*
 			return nil, &rpc.Error{Code: wire.CodeBadInput, Message: err.Error()}
 		}
 	}
+	if req.Job != "" {
+		if err := wire.CheckID("job ID", req.Job); err != nil {
+			return nil, &rpc.Error{Code: wire.CodeBadInput, Message: err.Error()}
+		}
+	}
 	tok, err := pki.NewToken(n.sec.ca.Hash())
 	if err != nil {
 		return nil, err
 	}
 	now := time.Now()
 	rec := store.TokenRecord{ID: tok.ID, SecretHash: tok.SecretHash(), Role: string(role), Namespace: req.Namespace, CreatedAt: now.UnixNano()}
+	if req.Job != "" {
+		// Every node that starts a worker of the job hands the token over.
+		rec.Job, rec.JobToken = req.Job, tok.String()
+	}
 	if req.TTLNanos > 0 {
 		rec.Expires = now.Add(time.Duration(req.TTLNanos)).UnixNano()
 	}
 	if _, err := n.apply(store.TokenCreateType, &store.TokenCreateRequest{Token: rec}); err != nil {
 		return nil, err
 	}
-	n.logger.Info("token created", "token_id", tok.ID, "role", role, "namespace", req.Namespace, "ttl", time.Duration(req.TTLNanos))
-	rec.SecretHash = ""
+	if req.Job == "" {
+		n.logger.Info("token created", "token_id", tok.ID, "role", role, "namespace", req.Namespace, "ttl", time.Duration(req.TTLNanos))
+	} else {
+		n.logger.Debug("job token created", "token_id", tok.ID, "job", req.Job)
+	}
+	rec.SecretHash, rec.JobToken = "", ""
 	return &wire.TokenCreateResponse{Token: tok.String(), Record: rec}, nil
 }
 
@@ -128,7 +142,7 @@ func (n *Node) tokenList(ctx context.Context, _ *wire.Empty) (*wire.TokenListRes
 	resp := &wire.TokenListResponse{Tokens: make([]wire.TokenRecord, 0, len(recs))}
 	for _, r := range recs {
 		c := *r
-		c.SecretHash = ""
+		c.SecretHash, c.JobToken = "", ""
 		resp.Tokens = append(resp.Tokens, c)
 	}
 	return resp, nil

@@ -56,6 +56,9 @@ type workerPoolConfig struct {
 	nodeEnv []string
 	// spawn starts a process (nil: execSpawn).
 	spawn spawnFunc
+	// jobToken returns the job token a worker process of job gets
+	// (EnvJobToken), "" for none; an error fails the start. nil: none.
+	jobToken func(ctx context.Context, job string) (string, error)
 	// python is the interpreter of Python jobs' workers ("": found on
 	// first use by defaultPython).
 	python string
@@ -126,6 +129,7 @@ func (n *Node) workerPoolConfig() workerPoolConfig {
 		binDir: n.dir.file("bin"), logDir: n.dir.file("logs"), selfAddr: n.rpcAddr, nodeName: n.cfg.NodeName,
 		nodeEnv: []string{wire.EnvNodeAddr + "=" + n.rpcAddr, wire.EnvBindIP + "=" + host, wire.EnvNodeID + "=" + n.id.NodeID,
 			wire.EnvNodeName + "=" + n.cfg.NodeName, wire.EnvArenaPath + "=" + n.arenaPath()},
-		python: n.cfg.Python,
+		python:   n.cfg.Python,
+		jobToken: n.jobTokenFor,
 	}
 }

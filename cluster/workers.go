@@ -68,6 +68,7 @@ type workerProc struct {
 	actor    string // actor ID for an actor's dedicated worker, else empty
 	proc     process
 	addr     string
+	token    string        // its job's token (EnvJobToken), "" for none
 	ready    chan struct{} // closed once registered or dead
 	readyOne sync.Once
 	dead     chan struct{} // closed when the process exited
@@ -101,12 +102,16 @@ func (p *workerPool) worker(ctx context.Context, req *wire.LeaseRequest, as *gpu
 			return nil, err
 		}
 	}
+	token, err := p.jobToken(ctx, req.JobID)
+	if err != nil {
+		return nil, err
+	}
 	p.mu.Lock()
 	if p.finished.has(req.JobID) {
 		p.mu.Unlock()
 		return nil, fmt.Errorf("job %s has finished", req.JobID)
 	}
-	spec := procSpec{job: req.JobID, lang: req.Language, binHash: req.BinaryHash, env: req.Env, envVars: req.EnvVars, gpus: as}
+	spec := procSpec{job: req.JobID, lang: req.Language, binHash: req.BinaryHash, env: req.Env, envVars: req.EnvVars, gpus: as, token: token}
 	var w *workerProc
 	if spec.lang == wire.LanguagePython {
 		w = p.idlePythonWorker(spec.poolKey())
@@ -206,6 +211,10 @@ type procSpec struct {
 	env     []string          // extra KEY=VALUE entries (LeaseRequest.Env)
 	envVars map[string]string // runtime env vars (validated)
 	gpus    *gpu.Assignment   // the devices it may see (nil: none)
+	// token is the job token the process gets (EnvJobToken): that of the
+	// driver's job, also for an actor's worker, whose job is its own
+	// (actorJobID). "" for none.
+	token string
 }
 
 // poolKey is the key under which a task worker started from this spec is
@@ -256,7 +265,7 @@ func (p *workerPool) start(spec procSpec) (*workerProc, error) {
 			return nil, fmt.Errorf("start worker: %w", err)
 		}
 	}
-	w := &workerProc{id: newID()[:16], job: spec.job, key: spec.poolKey(), actor: spec.actor, ready: make(chan struct{}), dead: make(chan struct{}),
+	w := &workerProc{id: newID()[:16], job: spec.job, key: spec.poolKey(), actor: spec.actor, token: spec.token, ready: make(chan struct{}), dead: make(chan struct{}),
 		handled: make(chan struct{})}
 	if spec.lang == wire.LanguagePython && spec.actor == "" {
 		w.key += "#" + w.id // several per key: one per concurrent lease (idlePythonWorker)
@@ -273,7 +282,7 @@ func (p *workerPool) start(spec procSpec) (*workerProc, error) {
 	// The node's own variables come last, so they win over anything before.
 	env := append(append(append(append(os.Environ(), extraEnv...), spec.userEnv()...), gpuEnv(spec.gpus)...), p.cfg.nodeEnv...)
 	env = append(env, wire.EnvWorkerMode+"=1", wire.EnvJobID+"="+spec.job, wire.EnvWorkerID+"="+w.id,
-		wire.EnvActorID+"="+spec.actor, wire.EnvBinaryHash+"="+spec.binHash)
+		wire.EnvActorID+"="+spec.actor, wire.EnvBinaryHash+"="+spec.binHash, wire.EnvJobToken+"="+spec.token)
 	proc, err := p.cfg.spawn(argv, env, logf)
 	if err != nil {
 		logf.Close()
@@ -327,6 +336,33 @@ func (p *workerPool) registered(req *wire.WorkerRegisterRequest) error {
 	w.addr = req.Addr
 	w.markReady()
 	return nil
+}
+
+// jobToken returns the token job's worker processes get (cfg.jobToken),
+// "" for none; an error names the job.
+func (p *workerPool) jobToken(ctx context.Context, job string) (string, error) {
+	if p.cfg.jobToken == nil {
+		return "", nil
+	}
+	tok, err := p.cfg.jobToken(ctx, job)
+	if err != nil {
+		return "", fmt.Errorf("start worker for job %s: %w", job, err)
+	}
+	return tok, nil
+}
+
+// tokenOfAddr returns the job token of the worker process serving at
+// addr, "" when none serves there (the node presents it calling the
+// worker).
+func (p *workerPool) tokenOfAddr(addr string) string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, w := range p.byID {
+		if w.addr == addr {
+			return w.token
+		}
+	}
+	return ""
 }
 
 // markReady wakes lease requests waiting for the worker (registered or dead).

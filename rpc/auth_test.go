@@ -222,3 +222,43 @@ func BenchmarkAuthCheck(b *testing.B) {
 		}
 	}
 }
+
+// SetTokenFunc picks each address's token at dial: two addresses of one
+// server present their own.
+func TestPoolTokenFunc(t *testing.T) {
+	s := newTestServer(nil)
+	var (
+		mu     sync.Mutex
+		tokens []string
+	)
+	s.SetAuth(testAuth(&tokens, &mu))
+	addr := serveTCP(t, s)
+	p := NewPool(nil, testVersion, time.Second)
+	t.Cleanup(p.Close)
+	if err := p.SetToken("writer"); err != nil {
+		t.Fatal(err)
+	}
+	p.SetRoute("a:1", addr)
+	p.SetRoute("b:1", addr)
+	p.SetTokenFunc(func(a string) string {
+		if a == "a:1" {
+			return "reader"
+		}
+		return ""
+	})
+	var resp echoResp
+	if err := p.Call(context.Background(), "a:1", "Test.Echo", &echoReq{N: 1}, &resp); err != nil {
+		t.Fatalf("a:1 with reader: %v", err)
+	}
+	err := p.Call(context.Background(), "b:1", "Test.Echo", &echoReq{N: 1}, &resp)
+	var re *Error
+	if !errors.As(err, &re) || re.Code != CodePermissionDenied {
+		t.Fatalf("b:1 with no token: got %v, want permission_denied", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	slices.Sort(tokens)
+	if got := strings.Join(tokens, ","); got != ",reader" {
+		t.Fatalf("authenticator saw %q, want \",reader\" (the func's tokens, not SetToken's)", got)
+	}
+}

@@ -23,7 +23,8 @@ type Pool struct {
 	dialTimeout time.Duration
 	dial        DialFunc
 	token       string
-	routes      map[string]string // address -> the address dialed for it
+	tokenFor    func(addr string) string // SetTokenFunc; nil: token for all
+	routes      map[string]string        // address -> the address dialed for it
 
 	mu      sync.Mutex
 	closed  bool
@@ -72,6 +73,18 @@ func (p *Pool) SetToken(token string) error {
 	p.token = token
 	p.mu.Unlock()
 	return nil
+}
+
+// SetTokenFunc makes each connection the pool dials from now on present
+// tokenFor(addr) in its hello, addr being the address called (before any
+// route), instead of SetToken's one token; "" presents none. It is asked
+// once per dial, never per call. A token longer than MaxTokenSize fails
+// that dial with an error. nil goes back to SetToken's token. (A node
+// calls each of its worker processes with the token of the worker's job.)
+func (p *Pool) SetTokenFunc(tokenFor func(addr string) string) {
+	p.mu.Lock()
+	p.tokenFor = tokenFor
+	p.mu.Unlock()
 }
 
 // SetRoute makes calls to addr dial via instead (a driver reaches its
@@ -125,7 +138,7 @@ func (p *Pool) client(ctx context.Context, addr string) (*Client, error) {
 		e = new(poolEntry)
 		p.entries[addr] = e
 	}
-	dial, token, dialAddr := p.dial, p.token, addr
+	dial, token, tokenFor, dialAddr := p.dial, p.token, p.tokenFor, addr
 	if via, ok := p.routes[addr]; ok {
 		dialAddr = via
 	}
@@ -138,6 +151,12 @@ func (p *Pool) client(ctx context.Context, addr string) (*Client, error) {
 			return e.client, nil
 		}
 		e.client.Close()
+	}
+	if tokenFor != nil {
+		token = tokenFor(addr)
+		if err := checkToken(token); err != nil {
+			return nil, err
+		}
 	}
 	dctx := ctx
 	if p.dialTimeout > 0 {

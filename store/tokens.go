@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	memdb "github.com/hashicorp/go-memdb"
+
+	"github.com/nodeup/nodeup/wire"
 )
 
 // TokenCreateRequest records a new token. Token.SecretHash is the hex
@@ -17,7 +19,9 @@ type TokenCreateRequest struct {
 }
 
 // TokenRevokeRequest marks a token revoked; revoking a revoked token is a
-// no-op. Errors: ErrTokenNotFound.
+// no-op. A job token (Job set) is deleted instead, so that the table does
+// not fill with one record per job ever run; revoking it again is then
+// ErrTokenNotFound. Errors: ErrTokenNotFound.
 type TokenRevokeRequest struct {
 	ID string
 }
@@ -40,6 +44,14 @@ func validToken(t *TokenRecord) error {
 	default:
 		return fmt.Errorf("token %s: role %q: want read, submit, join or admin: %w", t.ID, t.Role, ErrInvalidRequest)
 	}
+	if (t.Job == "") != (t.JobToken == "") {
+		return fmt.Errorf("token %s: job %q with job token of %d bytes: want both or neither: %w", t.ID, t.Job, len(t.JobToken), ErrInvalidRequest)
+	}
+	if t.Job != "" {
+		if err := wire.CheckID("token job", t.Job); err != nil {
+			return fmt.Errorf("token %s: %v: %w", t.ID, err, ErrInvalidRequest)
+		}
+	}
 	return nil
 }
 
@@ -59,6 +71,22 @@ func isLowerHex(s string, n int) bool {
 // there is none.
 func (s *StateStore) TokenByID(id string) (*TokenRecord, error) {
 	return first[*TokenRecord](s, "token "+id, tableTokens, "id", id)
+}
+
+// JobToken returns the live token of job (TokenRecord.Job), or (nil, nil)
+// when it has none. It scans the table (at most maxTokens records), once
+// per worker process start and job end.
+func (s *StateStore) JobToken(job string) (*TokenRecord, error) {
+	recs, err := s.Tokens()
+	if err != nil || job == "" {
+		return nil, err
+	}
+	for _, r := range recs {
+		if r.Job == job && !r.Revoked {
+			return r, nil
+		}
+	}
+	return nil, nil
 }
 
 // Tokens returns every token record, revoked ones included, by ID.
@@ -109,6 +137,9 @@ func (s *StateStore) revokeToken(index uint64, id string) error {
 			return false, fmt.Errorf("token %s: %w", id, ErrTokenNotFound)
 		}
 		cur := raw.(*TokenRecord)
+		if cur.Job != "" {
+			return true, txn.Delete(tableTokens, cur)
+		}
 		if cur.Revoked {
 			return false, nil
 		}

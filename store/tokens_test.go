@@ -53,6 +53,9 @@ func TestTokenCreateChecksTheRecord(t *testing.T) {
 		func(r *TokenRecord) { r.ID = "ABCDEF01" },
 		func(r *TokenRecord) { r.SecretHash = "plaintext-secret" },
 		func(r *TokenRecord) { r.Role = "root" },
+		func(r *TokenRecord) { r.Job = "job1" },                          // no job token
+		func(r *TokenRecord) { r.JobToken = "nodeup1.x" },                // no job
+		func(r *TokenRecord) { r.Job, r.JobToken = "../j", "nodeup1.x" }, // a bad job ID
 	} {
 		r := testToken("0000000a")
 		bad(&r)
@@ -62,5 +65,32 @@ func TestTokenCreateChecksTheRecord(t *testing.T) {
 	}
 	if toks, _ := f.State().Tokens(); len(toks) != 0 {
 		t.Errorf("refused creates left %d tokens", len(toks))
+	}
+}
+
+// A job token is found by its job, and revoking it deletes the record.
+func TestJobTokenLookupAndRevokeDeletes(t *testing.T) {
+	t.Parallel()
+	f := NewFSM(nil)
+	j := testToken("0000000a")
+	j.Role, j.Job, j.JobToken = "submit", "job1", "nodeup1.0000000a.s.pin"
+	mustApply(t, f, 1, TokenCreateType, TokenCreateRequest{Token: j})
+	mustApply(t, f, 2, TokenCreateType, TokenCreateRequest{Token: testToken("0000000b")})
+	got, err := f.State().JobToken("job1")
+	if err != nil || got == nil || got.ID != "0000000a" || got.JobToken != j.JobToken {
+		t.Fatalf("JobToken(job1) = %+v, %v; want token 0000000a", got, err)
+	}
+	if got, _ := f.State().JobToken("job2"); got != nil {
+		t.Fatalf("JobToken(job2) = %+v, want none", got)
+	}
+	mustApply(t, f, 3, TokenRevokeType, TokenRevokeRequest{ID: "0000000a"})
+	if rec, _ := f.State().TokenByID("0000000a"); rec != nil {
+		t.Fatalf("a revoked job token is kept: %+v, want it deleted", rec)
+	}
+	if got, _ := f.State().JobToken("job1"); got != nil {
+		t.Fatalf("JobToken(job1) after revoke = %+v, want none", got)
+	}
+	if err := applyErr(t, f, 4, TokenRevokeType, TokenRevokeRequest{ID: "0000000a"}); !errors.Is(err, ErrTokenNotFound) {
+		t.Errorf("second revoke of a job token: %v, want ErrTokenNotFound", err)
 	}
 }

@@ -17,8 +17,12 @@ const (
 	EnvNodeSocket = "NODEUP_NODE_SOCKET"
 	// EnvToken is the token a driver or the CLI presents to a node it
 	// reaches over TCP (rpc.WithToken), as --token does.
-	EnvToken     = "NODEUP_TOKEN"
-	EnvJobID     = "NODEUP_JOB_ID"     // the job the worker serves
+	EnvToken = "NODEUP_TOKEN"
+	EnvJobID = "NODEUP_JOB_ID" // the job the worker serves
+	// EnvJobToken is the job's token (JobRegisterReply.JobToken), which a
+	// worker process presents to every core worker and node it calls and
+	// requires of every connection to its own port; unset with --insecure.
+	EnvJobToken  = "NODEUP_JOB_TOKEN"
 	EnvWorkerID  = "NODEUP_WORKER_ID"  // this worker's ID
 	EnvBindIP    = "NODEUP_BIND_IP"    // IP the worker's RPC server listens on
 	EnvNodeID    = "NODEUP_NODE_ID"    // the node's ID

@@ -79,6 +79,10 @@ var MethodRoles = map[string]pki.Role{
 	MethodJobWrite:      pki.RoleAdmin,
 	MethodJobRun:        pki.RoleAdmin,
 	MethodJobChunk:      pki.RoleAdmin,
+	// A core worker resolving a token presented to it; any holder of a
+	// submit token (a job's own) may ask, and learns only the token's
+	// role and job.
+	MethodAuthCheck: pki.RoleSubmit,
 	// Served by core workers (drivers and worker processes).
 	MethodPushTask:         pki.RoleSubmit,
 	MethodLeaseRevoke:      pki.RoleAdmin,

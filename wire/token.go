@@ -17,7 +17,27 @@ const (
 	// MethodNodeRenew: a node → leader, over mutual TLS with its current
 	// certificate. RenewRequest → RenewResponse.
 	MethodNodeRenew = "Node.Renew"
+	// MethodAuthCheck: core worker → its node (over the Unix socket, or
+	// TCP with the job token). AuthCheckRequest → AuthCheckReply, or
+	// permission_denied naming the token ID and why it is refused. Served
+	// by every node from its copy of the Raft state, not forwarded.
+	MethodAuthCheck = "Auth.Check"
 )
+
+// AuthCheckRequest asks a node whose a token is: a core worker resolves
+// the token a connection to it presented (docs/protocol.md, "The job
+// token").
+type AuthCheckRequest struct {
+	Token string
+}
+
+// AuthCheckReply is a valid token's ID, role and job ("" for a token of
+// no job).
+type AuthCheckReply struct {
+	TokenID string
+	Role    string
+	Job     string
+}
 
 // TokenRecord is a token as the cluster keeps it in Raft: the sha256 of its
 // secret (hex, 64 characters), never the secret. Listings leave SecretHash
@@ -36,7 +56,16 @@ type TokenRecord struct {
 	// CreatedAt is when it was made, unix nanoseconds.
 	CreatedAt int64
 	// Revoked is set by Token.Revoke; a revoked token is kept for listings.
+	// A job token is deleted instead.
 	Revoked bool
+	// Job is the job a job token belongs to (its node minted it at
+	// Job.Register and revokes it when the job ends); "" for other tokens.
+	Job string
+	// JobToken is a job token's whole token: every node that starts a
+	// worker process of the job hands it over (EnvJobToken). It is the one
+	// secret kept in Raft, for as long as the job lives; listings leave it
+	// empty. "" for other tokens.
+	JobToken string
 	// CreateIndex and ModifyIndex are the Raft indexes of its creation and
 	// last change.
 	CreateIndex, ModifyIndex uint64
@@ -59,6 +88,9 @@ type TokenCreateRequest struct {
 	TTLNanos int64
 	// Namespace limits the token to one namespace; "" for all.
 	Namespace string
+	// Job makes a job token for that job ID (Job.Register does); "" for
+	// none.
+	Job string
 }
 
 // TokenCreateResponse carries the token once: it is not stored anywhere.

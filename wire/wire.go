@@ -184,6 +184,11 @@ type JobRegisterReply struct {
 	// constant, since a job's worker processes never see this reply and
 	// must split values where its driver does.
 	ClusterName string
+	// JobToken is the job's token (role submit, for this job only), which
+	// the driver's core worker presents on every connection it opens and
+	// requires of every connection to its port; revoked when the job ends.
+	// "" on an --insecure cluster.
+	JobToken string
 }
 
 // JobFinishRequest ends a job: its workers stop and its objects are freed.

@@ -41,6 +41,16 @@ type coreWorker struct {
 	// inherits. Set once in Init.
 	envVars map[string]string
 
+	// jobToken is the job's token (JobRegisterReply.JobToken, or
+	// EnvJobToken in a worker process), presented on every connection
+	// this process opens and required of every connection to its port
+	// (jobauth.go); "" on an --insecure cluster, where the port is open.
+	jobToken string
+	// userToken is the token the program gave (Token, NODEUP_TOKEN): it
+	// is presented to this process's own node, for which it may hold more
+	// than the job token's role.
+	userToken string
+
 	nodeAddr string // the local node's RPC address
 	nodeID   string
 	nodeName string
@@ -113,6 +123,9 @@ func (cw *coreWorker) serve(ip string) error {
 	cw.ln = ln
 	cw.addr = ln.Addr().String()
 	cw.server = rpc.NewServer(cw.logger.With("component", "rpc"), wire.ProtocolVersion)
+	if cw.jobToken != "" {
+		cw.server.SetAuth(newJobAuth(cw, cw.jobToken).auth())
+	}
 	cw.registerMethods(cw.server)
 	go func() { _ = cw.server.Serve(&preambleListener{ln}) }()
 	return nil
@@ -132,6 +145,28 @@ func (cw *coreWorker) registerMethods(s *rpc.Server) {
 		rpc.Handle(s, wire.MethodActorConstruct, cw.handleActorConstruct)
 		rpc.Handle(s, wire.MethodActorCall, cw.handleActorCall)
 	}
+}
+
+// useJobToken makes this process present the job token tok on every
+// connection it opens from now on, except to its own node when the
+// program gave a token of its own; "" changes nothing. Call it before
+// serve.
+func (cw *coreWorker) useJobToken(tok string) error {
+	if tok == "" {
+		return nil
+	}
+	if len(tok) > rpc.MaxTokenSize {
+		return fmt.Errorf("job token of %d bytes: the most a hello carries is %d", len(tok), rpc.MaxTokenSize)
+	}
+	cw.jobToken = tok
+	user, node := cw.userToken, cw.nodeAddr
+	cw.pool.SetTokenFunc(func(addr string) string {
+		if addr == node && user != "" {
+			return user
+		}
+		return tok
+	})
+	return nil
 }
 
 // preambleListener strips the one-byte protocol preamble that rpc.Dial and

@@ -136,6 +136,7 @@ func Init(ctx context.Context, opts ...InitOption) error {
 		cw.close()
 		return fmt.Errorf("nodeup: Token: %w", err)
 	}
+	cw.userToken = cfg.token
 	if os.Getenv(wire.EnvWorkerMode) == "1" {
 		env, err := workerRuntimeEnv()
 		if err != nil {
@@ -203,6 +204,9 @@ func (cw *coreWorker) connect(ctx context.Context, cfg initConfig) error {
 	}
 	cw.nodeAddr, cw.nodeID, cw.nodeName = rep.NodeAddr, rep.NodeID, rep.NodeName
 	cw.arena.path = rep.ArenaPath
+	if err := cw.useJobToken(rep.JobToken); err != nil {
+		return fmt.Errorf("nodeup: node %s: %w", rep.NodeAddr, err)
+	}
 	if err := cw.serve(rep.BindIP); err != nil {
 		return err
 	}
@@ -230,6 +234,9 @@ func runWorker(cw *coreWorker) {
 	// which hash; hashing the executable here would cost every worker start
 	// tens of milliseconds of CPU.
 	cw.binHash = os.Getenv(wire.EnvBinaryHash)
+	if err := cw.useJobToken(os.Getenv(wire.EnvJobToken)); err != nil {
+		fatal(fmt.Errorf("%s: %w", wire.EnvJobToken, err))
+	}
 	if err := cw.serve(os.Getenv(wire.EnvBindIP)); err != nil {
 		fatal(err)
 	}
