@@ -56,6 +56,7 @@ func App() *ucli.App {
 			tokenCommand(),
 			keyringCommand(),
 			listCommand(),
+			memoryCommand(),
 			versionCommand(),
 			benchCommand(),
 			pythonCommand(),

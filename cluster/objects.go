@@ -90,6 +90,11 @@ func (n *Node) objectEndpoints() {
 			_ = o.store.Delete(r.Key)
 			_, err = o.store.Create(r.Key, r.Size)
 		}
+		if err == nil && (r.Owner != "" || r.CallSite != "") {
+			if err = o.store.Label(r.Key, r.Owner, r.CallSite); err != nil {
+				_ = o.store.Abort(r.Key)
+			}
+		}
 		if err != nil {
 			if errors.Is(err, objstore.ErrFull) || errors.Is(err, objstore.ErrTooLarge) {
 				return nil, &rpc.Error{Code: wire.CodeObjectStoreFull, Message: fmt.Sprintf("node %s: %v", o.nodeName, err)}
@@ -109,6 +114,7 @@ func (n *Node) objectEndpoints() {
 	rpc.Handle(n.rpcServer, wire.MethodObjectLocate, o.locate)
 	rpc.Handle(n.rpcServer, wire.MethodObjectRead, o.read)
 	rpc.Handle(n.rpcServer, wire.MethodObjectFree, n.objectFree)
+	rpc.Handle(n.rpcServer, wire.MethodObjectList, n.objectList)
 }
 
 // read answers a chunk of a sealed object as a bulk result (a bare

@@ -45,6 +45,7 @@ var MethodRoles = map[string]pki.Role{
 	MethodObjectLocate:   pki.RoleRead,
 	MethodObjectRead:     pki.RoleAdmin,
 	MethodObjectFree:     pki.RoleSubmit,
+	MethodObjectList:     pki.RoleRead,
 	MethodActorCreate:    pki.RoleSubmit,
 	MethodActorGet:       pki.RoleRead,
 	MethodActorList:      pki.RoleRead,

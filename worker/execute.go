@@ -342,7 +342,7 @@ func (cw *coreWorker) run(ctx context.Context, spec *wire.TaskSpec, numArgs int,
 		if len(b) <= inlineMax {
 			continue
 		}
-		loc, err := cw.storeLarge(ctx, returnID(spec.TaskID, i), b)
+		loc, err := cw.storeLarge(ctx, returnID(spec.TaskID, i), spec.Owner, spec.Name, b)
 		if err != nil {
 			return fail(fmt.Sprintf("result %d: %v", i, err), "", false)
 		}

@@ -70,8 +70,10 @@ func (a *arena) close() {
 // store as object id of this job (create, write through the mapping, seal:
 // plasma's protocol); each part is copied straight into the store (a Put of
 // a []byte writes its msgpack header and the caller's bytes, with no encoded
-// copy in between). Errors name the object and say when the store is full.
-func (cw *coreWorker) storeLarge(ctx context.Context, id string, parts ...[]byte) (*wire.ObjectLoc, error) {
+// copy in between). owner and site label the object for `nodeup memory`
+// (the owner's RPC address; a task's name or "put"). Errors name the object
+// and say when the store is full.
+func (cw *coreWorker) storeLarge(ctx context.Context, id, owner, site string, parts ...[]byte) (*wire.ObjectLoc, error) {
 	if err := cw.arena.open(); err != nil {
 		return nil, fmt.Errorf("store object %s: %w", id, err)
 	}
@@ -83,7 +85,7 @@ func (cw *coreWorker) storeLarge(ctx context.Context, id string, parts ...[]byte
 	var loc wire.ObjectLocation
 	var start time.Time
 	for attempt := 0; ; attempt++ {
-		err := cw.pool.Call(ctx, cw.nodeAddr, wire.MethodObjectCreate, &wire.ObjectCreateRequest{Key: key, Size: size}, &loc)
+		err := cw.pool.Call(ctx, cw.nodeAddr, wire.MethodObjectCreate, &wire.ObjectCreateRequest{Key: key, Size: size, Owner: owner, CallSite: site}, &loc)
 		if err == nil {
 			break
 		}

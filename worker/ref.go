@@ -228,7 +228,7 @@ func Put[T any](ctx context.Context, v T) (Ref[T], error) {
 	id := cw.newObjectID("p")
 	if raw, ok := any(v).([]byte); ok && len(raw) > inlineMax && uint64(len(raw)) <= math.MaxUint32 {
 		// One copy, straight into the store, of what Marshal would write.
-		loc, err := cw.storeLarge(ctx, id, binHeader(len(raw)), raw)
+		loc, err := cw.storeLarge(ctx, id, cw.addr, "put", binHeader(len(raw)), raw)
 		if err != nil {
 			return Ref[T]{}, fmt.Errorf("put %T: %w", v, err)
 		}
@@ -240,7 +240,7 @@ func Put[T any](ctx context.Context, v T) (Ref[T], error) {
 		return Ref[T]{}, fmt.Errorf("put %T: %w", v, err)
 	}
 	if len(b) > inlineMax {
-		loc, err := cw.storeLarge(ctx, id, b)
+		loc, err := cw.storeLarge(ctx, id, cw.addr, "put", b)
 		if err != nil {
 			return Ref[T]{}, fmt.Errorf("put %T: %w", v, err)
 		}
