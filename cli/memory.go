@@ -58,7 +58,13 @@ type memNodeJSON struct {
 	SecondaryBytes int64  `json:"secondary_bytes"`
 	Objects        int    `json:"objects"`
 	LeftOut        int    `json:"left_out"`
-	Error          string `json:"error,omitempty"`
+	// Spilled objects and bytes on disk now; bytes spilled and restored
+	// since the node started.
+	SpilledObjects     int    `json:"spilled_objects"`
+	SpilledBytes       int64  `json:"spilled_bytes"`
+	SpilledTotalBytes  int64  `json:"spilled_total_bytes"`
+	RestoredTotalBytes int64  `json:"restored_total_bytes"`
+	Error              string `json:"error,omitempty"`
 }
 
 type memObjJSON struct {
@@ -77,6 +83,7 @@ type memCopyJSON struct {
 	Primary  bool   `json:"primary"`
 	Pinned   bool   `json:"pinned"`
 	Sealed   bool   `json:"sealed"`
+	Spilled  bool   `json:"spilled"`
 	Readers  int    `json:"readers"`
 }
 
@@ -170,7 +177,8 @@ func mergeObjectLists(lists []*wire.ObjectList, failed []memNodeJSON) *memoryJSO
 	for _, l := range lists {
 		out.Nodes = append(out.Nodes, memNodeJSON{NodeID: l.NodeID, NodeName: l.NodeName, Address: l.Addr,
 			CapacityBytes: l.Capacity, UsedBytes: l.Used, PinnedBytes: l.Pinned, PrimaryBytes: l.Primary,
-			SecondaryBytes: l.Secondary, Objects: l.Objects, LeftOut: l.LeftOut})
+			SecondaryBytes: l.Secondary, Objects: l.Objects, LeftOut: l.LeftOut, SpilledObjects: l.SpilledObjects,
+			SpilledBytes: l.SpilledBytes, SpilledTotalBytes: l.SpilledTotal, RestoredTotalBytes: l.RestoredTotal})
 		out.LeftOut += l.LeftOut
 		for _, e := range l.Entries {
 			i, ok := byKey[e.Key]
@@ -185,7 +193,7 @@ func mergeObjectLists(lists []*wire.ObjectList, failed []memNodeJSON) *memoryJSO
 			}
 			o := &out.Objects[i]
 			o.Copies = append(o.Copies, memCopyJSON{NodeID: l.NodeID, NodeName: l.NodeName, Primary: !e.Secondary,
-				Pinned: e.Pins > 0, Sealed: e.Sealed, Readers: e.Readers})
+				Pinned: e.Pins > 0, Sealed: e.Sealed, Spilled: e.Spilled, Readers: e.Readers})
 			if !e.Secondary && e.Owner != "" {
 				o.Owner, o.CallSite = e.Owner, e.CallSite
 				// A put or a large task argument is created by its owner
@@ -270,15 +278,15 @@ func memGroups(o memObjJSON, groupBy string) []string {
 func writeMemoryText(c *ucli.Context, out *memoryJSON, groupBy string, limit int) error {
 	w := c.App.Writer
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NODE\tADDRESS\tUSED\tCAPACITY\tPINNED\tPRIMARY\tSECONDARY\tOBJECTS\tLEFT OUT")
+	fmt.Fprintln(tw, "NODE\tADDRESS\tUSED\tCAPACITY\tPINNED\tPRIMARY\tSECONDARY\tSPILLED\tOBJECTS\tLEFT OUT")
 	for _, n := range out.Nodes {
 		if n.Error != "" {
 			fmt.Fprintf(tw, "%s\t%s\tERROR: %s\n", dash(n.NodeName), dash(n.Address), n.Error)
 			continue
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\n", n.NodeName, n.Address, formatBytes(float64(n.UsedBytes)),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s (%d)\t%d\t%d\n", n.NodeName, n.Address, formatBytes(float64(n.UsedBytes)),
 			formatBytes(float64(n.CapacityBytes)), formatBytes(float64(n.PinnedBytes)), formatBytes(float64(n.PrimaryBytes)),
-			formatBytes(float64(n.SecondaryBytes)), n.Objects, n.LeftOut)
+			formatBytes(float64(n.SecondaryBytes)), formatBytes(float64(n.SpilledBytes)), n.SpilledObjects, n.Objects, n.LeftOut)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -311,6 +319,9 @@ func writeMemoryText(c *ucli.Context, out *memoryJSON, groupBy string, limit int
 				}
 				if cp.Pinned {
 					s += ",pinned"
+				}
+				if cp.Spilled {
+					s += ",spilled"
 				}
 				if !cp.Sealed {
 					s += ",unsealed"

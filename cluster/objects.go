@@ -57,6 +57,9 @@ func (n *Node) openObjectStore() error {
 		}
 	}
 	n.objectSvc = &objectService{store: s, peers: n.pool, selfAddr: n.rpcAddr, nodeName: n.cfg.NodeName}
+	if !n.cfg.NoObjectSpilling {
+		n.objectSvc.spill = newSpiller(s, n.dir.path, n.cfg.ObjectSpillThreshold, n.cfg.NodeName, n.logger.With("component", "spill"))
+	}
 	return nil
 }
 
@@ -78,11 +81,14 @@ type objectService struct {
 	nodeName string
 	pulls    singleflight.Group // one pull per object key at a time; concurrent callers share it
 	copies   copyHolders        // which nodes pulled this node's objects, and pulls in flight (objfree.go)
+	spill    *spiller           // nil when spilling is off (objspill.go)
 }
 
 func (n *Node) objectEndpoints() {
 	o := n.objectSvc
 	rpc.Handle(n.rpcServer, wire.MethodObjectCreate, func(ctx context.Context, r *wire.ObjectCreateRequest) (*wire.ObjectLocation, error) {
+		o.spill.forget(r.Key) // a retried task's result replaces a spilled one too
+		roomErr := o.spill.makeRoom(r.Size)
 		_, err := o.store.Create(r.Key, r.Size)
 		if errors.Is(err, objstore.ErrExists) {
 			// A retried task storing its result again (its first worker died
@@ -97,7 +103,11 @@ func (n *Node) objectEndpoints() {
 		}
 		if err != nil {
 			if errors.Is(err, objstore.ErrFull) || errors.Is(err, objstore.ErrTooLarge) {
-				return nil, &rpc.Error{Code: wire.CodeObjectStoreFull, Message: fmt.Sprintf("node %s: %v", o.nodeName, err)}
+				msg := fmt.Sprintf("node %s: %v", o.nodeName, err)
+				if roomErr != nil {
+					msg += "; spilling could not make room: " + roomErr.Error()
+				}
+				return nil, &rpc.Error{Code: wire.CodeObjectStoreFull, Message: msg}
 			}
 			return nil, &rpc.Error{Code: wire.CodeBadInput, Message: err.Error()}
 		}
@@ -115,13 +125,21 @@ func (n *Node) objectEndpoints() {
 	rpc.Handle(n.rpcServer, wire.MethodObjectRead, o.read)
 	rpc.Handle(n.rpcServer, wire.MethodObjectFree, n.objectFree)
 	rpc.Handle(n.rpcServer, wire.MethodObjectList, n.objectList)
+	rpc.Handle(n.rpcServer, wire.MethodObjectRelease, o.release)
 }
 
 // read answers a chunk of a sealed object as a bulk result (a bare
 // msgpack bin) written to the connection straight from the arena: the view
 // keeps the chunk's bytes from being reused until the write is done.
 func (o *objectService) read(ctx context.Context, r *wire.ObjectReadRequest) (*rpc.Bulk, error) {
-	view, release, err := o.store.View(r.Key, r.Offset, min(max(r.Length, 0), maxReadChunk))
+	length := min(max(r.Length, 0), maxReadChunk)
+	view, release, err := o.store.View(r.Key, r.Offset, length)
+	if errors.Is(err, objstore.ErrNotFound) && o.spill.has(r.Key) {
+		if rerr := o.spill.restore(r.Key); rerr != nil {
+			return nil, o.restoreError(rerr)
+		}
+		view, release, err = o.store.View(r.Key, r.Offset, length)
+	}
 	if err != nil {
 		code := wire.CodeNotFound
 		if errors.Is(err, objstore.ErrInvalid) {
@@ -135,14 +153,25 @@ func (o *objectService) read(ctx context.Context, r *wire.ObjectReadRequest) (*r
 	return &rpc.Bulk{Data: view, Release: release}, nil
 }
 
-// locate makes the object local (pulling it if needed) and returns
-// where it lies in this node's arena. An object no node holds any more
+// locate makes the object local (restoring it from the spill directory or
+// pulling it if needed) and returns where it lies in this node's arena,
+// pinned for the caller, who maps it and reads it in place: it is not
+// spilled until the caller sends Obj.Release (a caller that never does
+// only keeps it in memory; a free deletes it regardless). An object no node holds any more
 // (this node is its holder and lacks it, or the holder answers not_found)
 // is object_lost, as Ray's ObjectLostError.
 func (o *objectService) locate(ctx context.Context, r *wire.ObjectLocateRequest) (*wire.ObjectLocation, error) {
 	key := r.Loc.Key
-	if loc, _, ok := o.store.Get(key); ok {
+	if loc, ok := o.store.Hold(key); ok {
 		return &wire.ObjectLocation{Offset: loc.Offset, Size: loc.Size}, nil
+	}
+	if o.spill.has(key) {
+		if err := o.spill.restore(key); err != nil {
+			return nil, o.restoreError(err)
+		}
+		if loc, ok := o.store.Hold(key); ok {
+			return &wire.ObjectLocation{Offset: loc.Offset, Size: loc.Size}, nil
+		}
 	}
 	if r.Loc.NodeAddr == o.selfAddr {
 		return nil, &rpc.Error{Code: wire.CodeObjectLost, Message: fmt.Sprintf("object %s is not in the store of node %s (freed, or lost with a restart)", key, o.nodeName)}
@@ -154,7 +183,7 @@ func (o *objectService) locate(ctx context.Context, r *wire.ObjectLocateRequest)
 		}
 		return nil, err
 	}
-	loc, _, ok := o.store.Get(key)
+	loc, ok := o.store.Hold(key)
 	if !ok {
 		return nil, &rpc.Error{Code: wire.CodeNotFound, Message: fmt.Sprintf("object %s was pulled but is gone (evicted)", key)}
 	}
@@ -244,4 +273,26 @@ func (n *Node) ObjectStoreUsed() int64 {
 		return 0
 	}
 	return n.objects.Used()
+}
+
+// release drops the reader pins Obj.Locate took (Obj.Release); keys not
+// present or not pinned are skipped.
+func (o *objectService) release(ctx context.Context, r *wire.ObjectFreeRequest) (*wire.Empty, error) {
+	if len(r.Keys) > wire.MaxFreeKeys {
+		return nil, &rpc.Error{Code: wire.CodeBadInput, Message: fmt.Sprintf("release of %d objects: at most %d per request", len(r.Keys), wire.MaxFreeKeys)}
+	}
+	for _, k := range r.Keys {
+		_ = o.store.Unpin(k)
+	}
+	return &wire.Empty{}, nil
+}
+
+// restoreError is a failed restore as an RPC error: object_store_full when
+// there was no room, else object_lost (the spill file is unreadable).
+func (o *objectService) restoreError(err error) error {
+	code := wire.CodeObjectLost
+	if errors.Is(err, objstore.ErrFull) || errors.Is(err, objstore.ErrTooLarge) {
+		code = wire.CodeObjectStoreFull
+	}
+	return &rpc.Error{Code: code, Message: fmt.Sprintf("node %s: %v", o.nodeName, err), Err: err}
 }

@@ -17,6 +17,9 @@ func (n *Node) objectList(ctx context.Context, r *wire.ObjectListRequest) (*wire
 		limit = wire.MaxObjectList
 	}
 	entries, st := n.objects.List()
+	spilled := n.objectSvc.spill.list()
+	entries = append(entries, spilled...)
+	st.Objects += len(spilled)
 	slices.SortFunc(entries, func(a, b objstore.Entry) int {
 		if c := cmp.Compare(b.Size, a.Size); c != 0 {
 			return c
@@ -26,6 +29,10 @@ func (n *Node) objectList(ctx context.Context, r *wire.ObjectListRequest) (*wire
 	out := &wire.ObjectList{NodeID: n.id.NodeID, NodeName: n.cfg.NodeName, Addr: n.rpcAddr,
 		Objects: st.Objects, Capacity: st.Capacity, Used: st.Used, Pinned: st.Pinned,
 		Primary: st.Primary, Secondary: st.Secondary}
+	out.SpilledObjects, out.SpilledBytes = n.objectSvc.spill.stats()
+	if sp := n.objectSvc.spill; sp != nil {
+		out.SpilledTotal, out.RestoredTotal = sp.spilled.Load(), sp.restored.Load()
+	}
 	if len(entries) > limit {
 		out.LeftOut = len(entries) - limit
 		entries = entries[:limit]
@@ -33,7 +40,7 @@ func (n *Node) objectList(ctx context.Context, r *wire.ObjectListRequest) (*wire
 	out.Entries = make([]wire.ObjectEntry, len(entries))
 	for i, e := range entries {
 		out.Entries[i] = wire.ObjectEntry{Key: e.ID, Size: e.Size, Sealed: e.Sealed, Secondary: e.Secondary,
-			Pins: e.Pins, Readers: e.Views, Owner: e.Owner, CallSite: e.CallSite}
+			Pins: e.Pins, Readers: e.Views, Owner: e.Owner, CallSite: e.CallSite, Spilled: e.Spilled}
 	}
 	return out, nil
 }

@@ -1,6 +1,10 @@
 package objstore
 
-import "fmt"
+import (
+	"cmp"
+	"fmt"
+	"slices"
+)
 
 // Entry is one object of a store listing (List): what `nodeup memory`
 // shows of it, as Ray's `ray memory` per-object rows.
@@ -13,6 +17,7 @@ type Entry struct {
 	Views     int    // outstanding Views (readers mapping it through the node)
 	Owner     string // as given to Label; "" if never labelled
 	CallSite  string // as given to Label
+	Spilled   bool   // not in the store: on disk (set by the node's spiller, never by List)
 }
 
 // Stats are a store's totals at one instant, in bytes of allocation
@@ -68,4 +73,15 @@ func (s *Store) List() ([]Entry, Stats) {
 		}
 	}
 	return out, st
+}
+
+// sortLargestFirst orders objects by allocation size, largest first, then
+// by ID.
+func sortLargestFirst(all []*object) {
+	slices.SortFunc(all, func(a, b *object) int {
+		if c := cmp.Compare(b.size, a.size); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.id, b.id)
+	})
 }

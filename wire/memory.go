@@ -26,6 +26,7 @@ type ObjectEntry struct {
 	Readers   int    // node-side views in flight (transfers to other nodes)
 	Owner     string `msgpack:",omitempty"` // the owner's RPC address, when the creator said
 	CallSite  string `msgpack:",omitempty"` // what made it: a task's name, or "put"
+	Spilled   bool   `msgpack:",omitempty"` // on disk under the node's spill directory, not in memory
 }
 
 // ObjectList is a node's answer to Obj.List: Entries, largest first, and
@@ -44,4 +45,17 @@ type ObjectList struct {
 	Pinned    int64
 	Primary   int64
 	Secondary int64
+	// Spilled objects and bytes now on disk (also listed in Entries,
+	// Spilled set, counted in Objects), and bytes spilled and restored
+	// since the node started.
+	SpilledObjects int   `msgpack:",omitempty"`
+	SpilledBytes   int64 `msgpack:",omitempty"`
+	SpilledTotal   int64 `msgpack:",omitempty"`
+	RestoredTotal  int64 `msgpack:",omitempty"`
 }
+
+// MethodObjectRelease: a core worker → its node: drop the reader pins its
+// Obj.Locate calls took on these objects, once it no longer reads them in
+// place, so the node may spill them. ObjectFreeRequest (Keys; FromNode
+// unused) → Empty; keys not present or not pinned are skipped. Submit role.
+const MethodObjectRelease = "Obj.Release"

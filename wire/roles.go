@@ -46,6 +46,7 @@ var MethodRoles = map[string]pki.Role{
 	MethodObjectRead:     pki.RoleAdmin,
 	MethodObjectFree:     pki.RoleSubmit,
 	MethodObjectList:     pki.RoleRead,
+	MethodObjectRelease:  pki.RoleSubmit,
 	MethodActorCreate:    pki.RoleSubmit,
 	MethodActorGet:       pki.RoleRead,
 	MethodActorList:      pki.RoleRead,

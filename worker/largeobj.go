@@ -129,17 +129,36 @@ func binHeader(n int) []byte {
 }
 
 // readLarge returns a read-only view of a large object in the local node's
-// arena, which pulls it from the node holding it first if needed. No copy is
-// made on this node.
-func (cw *coreWorker) readLarge(ctx context.Context, loc *wire.ObjectLoc) ([]byte, error) {
+// arena, which pulls it from the node holding it (or restores it from its
+// spill directory) first if needed. No copy is made on this node. The node
+// keeps the object in memory for this reader until release is called
+// (Obj.Release), after which the view must not be read.
+func (cw *coreWorker) readLarge(ctx context.Context, loc *wire.ObjectLoc) (view []byte, release func(), err error) {
 	if err := cw.arena.open(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var where wire.ObjectLocation
 	if err := cw.pool.Call(ctx, cw.nodeAddr, wire.MethodObjectLocate, &wire.ObjectLocateRequest{Loc: *loc}, &where); err != nil {
-		return nil, &ObjectLostError{ObjectID: loc.Key, Reason: err.Error()}
+		return nil, nil, &ObjectLostError{ObjectID: loc.Key, Reason: err.Error()}
 	}
-	return cw.arena.ro.Slice(objstore.Location{Offset: where.Offset, Size: where.Size})
+	release = func() { cw.releaseRead(ctx, loc.Key) }
+	view, err = cw.arena.ro.Slice(objstore.Location{Offset: where.Offset, Size: where.Size})
+	if err != nil {
+		release()
+		return nil, nil, err
+	}
+	return view, release, nil
+}
+
+// releaseRead tells the node this process no longer reads key in place
+// (Obj.Release), so it may spill it. A failure only keeps the object in
+// memory, so it is logged, not returned.
+func (cw *coreWorker) releaseRead(ctx context.Context, key string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if err := cw.pool.Call(ctx, cw.nodeAddr, wire.MethodObjectRelease, &wire.ObjectFreeRequest{Keys: []string{key}}, nil); err != nil {
+		cw.logger.Debug("release of an object read in place failed; the node keeps it in memory", "object", key, "err", err)
+	}
 }
 
 // binView returns the payload of a msgpack bin value without copying it, so

@@ -1,0 +1,69 @@
+package worker
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/nodeup/nodeup/cluster"
+	"github.com/nodeup/nodeup/internal/testutil"
+)
+
+// A driver keeps refs to 4× the node's object store in large objects: the
+// Puts succeed because the node spills primary copies to
+// <data-dir>/spill, and every Get restores its object byte for byte.
+func TestSpillAndRestoreAreByteExact(t *testing.T) {
+	const (
+		store   = 16 << 20
+		objSize = 1 << 20
+		count   = 4 * store / objSize
+	)
+	nodes := startClusterInit(t, 1, func(_ int, c *cluster.Config) { c.ObjectStoreMemory = store })
+	ctx := ctxT(t)
+	refs := make([]Ref[[]byte], count)
+	for i := range refs {
+		r, err := Put(ctx, blob(objSize, byte(i)))
+		if err != nil {
+			t.Fatalf("put %d of %d (%d MiB each, store %d MiB): %v", i+1, count, objSize>>20, store>>20, err)
+		}
+		refs[i] = r
+	}
+	files, _ := filepath.Glob(filepath.Join(nodes[0].DataDir(), "spill", "spill-*.bin"))
+	if len(files) == 0 {
+		t.Fatalf("no spill files under %s after putting %d MiB into a %d MiB store", nodes[0].DataDir(), count*objSize>>20, store>>20)
+	}
+	if used := nodes[0].ObjectStoreUsed(); used > store {
+		t.Fatalf("store use %d bytes above its %d bytes capacity", used, store)
+	}
+	// Read back twice, in two orders: each Get restores (spilling others).
+	for pass := range 2 {
+		for k := range refs {
+			i := k
+			if pass == 1 {
+				i = len(refs) - 1 - k
+			}
+			got, err := refs[i].Get(ctx)
+			if err != nil {
+				t.Fatalf("pass %d: get object %d: %v", pass, i, err)
+			}
+			if want := blob(objSize, byte(i)); !bytes.Equal(got, want) {
+				t.Fatalf("pass %d: object %d restored with different bytes (%d bytes, want %d)", pass, i, len(got), len(want))
+			}
+		}
+	}
+	for _, r := range refs {
+		r.Release()
+	}
+	// Freed objects leave neither the store nor the spill directory behind.
+	dir := filepath.Join(nodes[0].DataDir(), "spill")
+	testutil.Until(t, 30*time.Second, "spill files removed after every ref is released", func() error {
+		left, _ := os.ReadDir(dir)
+		if len(left) > 0 || nodes[0].ObjectStoreUsed() != 0 {
+			return fmt.Errorf("%d spill files left, store use %d bytes", len(left), nodes[0].ObjectStoreUsed())
+		}
+		return nil
+	})
+}
