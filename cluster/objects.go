@@ -90,6 +90,13 @@ func (n *Node) objectEndpoints() {
 		o.spill.forget(r.Key) // a retried task's result replaces a spilled one too
 		roomErr := o.spill.makeRoom(r.Size)
 		_, err := o.store.Create(r.Key, r.Size)
+		if errors.Is(err, objstore.ErrFull) && o.spill != nil && roomErr == nil {
+			// Under the threshold but fragmented: spill what it takes to
+			// free the size asked, once.
+			if roomErr = o.spill.force(r.Size); roomErr == nil {
+				_, err = o.store.Create(r.Key, r.Size)
+			}
+		}
 		if errors.Is(err, objstore.ErrExists) {
 			// A retried task storing its result again (its first worker died
 			// before replying): nobody holds the old copy, replace it.

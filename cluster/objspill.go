@@ -96,6 +96,18 @@ func (sp *spiller) makeRoom(need int64) error {
 	return sp.spillBatch(cands)
 }
 
+// force spills primary copies adding up to need bytes whatever the
+// threshold: a Create found no hole large enough under it (fragmentation).
+func (sp *spiller) force(need int64) error {
+	sp.pass.Lock()
+	defer sp.pass.Unlock()
+	cands := sp.store.SpillCandidates(need)
+	if len(cands) == 0 {
+		return nil
+	}
+	return sp.spillBatch(cands)
+}
+
 // spillBatch writes cands into one new file, records them, then deletes
 // each from the store unless a reader pinned it meanwhile.
 func (sp *spiller) spillBatch(cands []objstore.Entry) error {
