@@ -127,7 +127,7 @@ func (r Ref[T]) get(ctx context.Context, cw *coreWorker) (T, error) {
 		return zero, &ObjectFreedError{ObjectID: r.id, Owner: r.owner, Reason: reasonReleased}
 	}
 	b, release, err := cw.getValue(ctx, r.id, r.owner)
-	defer release() // the value is copied out below
+	defer release()        // the value is copied out below
 	runtime.KeepAlive(r.h) // the object stays while its value is read
 	if err != nil {
 		return zero, err
