@@ -183,18 +183,23 @@ func (o *objectService) locate(ctx context.Context, r *wire.ObjectLocateRequest)
 	if r.Loc.NodeAddr == o.selfAddr {
 		return nil, &rpc.Error{Code: wire.CodeObjectLost, Message: fmt.Sprintf("object %s is not in the store of node %s (freed, or lost with a restart)", key, o.nodeName)}
 	}
-	if _, err, _ := o.pulls.Do(key, func() (any, error) { return nil, o.pull(ctx, r.Loc) }); err != nil {
-		var re *rpc.Error
-		if errors.As(err, &re) && re.Code == wire.CodeNotFound {
-			return nil, &rpc.Error{Code: wire.CodeObjectLost, Message: err.Error(), Err: err}
+	// A pulled copy is unpinned, so a Create may evict it before this
+	// caller pins it: pull again then, a few times.
+	for attempt := 0; ; attempt++ {
+		if _, err, _ := o.pulls.Do(key, func() (any, error) { return nil, o.pull(ctx, r.Loc) }); err != nil {
+			var re *rpc.Error
+			if errors.As(err, &re) && re.Code == wire.CodeNotFound {
+				return nil, &rpc.Error{Code: wire.CodeObjectLost, Message: err.Error(), Err: err}
+			}
+			return nil, err
 		}
-		return nil, err
+		if loc, ok := o.store.Hold(key); ok {
+			return &wire.ObjectLocation{Offset: loc.Offset, Size: loc.Size}, nil
+		}
+		if attempt == 2 {
+			return nil, &rpc.Error{Code: wire.CodeObjectStoreFull, Message: fmt.Sprintf("node %s: object %s was pulled %d times but evicted each time before it could be read: the store is too busy for it", o.nodeName, key, attempt+1)}
+		}
 	}
-	loc, ok := o.store.Hold(key)
-	if !ok {
-		return nil, &rpc.Error{Code: wire.CodeNotFound, Message: fmt.Sprintf("object %s was pulled but is gone (evicted)", key)}
-	}
-	return &wire.ObjectLocation{Offset: loc.Offset, Size: loc.Size}, nil
 }
 
 // pull copies another node's object into this node's arena as a secondary
@@ -256,11 +261,9 @@ func (o *objectService) pull(ctx context.Context, from wire.ObjectLoc) error {
 		_ = o.store.Abort(from.Key)
 		return fmt.Errorf("pull object %s (%d bytes) from %s: %w", from.Key, from.Size, from.NodeAddr, first)
 	}
-	// Pinned: processes read pulled copies in place, so eviction must not
-	// reuse their bytes; the copy is freed with its job.
-	if err := o.store.Pin(from.Key); err != nil {
-		return err
-	}
+	// Not pinned: a secondary copy no reader holds (Obj.Locate pins it for
+	// each reader, Obj.Release unpins) is evicted, least recently used
+	// first, when a Create needs room.
 	return o.store.Seal(from.Key)
 }
 

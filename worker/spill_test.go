@@ -67,3 +67,42 @@ func TestSpillAndRestoreAreByteExact(t *testing.T) {
 		return nil
 	})
 }
+
+// Tasks on n1 read 3× n1's store in objects put on n0 and kept alive: each
+// read pulls a secondary copy to n1, which stays evictable once the task
+// has read it, so later pulls evict earlier copies instead of failing with
+// object_store_full; a second read of the first object pulls it again.
+func TestPulledCopiesAreEvictedOnceNoReaderHoldsThem(t *testing.T) {
+	const (
+		store   = 8 << 20
+		objSize = 1 << 20
+		count   = 3 * store / objSize
+	)
+	nodes := startClusterInit(t, 2, func(i int, c *cluster.Config) {
+		c.Insecure = true
+		if i == 1 {
+			c.ObjectStoreMemory = store
+		}
+	})
+	ctx := ctxT(t)
+	on1 := Resources(map[string]float64{"node1": 1})
+	refs := make([]Ref[[]byte], count)
+	for i := range refs {
+		r, err := Put(ctx, blob(objSize, byte(i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		refs[i] = r
+		got, err := Must(blobSum.Options(on1)).RemoteArgs(ctx, r).Get(ctx)
+		if want := "n1:" + sum(blob(objSize, byte(i))); err != nil || got != want {
+			t.Fatalf("task %d of %d on n1 (store %d MiB) over a %d MiB object of n0: %q, %v; want %q", i+1, count, store>>20, objSize>>20, got, err, want)
+		}
+	}
+	if k, used := nodes[1].ObjectStoreUsage(); used > store || k >= count {
+		t.Fatalf("n1 holds %d objects in %d bytes; want fewer than %d within %d bytes", k, used, count, store)
+	}
+	got, err := Must(blobSum.Options(on1)).RemoteArgs(ctx, refs[0]).Get(ctx)
+	if want := "n1:" + sum(blob(objSize, 0)); err != nil || got != want {
+		t.Fatalf("reading the first (evicted) object again on n1: %q, %v", got, err)
+	}
+}
