@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nodeup/nodeup/cluster"
 	"github.com/nodeup/nodeup/cluster/clustertest"
@@ -51,10 +52,12 @@ func TestMemoryListsHundredThousandObjects(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	start := time.Now()
 	out, err := runMemory(t, "--address", nodes[0].SocketAddr(), "--json", "--sort", "size")
 	if err != nil {
 		t.Fatalf("nodeup memory: %v", err)
 	}
+	t.Logf("nodeup memory --json over %d objects: %v, %d bytes of JSON", n+1, time.Since(start), len(out))
 	var m memoryJSON
 	if err := json.Unmarshal([]byte(out), &m); err != nil {
 		t.Fatalf("decode --json output: %v", err)

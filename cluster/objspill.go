@@ -22,6 +22,10 @@ import (
 // which primary copies spill to disk, as Ray's object_spilling_threshold.
 const DefaultObjectSpillThreshold = 0.8
 
+// spillBatchMin is the most a spill pass writes beyond what the threshold
+// asks (at most a tenth of the store).
+const spillBatchMin = 100 << 20
+
 // ErrSpillDiskFull is wrapped by a spill that does not fit on the spill
 // directory's disk; the error names the disk's free and total bytes and
 // the object store's capacity. Nothing is lost: the objects stay in memory
@@ -72,7 +76,8 @@ func newSpiller(store *objstore.Store, dataDir string, threshold float64, nodeNa
 }
 
 // makeRoom spills primary copies, largest first, until need more bytes
-// fit under the threshold, or none is left to spill. It fails only when
+// fit under the threshold with a batch's margin (a tenth of the store, at
+// most spillBatchMin), or none is left to spill. It fails only when
 // the spill disk lacks the room (ErrSpillDiskFull) or a write fails; a
 // store that still cannot fit need is for the Create to report.
 func (sp *spiller) makeRoom(need int64) error {
@@ -89,7 +94,10 @@ func (sp *spiller) makeRoom(need int64) error {
 	if excess <= 0 {
 		return nil
 	}
-	cands := sp.store.SpillCandidates(excess)
+	// Spill a batch below the threshold, not just the excess, so small
+	// objects go out in few larger files and the next Creates find room
+	// (Ray's min_spilling_size is 100 MiB).
+	cands := sp.store.SpillCandidates(excess + min(sp.store.Capacity()/10, spillBatchMin))
 	if len(cands) == 0 {
 		return nil
 	}

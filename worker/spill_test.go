@@ -24,6 +24,7 @@ func TestSpillAndRestoreAreByteExact(t *testing.T) {
 	nodes := startClusterInit(t, 1, func(_ int, c *cluster.Config) { c.ObjectStoreMemory = store })
 	ctx := ctxT(t)
 	refs := make([]Ref[[]byte], count)
+	start := time.Now()
 	for i := range refs {
 		r, err := Put(ctx, blob(objSize, byte(i)))
 		if err != nil {
@@ -31,6 +32,8 @@ func TestSpillAndRestoreAreByteExact(t *testing.T) {
 		}
 		refs[i] = r
 	}
+	t.Logf("put %d MiB into a %d MiB store, spilling: %v", count*objSize>>20, store>>20, time.Since(start))
+	start = time.Now()
 	files, _ := filepath.Glob(filepath.Join(nodes[0].DataDir(), "spill", "spill-*.bin"))
 	if len(files) == 0 {
 		t.Fatalf("no spill files under %s after putting %d MiB into a %d MiB store", nodes[0].DataDir(), count*objSize>>20, store>>20)
@@ -54,6 +57,7 @@ func TestSpillAndRestoreAreByteExact(t *testing.T) {
 			}
 		}
 	}
+	t.Logf("read it back twice, restoring: %v", time.Since(start))
 	for _, r := range refs {
 		r.Release()
 	}
