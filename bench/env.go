@@ -27,6 +27,7 @@ type Env struct {
 	head     *cluster.Node
 	second   *cluster.Node // started by this run for two-node metrics
 	store    *cluster.Node // a StoreBytes metric's own node
+	noSpill  bool          // StoreNode turns spilling off (tests of a full store)
 	storeCap int64         // its object store capacity in bytes
 	cleanups []func()
 }
@@ -167,7 +168,7 @@ func (e *Env) StoreNode(ctx context.Context, capacity int64) (string, error) {
 	res := sched.ResourceSet{sched.CPU: sched.QuantityOf(int64(runtime.NumCPU())), sched.Memory: sched.QuantityOf(2 << 30)}
 	n, err := cluster.Start(ctx, cluster.Config{Head: true, DataDir: filepath.Join(e.dir, "store"), BindAddr: "127.0.0.1",
 		HTTPPort: -1, NodeName: "bench-store", Resources: res, RaftVoters: 1, Server: true, Logger: e.quiet,
-		Version: e.opts.Version, ObjectStoreMemory: capacity})
+		Version: e.opts.Version, ObjectStoreMemory: capacity, NoObjectSpilling: e.noSpill})
 	if err != nil {
 		return "", fmt.Errorf("start a node with a %d-byte object store: %w", capacity, err)
 	}

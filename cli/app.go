@@ -64,6 +64,7 @@ func App() *ucli.App {
 			tokenCommand(),
 			keyringCommand(),
 			listCommand(),
+			memoryCommand(),
 			versionCommand(),
 			benchCommand(),
 			pythonCommand(),

@@ -38,6 +38,7 @@ func nodeFlags() []ucli.Flag {
 		&ucli.StringFlag{Name: "memory", Usage: "memory resource in bytes, or with a unit: 8GiB, 500MB (default: 70% of RAM)"},
 		&ucli.StringFlag{Name: "object-store-memory", Usage: "shared-memory object store size in bytes or with a unit (default: 30% of --memory)"},
 		&ucli.BoolFlag{Name: "object-store-prefault", Usage: "populate the whole object store at start (bounded by free memory and 2 minutes; logged with its duration), so Puts do not pay for fresh pages"},
+		&ucli.Float64Flag{Name: "object-spill-threshold", Value: cluster.DefaultObjectSpillThreshold, Usage: "fraction of the object store above which primary copies not being read spill to <data-dir>/spill (0 < f <= 1; 0 turns spilling off)"},
 		&ucli.StringFlag{Name: "resources", Usage: `custom resources: TPU-v3=2,FPGA=4 or '{"TPU-v3": 2}'`},
 		&ucli.StringFlag{Name: "labels", Usage: "node labels: key=value,key2=value2"},
 		&ucli.IntFlag{Name: "raft-voters", Value: cluster.DefaultRaftVoters, Usage: "target number of Raft voters (1..9)"},
@@ -174,6 +175,14 @@ func nodeConfig(c *ucli.Context, head bool, peers []string) (cluster.Config, err
 		if cfg.MaxWorkingDirBytes, err = parseBytes(s); err != nil || cfg.MaxWorkingDirBytes < 1 {
 			return cfg, fmt.Errorf("--max-working-dir %q: want a positive size such as 500MiB (%v)", s, err)
 		}
+	}
+	switch f := c.Float64("object-spill-threshold"); {
+	case f == 0:
+		cfg.NoObjectSpilling = true
+	case f > 0 && f <= 1:
+		cfg.ObjectSpillThreshold = f
+	default:
+		return cfg, fmt.Errorf("--object-spill-threshold %v: must be a fraction in (0, 1], or 0 to turn spilling off", f)
 	}
 	if cfg.Labels, err = parseLabels(c.String("labels")); err != nil {
 		return cfg, fmt.Errorf("--labels: %w", err)

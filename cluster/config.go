@@ -64,6 +64,13 @@ type Config struct {
 	// preallocate_plasma_memory setting. Off by default: the memory is then
 	// taken as objects first use it, not at start.
 	ObjectStorePrefault bool
+	// ObjectSpillThreshold is the fraction of the object store (0 to 1]
+	// above which a Create first spills primary copies that no reader
+	// pins to <DataDir>/spill, as Ray's object_spilling_threshold (0:
+	// DefaultObjectSpillThreshold). NoObjectSpilling turns spilling off: a
+	// full store is then object_store_full.
+	ObjectSpillThreshold float64
+	NoObjectSpilling     bool
 	// GPUs says how the node finds its GPUs (detected by default, or
 	// declared); they add GPU, accelerator_type:<model> and gpu_memory to
 	// Resources, which must not hold GPU or gpu_memory itself.
@@ -162,6 +169,9 @@ func (c Config) Defaults() Config {
 	if c.Labels == nil {
 		c.Labels = map[string]string{}
 	}
+	if c.ObjectSpillThreshold == 0 {
+		c.ObjectSpillThreshold = DefaultObjectSpillThreshold
+	}
 	if c.ObjectStoreMemory == 0 {
 		c.ObjectStoreMemory = max(int64(c.Resources[sched.Memory]/sched.Unit)*3/10, 64<<20)
 	}
@@ -207,6 +217,9 @@ func (c Config) Validate() error {
 	}
 	if c.HTTPPort < -1 || c.HTTPPort > 65535 {
 		return fmt.Errorf("--http-port %d: must be -1 (off) or 0..65535", c.HTTPPort)
+	}
+	if !(c.ObjectSpillThreshold > 0 && c.ObjectSpillThreshold <= 1) {
+		return fmt.Errorf("object spill threshold %v: must be a fraction of the store in (0, 1]", c.ObjectSpillThreshold)
 	}
 	if c.ObjectStoreMemory < 1<<20 {
 		return fmt.Errorf("object store memory %d bytes: must be at least 1 MiB", c.ObjectStoreMemory)

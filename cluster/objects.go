@@ -57,6 +57,9 @@ func (n *Node) openObjectStore() error {
 		}
 	}
 	n.objectSvc = &objectService{store: s, peers: n.pool, selfAddr: n.rpcAddr, nodeName: n.cfg.NodeName}
+	if !n.cfg.NoObjectSpilling {
+		n.objectSvc.spill = newSpiller(s, n.dir.path, n.cfg.ObjectSpillThreshold, n.cfg.NodeName, n.logger.With("component", "spill"))
+	}
 	return nil
 }
 
@@ -78,21 +81,40 @@ type objectService struct {
 	nodeName string
 	pulls    singleflight.Group // one pull per object key at a time; concurrent callers share it
 	copies   copyHolders        // which nodes pulled this node's objects, and pulls in flight (objfree.go)
+	spill    *spiller           // nil when spilling is off (objspill.go)
 }
 
 func (n *Node) objectEndpoints() {
 	o := n.objectSvc
 	rpc.Handle(n.rpcServer, wire.MethodObjectCreate, func(ctx context.Context, r *wire.ObjectCreateRequest) (*wire.ObjectLocation, error) {
+		o.spill.forget(r.Key) // a retried task's result replaces a spilled one too
+		roomErr := o.spill.makeRoom(r.Size)
 		_, err := o.store.Create(r.Key, r.Size)
+		if errors.Is(err, objstore.ErrFull) && o.spill != nil && roomErr == nil {
+			// Under the threshold but fragmented: spill what it takes to
+			// free the size asked, once.
+			if roomErr = o.spill.force(r.Size); roomErr == nil {
+				_, err = o.store.Create(r.Key, r.Size)
+			}
+		}
 		if errors.Is(err, objstore.ErrExists) {
 			// A retried task storing its result again (its first worker died
 			// before replying): nobody holds the old copy, replace it.
 			_ = o.store.Delete(r.Key)
 			_, err = o.store.Create(r.Key, r.Size)
 		}
+		if err == nil && (r.Owner != "" || r.CallSite != "") {
+			if err = o.store.Label(r.Key, r.Owner, r.CallSite); err != nil {
+				_ = o.store.Abort(r.Key)
+			}
+		}
 		if err != nil {
 			if errors.Is(err, objstore.ErrFull) || errors.Is(err, objstore.ErrTooLarge) {
-				return nil, &rpc.Error{Code: wire.CodeObjectStoreFull, Message: fmt.Sprintf("node %s: %v", o.nodeName, err)}
+				msg := fmt.Sprintf("node %s: %v", o.nodeName, err)
+				if roomErr != nil {
+					msg += "; spilling could not make room: " + roomErr.Error()
+				}
+				return nil, &rpc.Error{Code: wire.CodeObjectStoreFull, Message: msg}
 			}
 			return nil, &rpc.Error{Code: wire.CodeBadInput, Message: err.Error()}
 		}
@@ -109,13 +131,22 @@ func (n *Node) objectEndpoints() {
 	rpc.Handle(n.rpcServer, wire.MethodObjectLocate, o.locate)
 	rpc.Handle(n.rpcServer, wire.MethodObjectRead, o.read)
 	rpc.Handle(n.rpcServer, wire.MethodObjectFree, n.objectFree)
+	rpc.Handle(n.rpcServer, wire.MethodObjectList, n.objectList)
+	rpc.Handle(n.rpcServer, wire.MethodObjectRelease, o.release)
 }
 
 // read answers a chunk of a sealed object as a bulk result (a bare
 // msgpack bin) written to the connection straight from the arena: the view
 // keeps the chunk's bytes from being reused until the write is done.
 func (o *objectService) read(ctx context.Context, r *wire.ObjectReadRequest) (*rpc.Bulk, error) {
-	view, release, err := o.store.View(r.Key, r.Offset, min(max(r.Length, 0), maxReadChunk))
+	length := min(max(r.Length, 0), maxReadChunk)
+	view, release, err := o.store.View(r.Key, r.Offset, length)
+	if errors.Is(err, objstore.ErrNotFound) && o.spill.has(r.Key) {
+		if rerr := o.spill.restore(r.Key); rerr != nil {
+			return nil, o.restoreError(rerr)
+		}
+		view, release, err = o.store.View(r.Key, r.Offset, length)
+	}
 	if err != nil {
 		code := wire.CodeNotFound
 		if errors.Is(err, objstore.ErrInvalid) {
@@ -129,30 +160,46 @@ func (o *objectService) read(ctx context.Context, r *wire.ObjectReadRequest) (*r
 	return &rpc.Bulk{Data: view, Release: release}, nil
 }
 
-// locate makes the object local (pulling it if needed) and returns
-// where it lies in this node's arena. An object no node holds any more
+// locate makes the object local (restoring it from the spill directory or
+// pulling it if needed) and returns where it lies in this node's arena,
+// pinned for the caller, who maps it and reads it in place: it is not
+// spilled until the caller sends Obj.Release (a caller that never does
+// only keeps it in memory; a free deletes it regardless). An object no node holds any more
 // (this node is its holder and lacks it, or the holder answers not_found)
 // is object_lost, as Ray's ObjectLostError.
 func (o *objectService) locate(ctx context.Context, r *wire.ObjectLocateRequest) (*wire.ObjectLocation, error) {
 	key := r.Loc.Key
-	if loc, _, ok := o.store.Get(key); ok {
+	if loc, ok := o.store.Hold(key); ok {
 		return &wire.ObjectLocation{Offset: loc.Offset, Size: loc.Size}, nil
+	}
+	if o.spill.has(key) {
+		if err := o.spill.restore(key); err != nil {
+			return nil, o.restoreError(err)
+		}
+		if loc, ok := o.store.Hold(key); ok {
+			return &wire.ObjectLocation{Offset: loc.Offset, Size: loc.Size}, nil
+		}
 	}
 	if r.Loc.NodeAddr == o.selfAddr {
 		return nil, &rpc.Error{Code: wire.CodeObjectLost, Message: fmt.Sprintf("object %s is not in the store of node %s (freed, or lost with a restart)", key, o.nodeName)}
 	}
-	if _, err, _ := o.pulls.Do(key, func() (any, error) { return nil, o.pull(ctx, r.Loc) }); err != nil {
-		var re *rpc.Error
-		if errors.As(err, &re) && re.Code == wire.CodeNotFound {
-			return nil, &rpc.Error{Code: wire.CodeObjectLost, Message: err.Error(), Err: err}
+	// A pulled copy is unpinned, so a Create may evict it before this
+	// caller pins it: pull again then, a few times.
+	for attempt := 0; ; attempt++ {
+		if _, err, _ := o.pulls.Do(key, func() (any, error) { return nil, o.pull(ctx, r.Loc) }); err != nil {
+			var re *rpc.Error
+			if errors.As(err, &re) && re.Code == wire.CodeNotFound {
+				return nil, &rpc.Error{Code: wire.CodeObjectLost, Message: err.Error(), Err: err}
+			}
+			return nil, err
 		}
-		return nil, err
+		if loc, ok := o.store.Hold(key); ok {
+			return &wire.ObjectLocation{Offset: loc.Offset, Size: loc.Size}, nil
+		}
+		if attempt == 2 {
+			return nil, &rpc.Error{Code: wire.CodeObjectStoreFull, Message: fmt.Sprintf("node %s: object %s was pulled %d times but evicted each time before it could be read: the store is too busy for it", o.nodeName, key, attempt+1)}
+		}
 	}
-	loc, _, ok := o.store.Get(key)
-	if !ok {
-		return nil, &rpc.Error{Code: wire.CodeNotFound, Message: fmt.Sprintf("object %s was pulled but is gone (evicted)", key)}
-	}
-	return &wire.ObjectLocation{Offset: loc.Offset, Size: loc.Size}, nil
 }
 
 // pull copies another node's object into this node's arena as a secondary
@@ -214,11 +261,9 @@ func (o *objectService) pull(ctx context.Context, from wire.ObjectLoc) error {
 		_ = o.store.Abort(from.Key)
 		return fmt.Errorf("pull object %s (%d bytes) from %s: %w", from.Key, from.Size, from.NodeAddr, first)
 	}
-	// Pinned: processes read pulled copies in place, so eviction must not
-	// reuse their bytes; the copy is freed with its job.
-	if err := o.store.Pin(from.Key); err != nil {
-		return err
-	}
+	// Not pinned: a secondary copy no reader holds (Obj.Locate pins it for
+	// each reader, Obj.Release unpins) is evicted, least recently used
+	// first, when a Create needs room.
 	return o.store.Seal(from.Key)
 }
 
@@ -238,4 +283,26 @@ func (n *Node) ObjectStoreUsed() int64 {
 		return 0
 	}
 	return n.objects.Used()
+}
+
+// release drops the reader pins Obj.Locate took (Obj.Release); keys not
+// present or not pinned are skipped.
+func (o *objectService) release(ctx context.Context, r *wire.ObjectFreeRequest) (*wire.Empty, error) {
+	if len(r.Keys) > wire.MaxFreeKeys {
+		return nil, &rpc.Error{Code: wire.CodeBadInput, Message: fmt.Sprintf("release of %d objects: at most %d per request", len(r.Keys), wire.MaxFreeKeys)}
+	}
+	for _, k := range r.Keys {
+		_ = o.store.Unpin(k)
+	}
+	return &wire.Empty{}, nil
+}
+
+// restoreError is a failed restore as an RPC error: object_store_full when
+// there was no room, else object_lost (the spill file is unreadable).
+func (o *objectService) restoreError(err error) error {
+	code := wire.CodeObjectLost
+	if errors.Is(err, objstore.ErrFull) || errors.Is(err, objstore.ErrTooLarge) {
+		code = wire.CodeObjectStoreFull
+	}
+	return &rpc.Error{Code: code, Message: fmt.Sprintf("node %s: %v", o.nodeName, err), Err: err}
 }

@@ -101,6 +101,7 @@ func (n *Node) objectFree(ctx context.Context, r *wire.ObjectFreeRequest) (*wire
 	var byHolder map[string][]string
 	freed := 0
 	for _, key := range r.Keys {
+		n.objectSvc.spill.forget(key)
 		if !n.objectSvc.copies.freeWhilePulling(key) && n.objects.Delete(key) == nil {
 			freed++
 		}

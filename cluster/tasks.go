@@ -108,6 +108,7 @@ func (n *Node) endJob(job, reason string) {
 // endJobHere stops job's workers on this node and frees its objects here.
 func (n *Node) endJobHere(job string) {
 	n.workers.stopJob(job)
+	n.objectSvc.spill.forgetPrefix(job + "/")
 	if k := n.objects.DeletePrefix(job + "/"); k > 0 {
 		n.logger.Debug("freed job objects", "job", job, "objects", k)
 	}

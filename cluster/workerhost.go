@@ -110,6 +110,7 @@ func (n *Node) releaseLease(id uint64) { n.local.release(id) }
 func (n *Node) workerLeases(workerID string) int { return n.local.workerLeases(workerID) }
 
 func (n *Node) actorJobEnded(job string) {
+	n.objectSvc.spill.forgetPrefix(job + "/")
 	n.objects.DeletePrefix(job + "/")
 	if n.ctx.Err() != nil {
 		return // node shutdown: the peers learn it from gossip

@@ -47,6 +47,8 @@ type object struct {
 	lru       *list.Element // set while sealed and secondary
 	views     int           // outstanding Views
 	dead      bool          // removed from the index while viewed: space freed with the last view
+	owner     string        // the owner's RPC address, set by Label (nodeup memory)
+	callSite  string        // what made it (a task's name, "put"), set by Label
 }
 
 // Store is one node's object store: a fixed-size arena file mapped shared and

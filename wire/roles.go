@@ -45,6 +45,8 @@ var MethodRoles = map[string]pki.Role{
 	MethodObjectLocate:   pki.RoleRead,
 	MethodObjectRead:     pki.RoleAdmin,
 	MethodObjectFree:     pki.RoleSubmit,
+	MethodObjectList:     pki.RoleRead,
+	MethodObjectRelease:  pki.RoleSubmit,
 	MethodActorCreate:    pki.RoleSubmit,
 	MethodActorGet:       pki.RoleRead,
 	MethodActorList:      pki.RoleRead,

@@ -79,6 +79,10 @@ type ObjectLoc struct {
 type ObjectCreateRequest struct {
 	Key  string
 	Size int64
+	// Owner is the object's owner's RPC address and CallSite what made it
+	// (a task's name, "put"), shown by `nodeup memory`; optional.
+	Owner    string `msgpack:",omitempty"`
+	CallSite string `msgpack:",omitempty"`
 }
 
 // ObjectKey names an object in a node's store.

@@ -53,10 +53,11 @@ func (cw *coreWorker) handleActorConstruct(ctx context.Context, req *wire.ActorC
 	if len(req.Args) != c.numArgs {
 		return fail(fmt.Sprintf("constructor %s takes %d arguments, got %d", req.Constructor, c.numArgs, len(req.Args)), "", false), nil
 	}
-	args, err := cw.resolveArgs(ctx, req.Args)
+	args, release, err := cw.resolveArgs(ctx, req.Args)
 	if err != nil {
 		return fail(err.Error(), "", false), nil
 	}
+	defer release()
 	defer func() {
 		if p := recover(); p != nil {
 			rep = fail(fmt.Sprint(p), string(debug.Stack()), true)

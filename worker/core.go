@@ -206,19 +206,29 @@ func (c *preambleConn) Read(p []byte) (int, error) {
 }
 
 // getValue returns an object's msgpack value, waiting for it: from this
-// process's table, else fetched from its owner (see prefetch).
-func (cw *coreWorker) getValue(ctx context.Context, id, owner string) ([]byte, error) {
+// process's table, else fetched from its owner (see prefetch). A large
+// object's value is a view of the node's arena, valid until release is
+// called (readLarge); release is never nil.
+func (cw *coreWorker) getValue(ctx context.Context, id, owner string) (b []byte, release func(), err error) {
+	b, release, err = cw.getValueView(ctx, id, owner)
+	if release == nil {
+		release = func() {}
+	}
+	return b, release, err
+}
+
+func (cw *coreWorker) getValueView(ctx context.Context, id, owner string) ([]byte, func(), error) {
 	o := cw.objects.get(id)
 	if o == nil {
 		if owner == cw.addr || owner == "" {
 			if why := cw.objects.freedReason(id); why != "" {
-				return nil, &ObjectFreedError{ObjectID: id, Owner: cw.addr, Reason: why}
+				return nil, nil, &ObjectFreedError{ObjectID: id, Owner: cw.addr, Reason: why}
 			}
-			return nil, &ObjectLostError{ObjectID: id, Reason: "this process owns no object with that ID"}
+			return nil, nil, &ObjectLostError{ObjectID: id, Reason: "this process owns no object with that ID"}
 		}
 		cw.prefetch(1, func(int) (string, string) { return id, owner })
 		if o = cw.objects.get(id); o == nil {
-			return nil, &ObjectLostError{ObjectID: id, Reason: "dropped while being fetched (the job ended)"}
+			return nil, nil, &ObjectLostError{ObjectID: id, Reason: "dropped while being fetched (the job ended)"}
 		}
 	}
 	if !o.ready() {
@@ -226,13 +236,13 @@ func (cw *coreWorker) getValue(ctx context.Context, id, owner string) ([]byte, e
 		err := o.wait(ctx)
 		unblock()
 		if err != nil {
-			return nil, fmt.Errorf("get %s: %w", id, err)
+			return nil, nil, fmt.Errorf("get %s: %w", id, err)
 		}
 	}
 	if o.loc != nil && o.err == nil {
 		return cw.readLarge(ctx, o.loc)
 	}
-	return o.value, o.err
+	return o.value, nil, o.err
 }
 
 // handleObjectGet serves a borrower's Get of an object this process owns.

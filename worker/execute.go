@@ -284,9 +284,17 @@ func (cw *coreWorker) taskFailure(msg, stack string, panicked bool) *wire.TaskFa
 	return &wire.TaskFailure{Message: msg, Stack: stack, Panic: panicked, NodeID: cw.nodeID, NodeName: cw.nodeName, PID: os.Getpid()}
 }
 
-// resolveArgs returns each argument's msgpack value, fetching refs.
-func (cw *coreWorker) resolveArgs(ctx context.Context, in []wire.Arg) ([][]byte, error) {
+// resolveArgs returns each argument's msgpack value, fetching refs. A
+// large argument is a view of the node's arena: call release (never nil)
+// once the arguments are decoded, so the node may spill them again.
+func (cw *coreWorker) resolveArgs(ctx context.Context, in []wire.Arg) (_ [][]byte, release func(), _ error) {
 	args := make([][]byte, len(in))
+	var releases []func()
+	release = func() {
+		for _, r := range releases {
+			r()
+		}
+	}
 	cw.prefetch(len(in), func(i int) (string, string) {
 		if !in[i].IsRef {
 			return "", "" // not a ref: nothing to fetch
@@ -298,13 +306,15 @@ func (cw *coreWorker) resolveArgs(ctx context.Context, in []wire.Arg) ([][]byte,
 			args[i] = a.Inline
 			continue
 		}
-		b, err := cw.getValue(ctx, a.RefID, a.Owner)
+		b, rel, err := cw.getValue(ctx, a.RefID, a.Owner)
 		if err != nil {
-			return nil, fmt.Errorf("argument %d (%s): %v", i, a.RefID, err)
+			release()
+			return nil, func() {}, fmt.Errorf("argument %d (%s): %v", i, a.RefID, err)
 		}
+		releases = append(releases, rel)
 		args[i] = b
 	}
-	return args, nil
+	return args, release, nil
 }
 
 // run resolves spec's arguments, invokes inv (recovering a panic) and
@@ -324,10 +334,11 @@ func (cw *coreWorker) run(ctx context.Context, spec *wire.TaskSpec, numArgs int,
 	if len(spec.Args) != numArgs {
 		return fail(fmt.Sprintf("%s takes %d arguments, got %d", spec.Function, numArgs, len(spec.Args)), "", false)
 	}
-	args, err := cw.resolveArgs(ctx, spec.Args)
+	args, release, err := cw.resolveArgs(ctx, spec.Args)
 	if err != nil {
 		return fail(err.Error(), "", false)
 	}
+	defer release() // decoded by the task (msgpack copies), but a panic may come first
 	defer func() {
 		if p := recover(); p != nil {
 			rep = fail(fmt.Sprint(p), string(debug.Stack()), true)
@@ -342,7 +353,7 @@ func (cw *coreWorker) run(ctx context.Context, spec *wire.TaskSpec, numArgs int,
 		if len(b) <= inlineMax {
 			continue
 		}
-		loc, err := cw.storeLarge(ctx, returnID(spec.TaskID, i), b)
+		loc, err := cw.storeLarge(ctx, returnID(spec.TaskID, i), spec.Owner, spec.Name, b)
 		if err != nil {
 			return fail(fmt.Sprintf("result %d: %v", i, err), "", false)
 		}

@@ -70,8 +70,10 @@ func (a *arena) close() {
 // store as object id of this job (create, write through the mapping, seal:
 // plasma's protocol); each part is copied straight into the store (a Put of
 // a []byte writes its msgpack header and the caller's bytes, with no encoded
-// copy in between). Errors name the object and say when the store is full.
-func (cw *coreWorker) storeLarge(ctx context.Context, id string, parts ...[]byte) (*wire.ObjectLoc, error) {
+// copy in between). owner and site label the object for `nodeup memory`
+// (the owner's RPC address; a task's name or "put"). Errors name the object
+// and say when the store is full.
+func (cw *coreWorker) storeLarge(ctx context.Context, id, owner, site string, parts ...[]byte) (*wire.ObjectLoc, error) {
 	if err := cw.arena.open(); err != nil {
 		return nil, fmt.Errorf("store object %s: %w", id, err)
 	}
@@ -83,7 +85,7 @@ func (cw *coreWorker) storeLarge(ctx context.Context, id string, parts ...[]byte
 	var loc wire.ObjectLocation
 	var start time.Time
 	for attempt := 0; ; attempt++ {
-		err := cw.pool.Call(ctx, cw.nodeAddr, wire.MethodObjectCreate, &wire.ObjectCreateRequest{Key: key, Size: size}, &loc)
+		err := cw.pool.Call(ctx, cw.nodeAddr, wire.MethodObjectCreate, &wire.ObjectCreateRequest{Key: key, Size: size, Owner: owner, CallSite: site}, &loc)
 		if err == nil {
 			break
 		}
@@ -127,17 +129,36 @@ func binHeader(n int) []byte {
 }
 
 // readLarge returns a read-only view of a large object in the local node's
-// arena, which pulls it from the node holding it first if needed. No copy is
-// made on this node.
-func (cw *coreWorker) readLarge(ctx context.Context, loc *wire.ObjectLoc) ([]byte, error) {
+// arena, which pulls it from the node holding it (or restores it from its
+// spill directory) first if needed. No copy is made on this node. The node
+// keeps the object in memory for this reader until release is called
+// (Obj.Release), after which the view must not be read.
+func (cw *coreWorker) readLarge(ctx context.Context, loc *wire.ObjectLoc) (view []byte, release func(), err error) {
 	if err := cw.arena.open(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var where wire.ObjectLocation
 	if err := cw.pool.Call(ctx, cw.nodeAddr, wire.MethodObjectLocate, &wire.ObjectLocateRequest{Loc: *loc}, &where); err != nil {
-		return nil, &ObjectLostError{ObjectID: loc.Key, Reason: err.Error()}
+		return nil, nil, &ObjectLostError{ObjectID: loc.Key, Reason: err.Error()}
 	}
-	return cw.arena.ro.Slice(objstore.Location{Offset: where.Offset, Size: where.Size})
+	release = func() { cw.releaseRead(ctx, loc.Key) }
+	view, err = cw.arena.ro.Slice(objstore.Location{Offset: where.Offset, Size: where.Size})
+	if err != nil {
+		release()
+		return nil, nil, err
+	}
+	return view, release, nil
+}
+
+// releaseRead tells the node this process no longer reads key in place
+// (Obj.Release), so it may spill it. A failure only keeps the object in
+// memory, so it is logged, not returned.
+func (cw *coreWorker) releaseRead(ctx context.Context, key string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if err := cw.pool.Call(ctx, cw.nodeAddr, wire.MethodObjectRelease, &wire.ObjectFreeRequest{Keys: []string{key}}, nil); err != nil {
+		cw.logger.Debug("release of an object read in place failed; the node keeps it in memory", "object", key, "err", err)
+	}
 }
 
 // binView returns the payload of a msgpack bin value without copying it, so

@@ -126,7 +126,8 @@ func (r Ref[T]) get(ctx context.Context, cw *coreWorker) (T, error) {
 	if r.released() {
 		return zero, &ObjectFreedError{ObjectID: r.id, Owner: r.owner, Reason: reasonReleased}
 	}
-	b, err := cw.getValue(ctx, r.id, r.owner)
+	b, release, err := cw.getValue(ctx, r.id, r.owner)
+	defer release()        // the value is copied out below
 	runtime.KeepAlive(r.h) // the object stays while its value is read
 	if err != nil {
 		return zero, err
@@ -169,13 +170,16 @@ func View(ctx context.Context, r Ref[[]byte]) ([]byte, error) {
 	if r.released() {
 		return nil, &ObjectFreedError{ObjectID: r.id, Owner: r.owner, Reason: reasonReleased}
 	}
-	b, err := cw.getValue(ctx, r.id, r.owner)
+	// The node keeps a viewed object in memory (not spilled) until it is
+	// freed: nothing tells when the caller drops the view.
+	b, release, err := cw.getValue(ctx, r.id, r.owner)
 	if err != nil {
 		runtime.KeepAlive(r.h)
 		return nil, err
 	}
 	view, ok := binView(b)
 	if !ok {
+		defer release()
 		var v []byte
 		if err := msgpack.Unmarshal(b, &v); err != nil {
 			return nil, fmt.Errorf("decode object %s as []byte: %w", r.id, err)
@@ -228,7 +232,7 @@ func Put[T any](ctx context.Context, v T) (Ref[T], error) {
 	id := cw.newObjectID("p")
 	if raw, ok := any(v).([]byte); ok && len(raw) > inlineMax && uint64(len(raw)) <= math.MaxUint32 {
 		// One copy, straight into the store, of what Marshal would write.
-		loc, err := cw.storeLarge(ctx, id, binHeader(len(raw)), raw)
+		loc, err := cw.storeLarge(ctx, id, cw.addr, "put", binHeader(len(raw)), raw)
 		if err != nil {
 			return Ref[T]{}, fmt.Errorf("put %T: %w", v, err)
 		}
@@ -240,7 +244,7 @@ func Put[T any](ctx context.Context, v T) (Ref[T], error) {
 		return Ref[T]{}, fmt.Errorf("put %T: %w", v, err)
 	}
 	if len(b) > inlineMax {
-		loc, err := cw.storeLarge(ctx, id, b)
+		loc, err := cw.storeLarge(ctx, id, cw.addr, "put", b)
 		if err != nil {
 			return Ref[T]{}, fmt.Errorf("put %T: %w", v, err)
 		}

@@ -351,5 +351,6 @@ func (cw *coreWorker) reclaim(ctx context.Context, start time.Time, attempt int)
 func storeFull(err error) bool {
 	var re *rpc.Error
 	return errors.As(err, &re) && re.Code == wire.CodeObjectStoreFull &&
-		!strings.Contains(re.Message, objstore.ErrTooLarge.Error()) // no free makes room for that
+		!strings.Contains(re.Message, objstore.ErrTooLarge.Error()) && // no free makes room for that
+		!strings.Contains(re.Message, "spill disk full") // nor for a full spill disk: fail at once
 }

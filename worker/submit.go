@@ -208,7 +208,7 @@ func (cw *coreWorker) encodeArgs(ctx context.Context, verb, name string, args []
 		nested = append(nested, in...)
 		if len(b) > inlineMax {
 			id := cw.newObjectID("a")
-			loc, err := cw.storeLarge(ctx, id, b)
+			loc, err := cw.storeLarge(ctx, id, cw.addr, "argument of "+name, b)
 			if err != nil {
 				return nil, nil, fmt.Errorf("%s %s: argument %d: %w", verb, name, i, err)
 			}

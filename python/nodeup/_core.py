@@ -144,7 +144,12 @@ class Core:
     def store_read(self, loc):
         where = self.pool.call(self.node_addr, "Obj.Locate", {"Loc": loc})
         off, size = where["Offset"], where["Size"]
-        return bytes(self.arena()[off:off + size])
+        try:
+            return bytes(self.arena()[off:off + size])
+        finally:
+            # Obj.Locate pinned it for this read; the copy is made, so the
+            # node may spill it again.
+            self.pool.call(self.node_addr, "Obj.Release", {"Keys": [loc["Key"]]})
 
     # ---- serving owned objects to borrowers
 
