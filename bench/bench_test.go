@@ -225,8 +225,8 @@ func TestObjectChurn(t *testing.T) {
 	defer e2.close()
 	res = runMetric(ctx, e2, &m)
 	t.Logf("40 MiB store, spilling: %+v", res)
-	if res[0].Error != "" || !(res[0].Value > 0) || res[1].Value > 40<<20 || res[2].Value <= 2 {
-		t.Errorf("on a 40 MiB store with spilling: %+v, peak %+v, operations %+v; want no error, peak within 40 MiB, more than 2 operations", res[0], res[1], res[2])
+	if res[0].Error != "" || !(res[0].Value > 0) || res[1].Value > 40<<20 || res[2].Value < 2 {
+		t.Errorf("on a 40 MiB store with spilling: %+v, peak %+v, operations %+v; want no error, peak within 40 MiB, at least a Put and a chain step", res[0], res[1], res[2])
 	}
 }
 
