@@ -44,8 +44,8 @@ type authenticator struct {
 	// requireTLS (a secure node): a plaintext TCP connection is anonymous
 	// whatever token it sent, and its refusals say to use TLS.
 	requireTLS bool
-	uid    int // the node's user
-	gid    int // the --socket-group's ID, -1 for none
+	uid        int // the node's user
+	gid        int // the --socket-group's ID, -1 for none
 	// peerCred reads a Unix connection's peer credentials (unix.GetsockoptUcred).
 	peerCred func(*net.UnixConn) (peerCreds, error)
 	// groupsOf lists a process's supplementary group IDs (/proc/<pid>/status).

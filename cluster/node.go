@@ -49,10 +49,10 @@ type Node struct {
 	pool      *rpc.Pool // to other nodes: mutual TLS unless --insecure
 	// localPool calls this node's workers, plaintext on loopback.
 	localPool *rpc.Pool
-	sec        *security
-	keyring    *memberlist.Keyring // gossip's keys (nil with --insecure)
-	keyringMu  sync.Mutex          // one keyring change at a time
-	rotateMu   sync.Mutex          // one rotation at a time (leader)
+	sec       *security
+	keyring   *memberlist.Keyring // gossip's keys (nil with --insecure)
+	keyringMu sync.Mutex          // one keyring change at a time
+	rotateMu  sync.Mutex          // one rotation at a time (leader)
 
 	members *membership
 	ml      *memberlist.Memberlist
