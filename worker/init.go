@@ -136,6 +136,15 @@ func Init(ctx context.Context, opts ...InitOption) error {
 		cw.close()
 		return fmt.Errorf("nodeup: Token: %w", err)
 	}
+	cw.pool.SetDialer(cw.dialer.dial)
+	if cfg.token != "" {
+		secure, err := nodeCredential(cfg.token, "")
+		if err != nil {
+			cw.close()
+			return err
+		}
+		cw.dialer.secure = secure
+	}
 	if os.Getenv(wire.EnvWorkerMode) == "1" {
 		env, err := workerRuntimeEnv()
 		if err != nil {
@@ -171,6 +180,7 @@ func (cw *coreWorker) connect(ctx context.Context, cfg initConfig) error {
 	req := &wire.JobRegisterRequest{JobID: cw.jobID, BinaryHash: cw.binHash, BinaryPath: exe, DriverPID: os.Getpid()}
 	var rep wire.JobRegisterReply
 	register := func(addr string) error {
+		cw.dialer.markNode(addr)
 		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
 		return cw.pool.Call(cctx, addr, wire.MethodJobRegister, req, &rep)
@@ -200,7 +210,11 @@ func (cw *coreWorker) connect(ctx context.Context, cfg initConfig) error {
 	// sends; reached over its Unix socket, calls to it take the socket.
 	if strings.HasPrefix(addr, rpc.UnixPrefix) {
 		cw.pool.SetRoute(rep.NodeAddr, addr)
+		if err := cw.useNodeCredential(cfg.token, addr); err != nil {
+			return err
+		}
 	}
+	cw.dialer.markNode(rep.NodeAddr)
 	cw.nodeAddr, cw.nodeID, cw.nodeName = rep.NodeAddr, rep.NodeID, rep.NodeName
 	cw.arena.path = rep.ArenaPath
 	if err := cw.serve(rep.BindIP); err != nil {
@@ -208,6 +222,21 @@ func (cw *coreWorker) connect(ctx context.Context, cfg initConfig) error {
 	}
 	cw.logger.Debug("connected to nodeup", "node", rep.NodeName, "addr", rep.NodeAddr, "job", cw.jobID)
 	go cw.sub.watchNodes()
+	return nil
+}
+
+// useNodeCredential: without a token, a process whose node answers on
+// sock dials other nodes with that node's certificate when it can read it
+// (nodeCredential).
+func (cw *coreWorker) useNodeCredential(token, sock string) error {
+	if token != "" {
+		return nil
+	}
+	secure, err := nodeCredential("", sock)
+	if err != nil {
+		return err
+	}
+	cw.dialer.secure = secure
 	return nil
 }
 
@@ -221,8 +250,12 @@ func runWorker(cw *coreWorker) {
 	cw.isWorker = true
 	cw.jobID = os.Getenv(wire.EnvJobID)
 	cw.nodeAddr = os.Getenv(wire.EnvNodeAddr)
+	cw.dialer.markNode(cw.nodeAddr)
 	if sock := os.Getenv(wire.EnvNodeSocket); strings.HasPrefix(sock, rpc.UnixPrefix) {
 		cw.pool.SetRoute(cw.nodeAddr, sock)
+		if err := cw.useNodeCredential(os.Getenv(wire.EnvToken), sock); err != nil {
+			fatal(err)
+		}
 	}
 	cw.nodeID, cw.nodeName = os.Getenv(wire.EnvNodeID), os.Getenv(wire.EnvNodeName)
 	cw.arena.path = os.Getenv(wire.EnvArenaPath)
