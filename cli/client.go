@@ -37,6 +37,12 @@ func clientFlags() []ucli.Flag {
 // rpc.UnixPrefix and its path.
 func resolveAddress(c *ucli.Context) (string, error) {
 	addr := c.String("address")
+	// The node last started here, named by its host:port, is reached over
+	// its Unix socket unless a token is given (a secure node wants TLS and
+	// a token on TCP; the socket trusts this user).
+	if addr != "" && addr == wire.CurrentAddress() && wire.CurrentSocket() != "" && c.String("token") == "" && c.String("token-file") == "" {
+		addr = wire.CurrentSocket()
+	}
 	if addr == "" {
 		if addr = wire.CurrentSocket(); addr == "" {
 			addr = wire.CurrentAddress()
