@@ -28,7 +28,8 @@ type nodeSpec struct {
 var specs = []nodeSpec{{slot: 1, zone: "a", gpus: 2}, {slot: 1, zone: "b", gpus: 0}, {slot: 2, zone: "b", gpus: 2}}
 
 // startInProcess starts n cluster.Node values on 127.0.0.1 in this process
-// and returns the head's RPC address.
+// and returns the head's address for a local driver: its Unix socket (a
+// secure node refuses plaintext TCP).
 func startInProcess(t testing.TB, n int) string {
 	t.Helper()
 	nodes := clustertest.Start(t, n, func(i int, cfg *cluster.Config) {
@@ -37,7 +38,7 @@ func startInProcess(t testing.TB, n int) string {
 		cfg.Labels = map[string]string{"zone": sp.zone}
 		cfg.GPUs = cluster.GPUConfig{Declare: true, Count: sp.gpus}
 	})
-	return nodes[0].RPCAddr()
+	return nodes[0].SocketAddr()
 }
 
 var (
