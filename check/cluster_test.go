@@ -14,6 +14,7 @@ import (
 	"github.com/nodeup/nodeup/cluster"
 	"github.com/nodeup/nodeup/cluster/clustertest"
 	"github.com/nodeup/nodeup/internal/testutil"
+	"github.com/nodeup/nodeup/rpc"
 	"github.com/nodeup/nodeup/sched"
 )
 
@@ -94,7 +95,9 @@ func startProcesses(t testing.TB, n int) (string, func() string) {
 			waitListening(t, addr, 30*time.Second)
 		}
 	}
-	return head, func() string {
+	// The driver takes the head's Unix socket: its TCP port wants TLS and
+	// a token.
+	return rpc.UnixPrefix + filepath.Join(root, "n0", cluster.SocketFile), func() string {
 		var b bytes.Buffer
 		for _, l := range logs {
 			b.WriteString(l())
