@@ -32,13 +32,17 @@ type initConfig struct {
 	noSignals bool       // HandleSignals(false)
 }
 
-// Address connects to the node at host:port instead of NODEUP_ADDRESS or the
-// node running on this machine.
+// Address connects to the node at host:port (or unix:///path, a node's
+// Unix socket) instead of NODEUP_ADDRESS or the node running on this
+// machine. A host:port of a secure node needs a Token (TLS); one naming the
+// node last started on this machine takes its Unix socket when no token is
+// given.
 func Address(addr string) InitOption { return func(c *initConfig) { c.address = addr } }
 
 // Token makes the driver present token (as printed by nodeup token create,
-// role submit or admin to run work) to the nodes it reaches over TCP;
-// without it NODEUP_TOKEN is used. A driver on the node's machine that
+// role submit or admin to run work) to the nodes it reaches over TCP, over
+// TLS verified against the CA pin the token carries (an error names a
+// token for another cluster); without it NODEUP_TOKEN is used. A driver on the node's machine that
 // reaches it over its Unix socket (NODEUP_ADDRESS=unix:///path, or the
 // node running on this machine) needs none. A node that refuses a call
 // says so with an error matching ErrPermissionDenied.
