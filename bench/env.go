@@ -158,7 +158,8 @@ func (e *Env) SecondNode(ctx context.Context) (string, error) {
 
 // StoreNode starts a single-node cluster of its own in this process with an
 // object store of capacity bytes, for the current metric (stopped after
-// it), and returns its RPC address. Its CPUs are this machine's. With
+// it), and returns its address for a driver: its Unix socket (a secure
+// node refuses plaintext TCP), else its RPC address. Its CPUs are this machine's. With
 // Options.Address it skips the metric: a remote cluster's store size is not
 // the bench's to choose.
 func (e *Env) StoreNode(ctx context.Context, capacity int64) (string, error) {
@@ -178,6 +179,9 @@ func (e *Env) StoreNode(ctx context.Context, capacity int64) (string, error) {
 		os.RemoveAll(n.DataDir())
 		e.store = nil
 	})
+	if sock := n.SocketAddr(); sock != "" {
+		return sock, nil
+	}
 	return n.RPCAddr(), nil
 }
 

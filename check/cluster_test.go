@@ -14,6 +14,7 @@ import (
 	"github.com/nodeup/nodeup/cluster"
 	"github.com/nodeup/nodeup/cluster/clustertest"
 	"github.com/nodeup/nodeup/internal/testutil"
+	"github.com/nodeup/nodeup/rpc"
 	"github.com/nodeup/nodeup/sched"
 )
 
@@ -28,7 +29,8 @@ type nodeSpec struct {
 var specs = []nodeSpec{{slot: 1, zone: "a", gpus: 2}, {slot: 1, zone: "b", gpus: 0}, {slot: 2, zone: "b", gpus: 2}}
 
 // startInProcess starts n cluster.Node values on 127.0.0.1 in this process
-// and returns the head's RPC address.
+// and returns the head's address for a local driver: its Unix socket (a
+// secure node refuses plaintext TCP).
 func startInProcess(t testing.TB, n int) string {
 	t.Helper()
 	nodes := clustertest.Start(t, n, func(i int, cfg *cluster.Config) {
@@ -37,7 +39,7 @@ func startInProcess(t testing.TB, n int) string {
 		cfg.Labels = map[string]string{"zone": sp.zone}
 		cfg.GPUs = cluster.GPUConfig{Declare: true, Count: sp.gpus}
 	})
-	return nodes[0].RPCAddr()
+	return nodes[0].SocketAddr()
 }
 
 var (
@@ -93,7 +95,9 @@ func startProcesses(t testing.TB, n int) (string, func() string) {
 			waitListening(t, addr, 30*time.Second)
 		}
 	}
-	return head, func() string {
+	// The driver takes the head's Unix socket: its TCP port wants TLS and
+	// a token.
+	return rpc.UnixPrefix + filepath.Join(root, "n0", cluster.SocketFile), func() string {
 		var b bytes.Buffer
 		for _, l := range logs {
 			b.WriteString(l())

@@ -14,6 +14,7 @@ import (
 	ucli "github.com/urfave/cli/v2"
 
 	"github.com/nodeup/nodeup/cluster"
+	"github.com/nodeup/nodeup/internal/pki"
 	"github.com/nodeup/nodeup/rpc"
 	"github.com/nodeup/nodeup/wire"
 )
@@ -36,6 +37,12 @@ func clientFlags() []ucli.Flag {
 // rpc.UnixPrefix and its path.
 func resolveAddress(c *ucli.Context) (string, error) {
 	addr := c.String("address")
+	// The node last started here, named by its host:port, is reached over
+	// its Unix socket unless a token is given (a secure node wants TLS and
+	// a token on TCP; the socket trusts this user).
+	if addr != "" && addr == wire.CurrentAddress() && wire.CurrentSocket() != "" && c.String("token") == "" && c.String("token-file") == "" {
+		addr = wire.CurrentSocket()
+	}
 	if addr == "" {
 		if addr = wire.CurrentSocket(); addr == "" {
 			addr = wire.CurrentAddress()
@@ -103,10 +110,20 @@ func call(c *ucli.Context, method string, req, resp any) error {
 	ctx, cancel := context.WithTimeout(c.Context, c.Duration("timeout"))
 	defer cancel()
 	network, dialAddr := "tcp", addr
+	opts := []rpc.DialOption{rpc.WithToken(token)}
 	if p, ok := strings.CutPrefix(addr, rpc.UnixPrefix); ok {
 		network, dialAddr = "unix", p
+	} else if token != "" {
+		// Over TCP a token travels only inside TLS, to the cluster the
+		// token pins; without one the call goes plaintext, which only an
+		// --insecure node answers.
+		dial, err := pki.TokenDialer(token)
+		if err != nil {
+			return fmt.Errorf("--token: %w", err)
+		}
+		opts = append(opts, rpc.WithDialer(dial))
 	}
-	cl, err := rpc.Dial(ctx, network, dialAddr, []byte{wire.PreambleRPC}, wire.ProtocolVersion, rpc.WithToken(token))
+	cl, err := rpc.Dial(ctx, network, dialAddr, []byte{wire.PreambleRPC}, wire.ProtocolVersion, opts...)
 	if err != nil {
 		return fmt.Errorf("cannot reach node at %s: %w", addr, err)
 	}

@@ -35,13 +35,17 @@ var (
 
 // authenticator decides who a connection to the node is (rpc.Auth's
 // Authenticate): a TLS peer with a verified cluster certificate is a node;
+// a plaintext TCP peer of a secure node is anonymous (requireTLS);
 // a Unix-socket peer whose credentials (SO_PEERCRED) are the node's user,
 // root or a member of the socket group is local; else the token it
 // presented decides; else it is anonymous, which may call nothing.
 type authenticator struct {
 	tokens tokenAuthority
-	uid    int // the node's user
-	gid    int // the --socket-group's ID, -1 for none
+	// requireTLS (a secure node): a plaintext TCP connection is anonymous
+	// whatever token it sent, and its refusals say to use TLS.
+	requireTLS bool
+	uid        int // the node's user
+	gid        int // the --socket-group's ID, -1 for none
 	// peerCred reads a Unix connection's peer credentials (unix.GetsockoptUcred).
 	peerCred func(*net.UnixConn) (peerCreds, error)
 	// groupsOf lists a process's supplementary group IDs (/proc/<pid>/status).
@@ -54,8 +58,8 @@ type peerCreds struct {
 	UID, GID int
 }
 
-func newAuthenticator(tokens tokenAuthority, socketGroup int) *authenticator {
-	return &authenticator{tokens: tokens, uid: os.Getuid(), gid: socketGroup, peerCred: unixPeerCred, groupsOf: procGroups}
+func newAuthenticator(tokens tokenAuthority, socketGroup int, requireTLS bool) *authenticator {
+	return &authenticator{tokens: tokens, requireTLS: requireTLS, uid: os.Getuid(), gid: socketGroup, peerCred: unixPeerCred, groupsOf: procGroups}
 }
 
 // auth returns the rpc.Auth enforcing wire.MethodRoles with a.
@@ -63,11 +67,32 @@ func (a *authenticator) auth() *rpc.Auth {
 	return &rpc.Auth{Authenticate: a.authenticate, Require: wire.MethodRequirement, Hint: authHint}
 }
 
+// noteNeedsTLS says why a plaintext TCP connection to a secure node may
+// call nothing but the open methods, and what to do instead.
+const noteNeedsTLS = "this node requires TLS: on this machine use the Unix socket (the CLI and SDK do by default); from elsewhere pass a token (--token / NODEUP_TOKEN)"
+
+// anonymous is the principal of a connection with no accepted credential:
+// it may call the open methods (wire.RoleOpen) only.
+func anonymous(note string) rpc.Principal {
+	return rpc.Principal{Name: "anonymous", Role: "none", Grants: wire.GrantOpen, Note: note}
+}
+
 func (a *authenticator) authenticate(conn net.Conn, token string) rpc.Principal {
-	if tc, ok := conn.(interface{ ConnectionState() tls.ConnectionState }); ok {
+	isTLS := false
+	switch tc := conn.(type) {
+	case interface{ NodePrincipal() (string, bool) }: // the mux's accepted TLS connection
+		isTLS = true
+		if id, ok := tc.NodePrincipal(); ok {
+			return rpc.Principal{Name: "node " + short(id) + " (cluster certificate)", Role: principalNode.Role, Grants: principalNode.Grants}
+		}
+	case interface{ ConnectionState() tls.ConnectionState }:
+		isTLS = true
 		if len(tc.ConnectionState().VerifiedChains) > 0 {
 			return principalNode
 		}
+	}
+	if _, unix := conn.(*net.UnixConn); !unix && !isTLS && a.requireTLS {
+		return anonymous(noteNeedsTLS)
 	}
 	var notes []string
 	if uc, ok := conn.(*net.UnixConn); ok {
@@ -84,7 +109,7 @@ func (a *authenticator) authenticate(conn net.Conn, token string) rpc.Principal 
 		}
 		notes = append(notes, err.Error())
 	}
-	return rpc.Principal{Name: "anonymous", Role: "none", Note: strings.Join(notes, "; ")}
+	return anonymous(strings.Join(notes, "; "))
 }
 
 // local checks a Unix-socket peer: the node's user, root, or in the

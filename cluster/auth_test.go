@@ -65,6 +65,34 @@ func dialNode(t *testing.T, addr, token string) *rpc.Client {
 	return c
 }
 
+// dialTLS opens an RPC client to nd's TCP port over TLS verified against
+// its CA's pin, as the CLI and SDK do with a token, presenting token.
+func dialTLS(t *testing.T, nd *Node, token string) *rpc.Client {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	cfg := pki.PinnedConfig(nd.sec.ca.Hash())
+	c, err := rpc.Dial(ctx, "tcp", nd.RPCAddr(), []byte{wire.PreambleRPC}, wire.ProtocolVersion, rpc.WithToken(token),
+		rpc.WithDialer(func(ctx context.Context, addr string) (net.Conn, error) {
+			var d net.Dialer
+			c, err := d.DialContext(ctx, "tcp", addr)
+			if err != nil {
+				return nil, err
+			}
+			tc := tls.Client(c, cfg)
+			if err := tc.HandshakeContext(ctx); err != nil {
+				c.Close()
+				return nil, err
+			}
+			return tc, nil
+		}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
 func wantDenied(t *testing.T, err error, want ...string) {
 	t.Helper()
 	var re *rpc.Error
@@ -90,12 +118,22 @@ func TestRolesEnforcedWithTokenAuthority(t *testing.T) {
 	defer cancel()
 	kvSet := &wire.KVRequest{Key: "k", Value: []byte("v")}
 
-	anon := dialNode(t, nd.RPCAddr(), "")
+	anon := dialTLS(t, nd, "")
 	wantDenied(t, anon.Call(ctx, wire.MethodJobRegister, &wire.JobRegisterRequest{}, nil),
 		"Job.Register needs role submit", "anonymous with role none", "NODEUP_TOKEN")
 	wantDenied(t, anon.Call(ctx, wire.MethodStatus, &wire.Empty{}, nil), "Cluster.Status needs role read")
+	// The open methods answer anonymous callers (a joining node's hello).
+	if err := anon.Call(ctx, wire.MethodHello, &wire.Empty{}, &wire.HelloResponse{}); err != nil {
+		t.Fatalf("anonymous Cluster.Hello over TLS: %v", err)
+	}
 
-	reader := dialNode(t, nd.RPCAddr(), read)
+	// Plaintext TCP is anonymous even with a good token (it would travel
+	// in the clear), and the refusal says to use TLS or the socket.
+	plain := dialNode(t, nd.RPCAddr(), read)
+	wantDenied(t, plain.Call(ctx, wire.MethodStatus, &wire.Empty{}, nil),
+		"Cluster.Status needs role read", "anonymous", "this node requires TLS", "Unix socket", "NODEUP_TOKEN")
+
+	reader := dialTLS(t, nd, read)
 	id, _ := pki.ParseToken(read)
 	wantDenied(t, reader.Call(ctx, wire.MethodKVSet, kvSet, nil),
 		"KV.Set needs role submit", "token "+id.ID+" with role read", "--token")
@@ -105,14 +143,14 @@ func TestRolesEnforcedWithTokenAuthority(t *testing.T) {
 		t.Fatalf("read token calling Cluster.Status: %v", err)
 	}
 
-	writer := dialNode(t, nd.RPCAddr(), submit)
+	writer := dialTLS(t, nd, submit)
 	if err := writer.Call(ctx, wire.MethodKVSet, kvSet, &wire.KVResponse{}); err != nil {
 		t.Fatalf("submit token calling KV.Set: %v", err)
 	}
 	// Node-only methods need more than submit.
 	wantDenied(t, writer.Call(ctx, wire.MethodNodeHeartbeat, &wire.HeartbeatRequest{}, nil), "Node.Heartbeat needs role admin")
 
-	bad := dialNode(t, nd.RPCAddr(), revoked)
+	bad := dialTLS(t, nd, revoked)
 	rid, _ := pki.ParseToken(revoked)
 	err := bad.Call(ctx, wire.MethodStatus, &wire.Empty{}, nil)
 	wantDenied(t, err, "token "+rid.ID+": unknown")
@@ -129,10 +167,13 @@ func TestRolesEnforcedWithTokenAuthority(t *testing.T) {
 	}
 }
 
-// Without a token authority (insecure mode, as before issue 15) every
-// call is allowed, also on the Unix socket.
+// With --insecure a node has no token authority: every call is allowed,
+// plaintext TCP and the Unix socket alike, without a token.
 func TestNoTokenAuthorityAllowsAll(t *testing.T) {
-	nd := testCluster(t, 1, nil)[0]
+	nd := testCluster(t, 1, insecure)[0]
+	if nd.cfg.tokens != nil {
+		t.Fatal("an --insecure node has a token authority")
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	for _, addr := range []string{nd.RPCAddr(), nd.SocketAddr()} {
@@ -403,7 +444,7 @@ func tlsPair(t *testing.T, withCert bool) (server, client *tls.Conn) {
 // one without a certificate is what its token says.
 func TestTLSPeerIsNode(t *testing.T) {
 	join := newTestToken(t)
-	a := newAuthenticator(mapTokens{join: pki.RoleJoin}, -1)
+	a := newAuthenticator(mapTokens{join: pki.RoleJoin}, -1, true)
 	server, _ := tlsPair(t, true)
 	if p := a.authenticate(server, ""); p.Name != principalNode.Name || p.Grants != wire.GrantAll {
 		t.Fatalf("TLS peer with a cluster certificate: %+v, want the node principal", p)
@@ -413,7 +454,54 @@ func TestTLSPeerIsNode(t *testing.T) {
 	if p.Role != string(pki.RoleJoin) || p.Grants != wire.GrantsOf(pki.RoleJoin) {
 		t.Fatalf("TLS peer without a certificate, with a join token: %+v, want role join", p)
 	}
-	if p := a.authenticate(server, ""); p.Name != "anonymous" || p.Grants != 0 {
+	if p := a.authenticate(server, ""); p.Name != "anonymous" || p.Grants != wire.GrantOpen {
 		t.Fatalf("TLS peer without a certificate or token: %+v, want anonymous", p)
+	}
+}
+
+// A secure node (no --insecure) enforces the role table with the tokens in
+// Raft, no Config.SetTokenAuthority needed: over TLS no token is refused a
+// submit method, a read token may read but is refused a submit method
+// naming the method and the role, a revoked one is refused; plaintext TCP
+// is refused with the TLS note.
+func TestSecureNodeEnforcesRaftTokens(t *testing.T) {
+	nodes := testCluster(t, 1, nil)
+	waitFormed(t, nodes, 1, 1)
+	nd := nodes[0]
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	read := createToken(t, nd, "read", time.Hour).Token
+	id, _ := pki.ParseToken(read)
+	kvSet := &wire.KVRequest{Key: "k", Value: []byte("v")}
+
+	wantDenied(t, dialTLS(t, nd, "").Call(ctx, wire.MethodJobRegister, &wire.JobRegisterRequest{}, nil),
+		"Job.Register needs role submit", "anonymous")
+	reader := dialTLS(t, nd, read)
+	if err := reader.Call(ctx, wire.MethodStatus, &wire.Empty{}, &wire.StatusResponse{}); err != nil {
+		t.Fatalf("read token calling Cluster.Status over TLS: %v", err)
+	}
+	wantDenied(t, reader.Call(ctx, wire.MethodKVSet, kvSet, nil), "KV.Set needs role submit", "token "+id.ID+" with role read")
+	wantDenied(t, dialNode(t, nd.RPCAddr(), read).Call(ctx, wire.MethodStatus, &wire.Empty{}, nil), "this node requires TLS")
+
+	if err := nd.forward(ctx, wire.MethodTokenRevoke, &wire.TokenRevokeRequest{ID: id.ID}, &wire.Empty{}); err != nil {
+		t.Fatal(err)
+	}
+	wantDenied(t, dialTLS(t, nd, read).Call(ctx, wire.MethodStatus, &wire.Empty{}, nil), "token "+id.ID+": revoked")
+	// The local principal (this test's uid on the socket) needs no token.
+	if err := dialNode(t, nd.SocketAddr(), "").Call(ctx, wire.MethodKVSet, kvSet, &wire.KVResponse{}); err != nil {
+		t.Fatalf("KV.Set over the Unix socket: %v", err)
+	}
+}
+
+// An --insecure cluster of two nodes forms and answers without any token.
+func TestInsecureClusterNeedsNoToken(t *testing.T) {
+	nodes := testCluster(t, 2, insecure)
+	waitFormed(t, nodes, 2, 2)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, nd := range nodes {
+		if err := dialNode(t, nd.RPCAddr(), "").Call(ctx, wire.MethodKVSet, &wire.KVRequest{Key: "k", Value: []byte("v")}, &wire.KVResponse{}); err != nil {
+			t.Fatalf("KV.Set over plaintext TCP at %s: %v", nd.RPCAddr(), err)
+		}
 	}
 }

@@ -39,23 +39,6 @@ func (n *Node) registerEndpoints() {
 	n.jobEndpoints()
 }
 
-// registerJoinEndpoints serves a TLS connection without a node
-// certificate: it may only say hello and join with a token (forwarded to
-// the leader, which checks the token).
-func (n *Node) registerJoinEndpoints() {
-	rpc.Handle(n.joinServer, wire.MethodHello, n.hello)
-	rpc.Handle(n.joinServer, wire.MethodNodeJoin, func(ctx context.Context, req *wire.JoinRequest) (*wire.JoinResponse, error) {
-		if n.IsLeader() {
-			return n.nodeJoin(ctx, req)
-		}
-		var resp wire.JoinResponse
-		if err := n.forward(ctx, wire.MethodNodeJoin, req, &resp); err != nil {
-			return nil, err
-		}
-		return &resp, nil
-	})
-}
-
 // apply commits one command to the Raft log and returns the FSM's result.
 func (n *Node) apply(t store.MessageType, req any) (any, error) {
 	if n.raft == nil {

@@ -14,13 +14,19 @@ import (
 const SocketFile = "nodeup.sock"
 
 // setupAuth makes the authenticator and, when the node has a token
-// authority (Config.tokens), has the RPC server enforce wire.MethodRoles.
+// authority, has the RPC server enforce wire.MethodRoles. A secure node
+// (no --insecure) always has one: the token table in Raft (raftTokens),
+// unless Config.SetTokenAuthority gave another; it then refuses plaintext
+// TCP clients everything but the open methods.
 func (n *Node) setupAuth() error {
 	gid, err := lookupGroup(n.cfg.SocketGroup)
 	if err != nil {
 		return err
 	}
-	n.auth = newAuthenticator(n.cfg.tokens, gid)
+	if !n.cfg.Insecure && n.cfg.tokens == nil {
+		n.cfg.tokens = n.tokens()
+	}
+	n.auth = newAuthenticator(n.cfg.tokens, gid, !n.cfg.Insecure)
 	if n.cfg.tokens != nil {
 		n.rpcServer.SetAuth(n.auth.auth())
 	}

@@ -49,13 +49,10 @@ type Node struct {
 	pool      *rpc.Pool // to other nodes: mutual TLS unless --insecure
 	// localPool calls this node's workers, plaintext on loopback.
 	localPool *rpc.Pool
-	// joinServer serves TLS connections without a node certificate:
-	// Hello and Node.Join only.
-	joinServer *rpc.Server
-	sec        *security
-	keyring    *memberlist.Keyring // gossip's keys (nil with --insecure)
-	keyringMu  sync.Mutex          // one keyring change at a time
-	rotateMu   sync.Mutex          // one rotation at a time (leader)
+	sec       *security
+	keyring   *memberlist.Keyring // gossip's keys (nil with --insecure)
+	keyringMu sync.Mutex          // one keyring change at a time
+	rotateMu  sync.Mutex          // one rotation at a time (leader)
 
 	members *membership
 	ml      *memberlist.Memberlist
@@ -223,9 +220,7 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	n.listenSocket() // before any connection is served: workers are told the socket
 	n.mux = newMux(n.ln, n.rpcServer.ServeConn, n.raftLayerOrNil(), n.logger)
 	if !cfg.Insecure {
-		n.joinServer = rpc.NewServer(n.logger.With("component", "rpc-join"), wire.ProtocolVersion)
-		n.registerJoinEndpoints()
-		n.mux.tls, n.mux.join = n.sec.serverConfig(), n.joinServer.ServeConn
+		n.mux.tls = n.sec.serverConfig()
 	}
 	n.group.goFunc("rpc-accept", n.mux.serve)
 
@@ -268,7 +263,7 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 
 // warnUnauthenticated says, once at start, what a node reachable beyond
 // this machine leaves open: with --insecure everything; otherwise, until
-// client authentication lands, its plaintext RPC for clients
+// core worker traffic is authenticated, the worker processes' task ports
 // (docs/security.md).
 func warnUnauthenticated(logger *slog.Logger, bind string, insecure bool) {
 	if insecure {
@@ -279,7 +274,7 @@ func warnUnauthenticated(logger *slog.Logger, bind string, insecure bool) {
 	if ip := net.ParseIP(bind); ip != nil && ip.IsLoopback() {
 		return
 	}
-	logger.Warn("nodes authenticate each other with the cluster CA, but clients are not authenticated yet: anyone who can reach the RPC port can submit work and read the KV; keep it on a trusted network (docs/security.md)",
+	logger.Warn("the node's port needs the cluster CA or a token, but the task ports of worker processes (core worker traffic) are not authenticated yet; keep them on a trusted network (docs/security.md)",
 		"bind", bind)
 }
 
@@ -623,9 +618,6 @@ func (n *Node) close() {
 	}
 	if n.rpcServer != nil {
 		n.rpcServer.Close()
-	}
-	if n.joinServer != nil {
-		n.joinServer.Close()
 	}
 	if n.mux != nil {
 		n.mux.wg.Wait()

@@ -121,39 +121,8 @@ func (s *security) clientConfig() *tls.Config {
 	}
 }
 
-// pinnedConfig dials a peer before this node has a certificate: the peer's
-// chain must end in a CA whose public key hash is pin (the token's), as
-// kubeadm's discovery hash. Nothing is sent before that check.
-func pinnedConfig(pin string) *tls.Config {
-	return &tls.Config{
-		MinVersion:         tls.VersionTLS13,
-		InsecureSkipVerify: true, // verified below, against the pin rather than a pool
-		VerifyPeerCertificate: func(raw [][]byte, _ [][]*x509.Certificate) error {
-			if len(raw) < 2 {
-				return fmt.Errorf("the peer sent %d certificates, want its own and the cluster CA's", len(raw))
-			}
-			certs := make([]*x509.Certificate, len(raw))
-			for i, b := range raw {
-				c, err := x509.ParseCertificate(b)
-				if err != nil {
-					return fmt.Errorf("the peer's certificate %d: %w", i, err)
-				}
-				certs[i] = c
-			}
-			ca := certs[len(certs)-1]
-			if got := pki.CertHash(ca); got != pin || !ca.IsCA {
-				return fmt.Errorf("the peer's cluster CA is %s, the token pins %s: this is not the cluster the token was made for", got, pin)
-			}
-			roots := x509.NewCertPool()
-			roots.AddCert(ca)
-			if _, err := certs[0].Verify(x509.VerifyOptions{Roots: roots, DNSName: pki.NodeServerName,
-				KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}); err != nil {
-				return fmt.Errorf("the peer's certificate does not chain to the pinned CA: %w", err)
-			}
-			return nil
-		},
-	}
-}
+// pinnedConfig dials a peer before this node has a certificate (pki.PinnedConfig).
+func pinnedConfig(pin string) *tls.Config { return pki.PinnedConfig(pin) }
 
 // dialNode connects to another node's port: over mutual TLS with the
 // cluster CA, or plaintext with --insecure. Its own Unix socket (the route

@@ -205,7 +205,7 @@ func tlsCall(nd *Node, cfg *tls.Config, method string) error {
 }
 
 // A TLS peer with a certificate of another CA is refused, one without a
-// certificate may only say hello and join, and Raft needs a node
+// certificate or token may only say hello and join (the open methods), and Raft needs a node
 // certificate of the cluster CA.
 func TestPeerOfAnotherCARefused(t *testing.T) {
 	nodes := testCluster(t, 1, nil)
@@ -236,8 +236,9 @@ func TestPeerOfAnotherCARefused(t *testing.T) {
 		t.Fatalf("hello without a certificate (what a joining node sends first): %v", err)
 	}
 	var re *rpc.Error
-	if err := tlsCall(nd, noCert, wire.MethodStatus); !errors.As(err, &re) || re.Code != wire.CodeUnknownMethod {
-		t.Fatalf("Cluster.Status without a certificate: %v, want unknown_method", err)
+	if err := tlsCall(nd, noCert, wire.MethodStatus); !errors.As(err, &re) || re.Code != wire.CodePermissionDenied ||
+		!strings.Contains(err.Error(), "anonymous") {
+		t.Fatalf("Cluster.Status without a certificate or token: %v, want permission_denied for anonymous", err)
 	}
 	// Raft without a node certificate: the connection is closed unread.
 	for _, c := range []struct {

@@ -51,10 +51,10 @@ type mux struct {
 	logger *slog.Logger
 	wg     sync.WaitGroup
 
-	// tls, when set (a secure node), accepts TLS connections; join serves
-	// those without a node certificate. Plaintext Raft is then refused.
-	tls  *tls.Config
-	join func(net.Conn)
+	// tls, when set (a secure node), accepts TLS connections. Plaintext
+	// Raft is then refused; plaintext RPC reaches rpc, whose authenticator
+	// lets it call only the open methods.
+	tls *tls.Config
 
 	sniffing  chan struct{} // one token per connection waiting for its first byte
 	raftConns chan struct{} // one token per inbound Raft connection
@@ -128,14 +128,9 @@ func (m *mux) route(c net.Conn) {
 	}
 	switch b[0] {
 	case connRPC:
-		switch {
-		case verified || !isTLS:
-			// Plaintext RPC stays open to local clients (drivers,
-			// workers, the CLI) until client authentication lands.
-			m.rpc(c)
-		default:
-			m.join(c)
-		}
+		// The RPC server's authenticator decides who the connection is:
+		// a node (certificate), a token's role, or anonymous.
+		m.rpc(c)
 	case connRaft:
 		if !verified && m.tls != nil {
 			m.warnings.Warn(m.logger, "refusing Raft connection without a node certificate of the cluster CA", "remote", c.RemoteAddr().String())

@@ -97,7 +97,7 @@ func TestBench(t *testing.T) {
 // metric is skipped with a reason on a one-node cluster.
 func TestBenchAgainstNode(t *testing.T) {
 	head := startHead(t, t.TempDir())
-	rep, _ := runBench(t, nil, "--address", head.addr(), "--duration", "1ms", "--runs", "1",
+	rep, _ := runBench(t, nil, "--address", head.sock(), "--duration", "1ms", "--runs", "1",
 		"--filter", "^(single_client_tasks_async|single_client_put_gigabytes|cross_node_object_pull_gigabytes)$")
 	var got []string
 	for _, m := range rep.Metrics {

@@ -72,6 +72,9 @@ func startChaosDriver(t *testing.T, addr string, d time.Duration, prefix ...stri
 	cd := &chaosDriver{summary: filepath.Join(dir, "summary.json")}
 	ready := filepath.Join(dir, "ready")
 	argv := append(append([]string{}, prefix...), bin, "-duration", d.String(), "-out", cd.summary, "-ready", ready)
+	if s, ok := sockets.Load(addr); ok { // a local driver takes its node's socket
+		addr = s.(string)
+	}
 	cd.p = startDriver(t, argv, []string{"NODEUP_ADDRESS=" + addr})
 	waitFile(t, cd.p, ready, "the workload's actors answer", 60*time.Second)
 	return cd

@@ -20,7 +20,7 @@ func TestSeedExamplesOnThreeNodes(t *testing.T) {
 	for _, ex := range examples {
 		t.Run(ex, func(t *testing.T) {
 			cmd := exec.Command(filepath.Join(bin, ex))
-			cmd.Env = append(os.Environ(), "NODEUP_ADDRESS="+procs[0].addr())
+			cmd.Env = append(os.Environ(), "NODEUP_ADDRESS="+procs[0].sock())
 			out, err := cmd.CombinedOutput()
 			if err != nil || !strings.Contains(string(out), "check: ") {
 				// The last line first: make e2e keeps only the first line.

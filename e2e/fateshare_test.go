@@ -50,7 +50,7 @@ func TestDriverOwnSIGINTHandlerKeepsJob(t *testing.T) {
 	nodes := startThreeNodes(t, []string{"--resources", "q=1"})
 	head := nodes[0]
 	dir := t.TempDir()
-	d := startDriver(t, []string{buildTestdata(t, "fateshare"), dir}, []string{"NODEUP_ADDRESS=" + head.addr(), "FATESHARE_OWN_HANDLER=1"})
+	d := startDriver(t, []string{buildTestdata(t, "fateshare"), dir}, []string{"NODEUP_ADDRESS=" + head.sock(), "FATESHARE_OWN_HANDLER=1"})
 	waitFile(t, d, filepath.Join(dir, "ready"), "driver holds tasks, actors and a placement group", 90*time.Second)
 	if err := d.Cmd.Process.Signal(syscall.SIGINT); err != nil {
 		t.Fatal(err)
@@ -102,7 +102,7 @@ func runFateShare(t *testing.T, sig syscall.Signal) {
 	nodes := startThreeNodes(t, []string{"--resources", "q=1"})
 	head := nodes[0]
 	dir := t.TempDir()
-	d := startDriver(t, []string{buildTestdata(t, "fateshare"), dir}, []string{"NODEUP_ADDRESS=" + head.addr()})
+	d := startDriver(t, []string{buildTestdata(t, "fateshare"), dir}, []string{"NODEUP_ADDRESS=" + head.sock()})
 	pgID := string(waitFile(t, d, filepath.Join(dir, "ready"), "driver holds tasks, actors and a placement group", 90*time.Second))
 
 	actors := listActors(t, head.addr())

@@ -41,7 +41,7 @@ func runFrozen(t *testing.T, mode string) {
 	nodes := startThreeNodes(t)
 	head, n1 := nodes[0], nodes[1]
 	marker := filepath.Join(t.TempDir(), "pid")
-	d := startDriver(t, []string{buildTestdata(t, "frozen"), mode, marker}, []string{"NODEUP_ADDRESS=" + head.addr()})
+	d := startDriver(t, []string{buildTestdata(t, "frozen"), mode, marker}, []string{"NODEUP_ADDRESS=" + head.sock()})
 	b := waitFile(t, d, marker, "driver ready to freeze n1", 30*time.Second)
 	pid, err := strconv.Atoi(string(b))
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -58,6 +59,15 @@ func (p *proc) wait() error {
 
 func (p *proc) addr() string { return "127.0.0.1:" + strconv.Itoa(p.port) }
 
+// sock is the node's Unix socket as an address: local drivers and the CLI
+// reach a secure node there (its TCP port wants TLS and a token).
+func (p *proc) sock() string { return "unix://" + filepath.Join(p.dataDir, "nodeup.sock") }
+
+// sockets maps a started node's TCP address to its socket (proc.sock), so
+// that nodeup's --address host:port goes over the socket, as a local user
+// would; nodeupTCP keeps the TCP address.
+var sockets sync.Map
+
 // startNode runs `nodeup <verb...> <node flags>` in the background.
 func startNode(t *testing.T, root, name string, verb []string, extra ...string) *proc {
 	t.Helper()
@@ -66,6 +76,7 @@ func startNode(t *testing.T, root, name string, verb []string, extra ...string) 
 		"--bind", "127.0.0.1", "--port", strconv.Itoa(p.port), "--gossip-port", strconv.Itoa(p.gossipPort),
 		"--http-port", strconv.Itoa(p.httpPort), "--data-dir", p.dataDir, "--node-name", name, "--num-cpus", "2", "--memory", "1GiB")
 	p.args = append(p.args, extra...)
+	sockets.Store(p.addr(), p.sock())
 	p.run(t)
 	return p
 }
@@ -82,8 +93,23 @@ func (p *proc) run(t *testing.T) {
 	p.cmd, p.log, p.done = p.ps.Cmd, p.ps.Log, p.ps.Done()
 }
 
-// nodeup runs a client verb and returns stdout, stderr and the exit code.
+// nodeup runs a client verb and returns stdout, stderr and the exit code;
+// an --address of a node this test started is its Unix socket.
 func nodeup(t *testing.T, env []string, args ...string) (string, string, int) {
+	t.Helper()
+	args = append([]string(nil), args...)
+	for i := 1; i < len(args); i++ {
+		if args[i-1] == "--address" {
+			if s, ok := sockets.Load(args[i]); ok {
+				args[i] = s.(string)
+			}
+		}
+	}
+	return nodeupTCP(t, env, args...)
+}
+
+// nodeupTCP is nodeup with --address left as given.
+func nodeupTCP(t *testing.T, env []string, args ...string) (string, string, int) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()

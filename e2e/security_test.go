@@ -100,3 +100,39 @@ func TestInsecureClusterSaysSo(t *testing.T) {
 		t.Fatalf("status text does not say INSECURE: %s", out)
 	}
 }
+
+// From another machine's point of view (no current-node file, another
+// TMPDIR), nodeup status --address host:port is refused with one line
+// saying the node requires TLS; with a read token it is answered over TLS
+// pinned to the token's CA, and a submit verb with that token is refused
+// naming the method and the role.
+func TestStatusOverTCPNeedsAToken(t *testing.T) {
+	root := t.TempDir()
+	head := startHead(t, root)
+	out, errOut, code := nodeup(t, nil, "token", "create", "--role", "read", "--address", head.addr())
+	if code != 0 {
+		t.Fatalf("token create --role read: exit %d: %s", code, errOut)
+	}
+	read := strings.TrimSpace(out)
+	away := []string{"TMPDIR=" + t.TempDir(), "NODEUP_TOKEN=", "NODEUP_ADDRESS=", "NODEUP_DATA_DIR=" + t.TempDir()}
+
+	_, errOut, code = nodeupTCP(t, away, "status", "--address", head.addr(), "--timeout", "5s")
+	if code == 0 || !strings.Contains(errOut, "this node requires TLS") || !strings.Contains(errOut, "Cluster.Status needs role read") {
+		t.Fatalf("status over plaintext TCP without a token: exit %d: %s", code, errOut)
+	}
+	if n := strings.Count(strings.TrimSpace(errOut), "\n"); n != 0 {
+		t.Errorf("the refusal is %d lines, want one: %s", n+1, errOut)
+	}
+	out, errOut, code = nodeupTCP(t, away, "status", "--json", "--address", head.addr(), "--token", read, "--timeout", "5s")
+	if code != 0 {
+		t.Fatalf("status with a read token: exit %d: %s", code, errOut)
+	}
+	var st statusJSON
+	if err := json.Unmarshal([]byte(out), &st); err != nil || alive(&st) != 1 {
+		t.Fatalf("status with a read token: %v: %s", err, out)
+	}
+	_, errOut, code = nodeupTCP(t, away, "kv", "put", "k", "v", "--address", head.addr(), "--token", read, "--timeout", "5s")
+	if code == 0 || !strings.Contains(errOut, "KV.Set needs role submit") || !strings.Contains(errOut, "with role read") {
+		t.Fatalf("kv put with a read token: exit %d: %s", code, errOut)
+	}
+}

@@ -20,7 +20,7 @@ func TestWordcountOnThreeNodes(t *testing.T) {
 	}
 	dir := filepath.Join(strings.TrimSpace(string(goroot)), "src", "strings")
 	cmd := exec.Command(bin, "-dir", dir, "-batch", "4", "-top", "3")
-	cmd.Env = append(os.Environ(), "NODEUP_ADDRESS="+procs[0].addr())
+	cmd.Env = append(os.Environ(), "NODEUP_ADDRESS="+procs[0].sock())
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("wordcount: %v\n%s", err, out)

@@ -74,9 +74,13 @@ func Dial(ctx context.Context, network, addr string, preamble []byte, version ui
 		return nil, &callError{addr: addr, err: err, transport: true}
 	}
 	var d net.Dialer
-	conn, err := dialConn(ctx, func(ctx context.Context, addr string) (net.Conn, error) {
-		return d.DialContext(ctx, network, addr)
-	}, addr, preamble, version, o.token)
+	dial := o.dial
+	if dial == nil {
+		dial = func(ctx context.Context, addr string) (net.Conn, error) {
+			return d.DialContext(ctx, network, addr)
+		}
+	}
+	conn, err := dialConn(ctx, dial, addr, preamble, version, o.token)
 	if err != nil {
 		return nil, &callError{addr: addr, err: err, transport: true}
 	}
@@ -86,7 +90,16 @@ func Dial(ctx context.Context, network, addr string, preamble []byte, version ui
 // DialOption changes how Dial connects.
 type DialOption func(*dialOptions)
 
-type dialOptions struct{ token string }
+type dialOptions struct {
+	token string
+	dial  DialFunc
+}
+
+// WithDialer makes Dial connect with dial (a TLS dial, say) instead of a
+// plain dial of network; the preamble and hello go over what it returns.
+func WithDialer(dial DialFunc) DialOption {
+	return func(o *dialOptions) { o.dial = dial }
+}
 
 // WithToken makes the connection present token in its hello (see
 // HelloSize), for the server's Auth to resolve; "" presents none.

@@ -49,9 +49,12 @@ wait_for() { # description command...
 }
 
 HEAD=127.0.0.1:$BASE_PORT
+# On the head's machine the CLI and the driver use its Unix socket: the
+# TCP port wants TLS and a token.
+HEAD_SOCK=unix://$WORK/n0/nodeup.sock
 echo "==> starting a 3-node cluster on 127.0.0.1 (ports $BASE_PORT..$((BASE_PORT + 22)))"
 EXTRA=",TPU-v3=2" start_node n0 0 start --head
-wait_for "the head node" "$BIN" status --address "$HEAD" --timeout 2s
+wait_for "the head node" "$BIN" status --address "$HEAD_SOCK" --timeout 2s
 # The head made the cluster's CA and printed a join token (also kept,
 # mode 0600, in its data dir): the others join with it.
 TOKEN_FILE="$WORK/n0/tls/initial-join-token"
@@ -59,14 +62,20 @@ EXTRA="" start_node n1 1 join "$HEAD" --token-file "$TOKEN_FILE"
 EXTRA="" start_node n2 2 join "$HEAD" --token-file "$TOKEN_FILE"
 formed() { # 3 alive nodes and 3 Raft voters
 	local js
-	js=$("$BIN" status --json --address "$HEAD" --timeout 2s) || return 1
+	js=$("$BIN" status --json --address "$HEAD_SOCK" --timeout 2s) || return 1
 	[ "$(grep -c '"State": "alive"' <<<"$js")" = 3 ] && [ "$(grep -c '"Suffrage": "voter"' <<<"$js")" = 3 ]
 }
 wait_for "3 alive nodes with 3 Raft voters" formed
 echo "==> wordcount over the 3 nodes: ${WORDCOUNT_ARGS:-every .go file of the Go standard library}"
-NODEUP_ADDRESS=$HEAD "$PWD/bin/wordcount" ${WORDCOUNT_ARGS:-}
+NODEUP_ADDRESS=$HEAD_SOCK "$PWD/bin/wordcount" ${WORDCOUNT_ARGS:-}
 echo
-echo "==> nodeup status"
-"$BIN" status --address "$HEAD"
+echo "==> nodeup status over TCP: refused without a token, answered with a read token (TLS)"
+if NODEUP_TOKEN= "$BIN" status --address "$HEAD" --timeout 5s >/dev/null 2>"$WORK/refused"; then
+	echo "status over TCP without a token was answered" >&2
+	exit 1
+fi
+sed 's/^/    refused: /' "$WORK/refused" | cut -c1-160
+READ_TOKEN=$("$BIN" token create --role read --ttl 1h --address "$HEAD_SOCK")
+"$BIN" status --address "$HEAD" --token "$READ_TOKEN"
 echo
 echo "==> stopping the cluster"

@@ -20,7 +20,7 @@ import (
 // nodes) need admin: a node's principal and the local principal (the Unix
 // socket) hold every role, and so does an admin token.
 var MethodRoles = map[string]pki.Role{
-	MethodHello:          pki.RoleRead,
+	MethodHello:          RoleOpen,
 	MethodStatus:         pki.RoleRead,
 	MethodNodeRegister:   pki.RoleAdmin,
 	MethodNodeHeartbeat:  pki.RoleAdmin,
@@ -62,9 +62,10 @@ var MethodRoles = map[string]pki.Role{
 	MethodPGPrepare:      pki.RoleAdmin,
 	MethodPGCommit:       pki.RoleAdmin,
 	MethodPGReturn:       pki.RoleAdmin,
-	// Cluster identity (issue 15): joining with a join token, renewal and
-	// the gossip keyring between nodes, token administration.
-	MethodNodeJoin:      pki.RoleJoin,
+	// Identity: a joining node has no certificate yet, so Node.Join is
+	// open and checks the join token in its body; renewal comes from a
+	// node (its certificate); tokens and the gossip keyring are admin's.
+	MethodNodeJoin:      RoleOpen,
 	MethodNodeRenew:     pki.RoleAdmin,
 	MethodKeyringSet:    pki.RoleAdmin,
 	MethodKeyringRotate: pki.RoleAdmin,
@@ -96,6 +97,11 @@ var MethodRoles = map[string]pki.Role{
 	MethodObjectRefRemoved: pki.RoleSubmit,
 }
 
+// RoleOpen marks a method anyone may call, an anonymous connection too:
+// only Cluster.Hello (a joiner learns the cluster) and Node.Join (its body
+// carries the join token the leader checks). It is no token's role.
+const RoleOpen pki.Role = "open"
+
 // HTTPRoles is the role each endpoint of a node's HTTP API needs, by its
 // pattern as registered (net/http's "METHOD /path"); "" is open to anyone
 // (the health check load balancers probe). A request presents a token as
@@ -120,8 +126,11 @@ const (
 	GrantSubmit
 	GrantJoin
 	GrantAdmin
+	// GrantOpen is held by every principal, the anonymous one too: it
+	// allows the methods of role RoleOpen.
+	GrantOpen
 	// GrantAll holds every role: nodes and local (Unix socket) clients.
-	GrantAll rpc.Grants = GrantRead | GrantSubmit | GrantJoin | GrantAdmin
+	GrantAll rpc.Grants = GrantRead | GrantSubmit | GrantJoin | GrantAdmin | GrantOpen
 )
 
 // roleBit is the bit of one role, 0 for a string that is none.
@@ -135,21 +144,23 @@ func roleBit(r pki.Role) rpc.Grants {
 		return GrantJoin
 	case pki.RoleAdmin:
 		return GrantAdmin
+	case RoleOpen:
+		return GrantOpen
 	}
 	return 0
 }
 
 // GrantsOf returns what a principal of role r may act as, as
-// pki.Role.Allows says: r itself and read, or everything for admin; none
-// for an unknown role.
+// pki.Role.Allows says: r itself, read and the open methods, or everything
+// for admin; only the open methods for an unknown role (as anonymous).
 func GrantsOf(r pki.Role) rpc.Grants {
 	switch b := roleBit(r); b {
-	case 0:
-		return 0
+	case 0, GrantOpen:
+		return GrantOpen
 	case GrantAdmin:
 		return GrantAll
 	default:
-		return b | GrantRead
+		return b | GrantRead | GrantOpen
 	}
 }
 

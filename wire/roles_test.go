@@ -17,7 +17,7 @@ func TestRoleTableMatchesDocs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	row := regexp.MustCompile("(?m)^\\| `(read|submit|join|admin)`[^|]* \\| (.+) \\|$")
+	row := regexp.MustCompile("(?m)^\\| `(open|read|submit|join|admin)`[^|]* \\| (.+) \\|$")
 	documented := map[string]pki.Role{}
 	for _, m := range row.FindAllStringSubmatch(string(doc), -1) {
 		for _, method := range regexp.MustCompile("`([^`]+)`").FindAllStringSubmatch(m[2], -1) {
@@ -25,7 +25,7 @@ func TestRoleTableMatchesDocs(t *testing.T) {
 		}
 	}
 	for method, role := range MethodRoles {
-		if _, err := pki.ParseRole(string(role)); err != nil {
+		if _, err := pki.ParseRole(string(role)); err != nil && role != RoleOpen {
 			t.Errorf("MethodRoles[%s]: %v", method, err)
 		}
 		if documented[method] != role {
@@ -43,7 +43,7 @@ func TestRoleTableMatchesDocs(t *testing.T) {
 	}
 	for pattern, role := range HTTPRoles {
 		if role != "" {
-			if _, err := pki.ParseRole(string(role)); err != nil {
+			if _, err := pki.ParseRole(string(role)); err != nil && role != RoleOpen {
 				t.Errorf("HTTPRoles[%s]: %v", pattern, err)
 			}
 		}
@@ -64,8 +64,18 @@ func TestGrantsAgreeWithAllows(t *testing.T) {
 			}
 		}
 	}
-	if GrantsOf("bogus") != 0 {
-		t.Error("an unknown role holds grants")
+	if GrantsOf("bogus") != GrantOpen {
+		t.Error("an unknown role holds more than the open methods")
+	}
+	for _, have := range append(roles, "bogus") {
+		if GrantsOf(have)&GrantOpen == 0 {
+			t.Errorf("role %s may not call the open methods", have)
+		}
+	}
+	for m, r := range MethodRoles {
+		if r == RoleOpen && m != MethodHello && m != MethodNodeJoin {
+			t.Errorf("%s is open to anonymous callers; only Cluster.Hello and Node.Join are", m)
+		}
 	}
 	if _, ok := MethodRole("KV.Set" + LeaderSuffix); !ok {
 		t.Error("the leader-only variant of KV.Set has no role")

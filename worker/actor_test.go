@@ -218,7 +218,7 @@ func TestNamedAndDetachedActorsAcrossDrivers(t *testing.T) {
 		t.Fatal(err)
 	}
 	Shutdown() // driver 1 ends: its owned actor dies, the detached one lives
-	if err := Init(ctx, Address(nodes[0].RPCAddr()), Logger(testutil.Logger())); err != nil {
+	if err := Init(ctx, Address(nodes[0].SocketAddr()), Logger(testutil.Logger())); err != nil {
 		t.Fatal(err)
 	}
 	h, err := GetActor[logActor](ctx, "registry")
@@ -334,7 +334,7 @@ func TestActorsSurviveLeaderFailover(t *testing.T) {
 	// us; the actor lives on the third node.
 	driver, other := (leader+1)%3, (leader+2)%3
 	Shutdown()
-	if err := Init(ctx, Address(nodes[driver].RPCAddr()), Logger(testutil.Logger())); err != nil {
+	if err := Init(ctx, Address(nodes[driver].SocketAddr()), Logger(testutil.Logger())); err != nil {
 		t.Fatal(err)
 	}
 	h, err := Must(logActorClass.Options(Resources(map[string]float64{fmt.Sprintf("node%d", other): 1}), Detached())).Remote(ctx, "before")
@@ -360,6 +360,7 @@ func voters(t *testing.T, ctx context.Context, addr string) int {
 	if err != nil {
 		t.Fatal(err)
 	}
+	cw.dialer.markNode(addr) // a node: TLS with the node certificate
 	var st wire.StatusResponse
 	if err := cw.pool.Call(ctx, addr, wire.MethodStatus, &wire.Empty{}, &st); err != nil {
 		return 0

@@ -12,6 +12,8 @@ import (
 	"github.com/nodeup/nodeup/cluster/clustertest"
 	"github.com/nodeup/nodeup/internal/pki"
 	"github.com/nodeup/nodeup/internal/testutil"
+	"github.com/nodeup/nodeup/rpc"
+	"github.com/nodeup/nodeup/wire"
 )
 
 // enforceRoles makes a node check wire.MethodRoles, knowing tokens.
@@ -42,24 +44,24 @@ func TestDriverAndWorkersOverUnixSocket(t *testing.T) {
 	}
 }
 
-// Over TCP, a driver without a token is refused with ErrPermissionDenied
-// naming the method and role; with a submit token (Token) it runs tasks.
+// Over TCP, on a secure node (the tokens in Raft), a driver without a
+// token is refused with ErrPermissionDenied naming the method and role and
+// saying the node requires TLS; with a submit token (Token) it dials TLS
+// pinned to the token's CA and runs tasks.
 func TestDriverTokenOverTCP(t *testing.T) {
-	tok, err := pki.NewToken("sha256:" + strings.Repeat("cd", 32))
-	if err != nil {
-		t.Fatal(err)
-	}
-	nodes := clusterNodes(t, enforceRoles(map[string]pki.Role{tok.String(): pki.RoleSubmit}))
+	nodes := clusterNodes(t, nil)
+	tok := createToken(t, nodes[0], pki.RoleSubmit)
 	t.Setenv("NODEUP_TOKEN", "")
-	err = Init(context.Background(), Address(nodes[0].RPCAddr()), Logger(testutil.Logger()))
+	err := Init(context.Background(), Address(nodes[0].RPCAddr()), Logger(testutil.Logger()))
 	if err == nil {
 		Shutdown()
 		t.Fatal("Init without a token succeeded on a node enforcing roles")
 	}
-	if !errors.Is(err, ErrPermissionDenied) || !strings.Contains(err.Error(), "Job.Register needs role submit") {
-		t.Fatalf("Init without a token: %v, want ErrPermissionDenied naming Job.Register and submit", err)
+	if !errors.Is(err, ErrPermissionDenied) || !strings.Contains(err.Error(), "Job.Register needs role submit") ||
+		!strings.Contains(err.Error(), "this node requires TLS") {
+		t.Fatalf("Init without a token: %v, want ErrPermissionDenied naming Job.Register and submit, and TLS", err)
 	}
-	if err := Init(context.Background(), Address(nodes[0].RPCAddr()), Token(tok.String()), Logger(testutil.Logger())); err != nil {
+	if err := Init(context.Background(), Address(nodes[0].RPCAddr()), Token(tok), Logger(testutil.Logger())); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(Shutdown)
@@ -67,6 +69,24 @@ func TestDriverTokenOverTCP(t *testing.T) {
 	if got, err := square.Remote(ctx, 6).Get(ctx); err != nil || got != 36 {
 		t.Fatalf("square(6) with a submit token: %d, %v", got, err)
 	}
+}
+
+// createToken makes a token of role on nd over its Unix socket (the local
+// principal may), as nodeup token create.
+func createToken(t *testing.T, nd *cluster.Node, role pki.Role) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var resp wire.TokenCreateResponse
+	testutil.Until(t, 20*time.Second, "a "+string(role)+" token", func() error {
+		c, err := rpc.Dial(ctx, "unix", strings.TrimPrefix(nd.SocketAddr(), rpc.UnixPrefix), []byte{wire.PreambleRPC}, wire.ProtocolVersion)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		return c.Call(ctx, wire.MethodTokenCreate, &wire.TokenCreateRequest{Role: string(role), TTLNanos: int64(time.Hour)}, &resp)
+	})
+	return resp.Token
 }
 
 // clusterNodes starts one node configured by configure, without a driver.

@@ -23,7 +23,10 @@ import (
 // objects this process creates, submits tasks through worker leases, and in
 // a worker process runs the tasks pushed to it.
 type coreWorker struct {
-	logger    *slog.Logger
+	logger *slog.Logger
+	// dialer is the pool's: TLS to nodes' ports with this process's
+	// credential (nodedial.go), plain to everything else.
+	dialer    nodeDialer
 	isWorker  bool
 	jobID     string
 	namespace string // for named actors: JobNamespace, default "default"

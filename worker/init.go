@@ -32,13 +32,17 @@ type initConfig struct {
 	noSignals bool       // HandleSignals(false)
 }
 
-// Address connects to the node at host:port instead of NODEUP_ADDRESS or the
-// node running on this machine.
+// Address connects to the node at host:port (or unix:///path, a node's
+// Unix socket) instead of NODEUP_ADDRESS or the node running on this
+// machine. A host:port of a secure node needs a Token (TLS); one naming the
+// node last started on this machine takes its Unix socket when no token is
+// given.
 func Address(addr string) InitOption { return func(c *initConfig) { c.address = addr } }
 
 // Token makes the driver present token (as printed by nodeup token create,
-// role submit or admin to run work) to the nodes it reaches over TCP;
-// without it NODEUP_TOKEN is used. A driver on the node's machine that
+// role submit or admin to run work) to the nodes it reaches over TCP, over
+// TLS verified against the CA pin the token carries (an error names a
+// token for another cluster); without it NODEUP_TOKEN is used. A driver on the node's machine that
 // reaches it over its Unix socket (NODEUP_ADDRESS=unix:///path, or the
 // node running on this machine) needs none. A node that refuses a call
 // says so with an error matching ErrPermissionDenied.
@@ -137,6 +141,15 @@ func Init(ctx context.Context, opts ...InitOption) error {
 		return fmt.Errorf("nodeup: Token: %w", err)
 	}
 	cw.userToken = cfg.token
+	cw.pool.SetDialer(cw.dialer.dial)
+	if cfg.token != "" {
+		secure, err := nodeCredential(cfg.token, "")
+		if err != nil {
+			cw.close()
+			return err
+		}
+		cw.dialer.secure = secure
+	}
 	if os.Getenv(wire.EnvWorkerMode) == "1" {
 		env, err := workerRuntimeEnv()
 		if err != nil {
@@ -172,6 +185,7 @@ func (cw *coreWorker) connect(ctx context.Context, cfg initConfig) error {
 	req := &wire.JobRegisterRequest{JobID: cw.jobID, BinaryHash: cw.binHash, BinaryPath: exe, DriverPID: os.Getpid()}
 	var rep wire.JobRegisterReply
 	register := func(addr string) error {
+		cw.dialer.markNode(addr)
 		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
 		return cw.pool.Call(cctx, addr, wire.MethodJobRegister, req, &rep)
@@ -179,6 +193,12 @@ func (cw *coreWorker) connect(ctx context.Context, cfg initConfig) error {
 	addr := cfg.address
 	if addr == "" {
 		addr = os.Getenv("NODEUP_ADDRESS")
+	}
+	// The node last started on this machine, named by its host:port, is
+	// reached over its Unix socket unless a token is given: a secure node
+	// refuses plaintext TCP, and the socket trusts this user.
+	if addr != "" && cfg.token == "" && addr == wire.CurrentAddress() && wire.CurrentSocket() != "" {
+		addr = wire.CurrentSocket()
 	}
 	switch {
 	case addr != "":
@@ -201,7 +221,11 @@ func (cw *coreWorker) connect(ctx context.Context, cfg initConfig) error {
 	// sends; reached over its Unix socket, calls to it take the socket.
 	if strings.HasPrefix(addr, rpc.UnixPrefix) {
 		cw.pool.SetRoute(rep.NodeAddr, addr)
+		if err := cw.useNodeCredential(cfg.token, addr); err != nil {
+			return err
+		}
 	}
+	cw.dialer.markNode(rep.NodeAddr)
 	cw.nodeAddr, cw.nodeID, cw.nodeName = rep.NodeAddr, rep.NodeID, rep.NodeName
 	cw.arena.path = rep.ArenaPath
 	if err := cw.useJobToken(rep.JobToken); err != nil {
@@ -215,6 +239,21 @@ func (cw *coreWorker) connect(ctx context.Context, cfg initConfig) error {
 	return nil
 }
 
+// useNodeCredential: without a token, a process whose node answers on
+// sock dials other nodes with that node's certificate when it can read it
+// (nodeCredential).
+func (cw *coreWorker) useNodeCredential(token, sock string) error {
+	if token != "" {
+		return nil
+	}
+	secure, err := nodeCredential("", sock)
+	if err != nil {
+		return err
+	}
+	cw.dialer.secure = secure
+	return nil
+}
+
 // runWorker serves tasks for the node that started this process and exits
 // when the node goes away.
 func runWorker(cw *coreWorker) {
@@ -225,8 +264,12 @@ func runWorker(cw *coreWorker) {
 	cw.isWorker = true
 	cw.jobID = os.Getenv(wire.EnvJobID)
 	cw.nodeAddr = os.Getenv(wire.EnvNodeAddr)
+	cw.dialer.markNode(cw.nodeAddr)
 	if sock := os.Getenv(wire.EnvNodeSocket); strings.HasPrefix(sock, rpc.UnixPrefix) {
 		cw.pool.SetRoute(cw.nodeAddr, sock)
+		if err := cw.useNodeCredential(os.Getenv(wire.EnvToken), sock); err != nil {
+			fatal(err)
+		}
 	}
 	cw.nodeID, cw.nodeName = os.Getenv(wire.EnvNodeID), os.Getenv(wire.EnvNodeName)
 	cw.arena.path = os.Getenv(wire.EnvArenaPath)

@@ -162,7 +162,7 @@ func TestPlacementGroupRemovedWithItsJob(t *testing.T) {
 		}
 	}
 	Shutdown()
-	if err := Init(ctx, Address(nodes[0].RPCAddr()), Logger(testutil.Logger())); err != nil {
+	if err := Init(ctx, Address(nodes[0].SocketAddr()), Logger(testutil.Logger())); err != nil {
 		t.Fatal(err)
 	}
 	testutil.Until(t, 20*time.Second, "after the job ended: owned group REMOVED, detached CREATED, 1 CPU free", func() error {

@@ -318,6 +318,7 @@ func (cw *coreWorker) queueFree(locs []*wire.ObjectLoc) {
 func (cw *coreWorker) sendFree(addr string, keys []string) {
 	ctx, cancel := context.WithTimeout(cw.ctx, 10*time.Second)
 	defer cancel()
+	cw.dialer.markNode(addr)
 	if err := cw.pool.Call(ctx, addr, wire.MethodObjectFree, &wire.ObjectFreeRequest{Keys: keys}, nil); err != nil && cw.ctx.Err() == nil {
 		// A node that is gone took its store with it; the job's end frees
 		// what a failed call left.

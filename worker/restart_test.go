@@ -48,7 +48,7 @@ func restartAll(t *testing.T, nodes []*cluster.Node, cfgs []cluster.Config) []*c
 		t.Cleanup(again.Kill)
 		out[i] = again
 	}
-	if err := Init(context.Background(), Address(out[0].RPCAddr()), Logger(testutil.Logger())); err != nil {
+	if err := Init(context.Background(), Address(out[0].SocketAddr()), Logger(testutil.Logger())); err != nil {
 		t.Fatal(err)
 	}
 	return out

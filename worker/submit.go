@@ -627,6 +627,7 @@ func (s *submitter) callLease(addr string, req *wire.LeaseRequest, rep *wire.Lea
 	if addr == cw.nodeAddr {
 		return cw.pool.Call(cw.ctx, addr, wire.MethodLease, req, rep)
 	}
+	cw.dialer.markNode(addr)
 	ctx, cancel := context.WithCancel(cw.ctx)
 	defer cancel()
 	r := &spillReq{addr: addr, cancel: cancel}
@@ -654,6 +655,7 @@ const peerRefreshTicks = 10
 func (s *submitter) notePeers(view []wire.NodeInfo) {
 	var peers []string
 	for _, nd := range view {
+		s.cw.dialer.markNode(nd.Addr)
 		if nd.Alive && nd.Addr != s.cw.nodeAddr {
 			peers = append(peers, nd.Addr)
 		}
@@ -754,6 +756,7 @@ func (s *submitter) returnLease(l *heldLease) {
 	l.cancel()
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(s.cw.ctx), 5*time.Second)
 	defer cancel()
+	s.cw.dialer.markNode(l.rep.NodeAddr)
 	if err := s.cw.pool.Call(ctx, l.rep.NodeAddr, wire.MethodLeaseReturn, &wire.LeaseReturnRequest{LeaseID: l.rep.LeaseID}, nil); err != nil && !rpc.IsTransport(err) {
 		s.cw.logger.Debug("return lease", "lease", l.rep.LeaseID, "err", err)
 	}

@@ -91,7 +91,7 @@ func startClusterInit(t testing.TB, n int, mutate func(i int, cfg *cluster.Confi
 	})
 	// Start waited until node 0, the driver's, sees every node (spillback
 	// needs the view).
-	if err := Init(context.Background(), append([]InitOption{Address(nodes[0].RPCAddr()), Logger(testutil.Logger())}, initOpts...)...); err != nil {
+	if err := Init(context.Background(), append([]InitOption{Address(nodes[0].SocketAddr()), Logger(testutil.Logger())}, initOpts...)...); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(Shutdown)
@@ -222,7 +222,7 @@ func TestInfeasibleListedAsPendingDemand(t *testing.T) {
 	defer pool.Close()
 	testutil.Until(t, 15*time.Second, "status lists needs-tpus as pending demand for TPU-v3", func() error {
 		var st wire.StatusResponse
-		err := pool.Call(ctx, nodes[0].RPCAddr(), wire.MethodStatus, &wire.Empty{}, &st)
+		err := pool.Call(ctx, nodes[0].SocketAddr(), wire.MethodStatus, &wire.Empty{}, &st)
 		if err == nil && !(len(st.Pending) == 1 && st.Pending[0].TaskName == "needs-tpus" && strings.Contains(st.Pending[0].Reason, "TPU-v3")) {
 			err = fmt.Errorf("pending demand %+v", st.Pending)
 		}

@@ -3,7 +3,7 @@
 // serves until its count drops to zero, never beyond. It checks both.
 //
 //	go run ./examples/customresources                     # embedded node with TPU-v3=4
-//	NODEUP_ADDRESS=host:7370 bin/customresources         # a cluster with TPU-v3 somewhere
+//	NODEUP_ADDRESS=host:7370 NODEUP_TOKEN=<submit token> bin/customresources         # a cluster with TPU-v3 somewhere
 package main
 
 import (

@@ -7,7 +7,7 @@
 // another.
 //
 //	go run ./examples/longtasks                          # embedded node with 2 CPUs
-//	NODEUP_ADDRESS=host:7370 bin/longtasks              # any cluster
+//	NODEUP_ADDRESS=host:7370 NODEUP_TOKEN=<submit token> bin/longtasks              # any cluster
 package main
 
 import (

@@ -6,7 +6,7 @@
 // a STRICT_SPREAD group with more bundles than nodes, which is infeasible.
 //
 //	go run ./examples/placement                   # embedded single node
-//	NODEUP_ADDRESS=host:7370 bin/placement        # a cluster (3 nodes show the spread)
+//	NODEUP_ADDRESS=host:7370 NODEUP_TOKEN=<submit token> bin/placement        # a cluster (3 nodes show the spread)
 package main
 
 import (

@@ -6,7 +6,7 @@
 // spreads them over the alive nodes by itself.
 //
 //	go run ./examples/roundrobin                          # embedded node with node0=2
-//	NODEUP_ADDRESS=host:7370 bin/roundrobin              # nodes started with --resources node<i>=2
+//	NODEUP_ADDRESS=host:7370 NODEUP_TOKEN=<submit token> bin/roundrobin              # nodes started with --resources node<i>=2
 package main
 
 import (

@@ -9,6 +9,7 @@ from . import _core
 from . import _localnode
 from . import _protocol as P
 from . import _state
+from . import _transport
 from . import exceptions
 from ._actor import ActorClass, ActorHandle
 from ._core import ObjectRef
@@ -25,20 +26,32 @@ def _current_address_file():
     return os.path.join(os.environ.get("TMPDIR") or "/tmp", f"nodeup-{os.getuid()}", "current")
 
 
+def _current_lines():
+    """The current-address file's node address and Unix socket (wire.CurrentAddress,
+    wire.CurrentSocket), "" for what it lacks."""
+    try:
+        with open(_current_address_file()) as f:
+            lines = [l.strip() for l in f.read().splitlines()]
+    except OSError:
+        return "", ""
+    lines += ["", ""]
+    return lines[0], lines[1] if lines[1].startswith(_transport.UNIX_PREFIX) else ""
+
+
 def _find_address(address):
-    """The node to connect to, and None when none is named or recorded."""
+    """The node to connect to, and None when none is named or recorded. The
+    node last started on this machine is reached over its Unix socket (a
+    secure node refuses plaintext TCP; the socket trusts this user), also
+    when its host:port is named."""
     if address and address != "auto":
-        return address
+        cur, sock = _current_lines()
+        return sock if sock and address == cur else address
     env = os.environ.get("NODEUP_ADDRESS")
     if env:
         return env
-    try:
-        with open(_current_address_file()) as f:
-            cur = f.read().strip()
-        if cur:
-            return cur
-    except OSError:
-        pass
+    cur, sock = _current_lines()
+    if sock or cur:
+        return sock or cur
     if address == "auto":
         raise ConnectionError("init(address='auto'): no nodeup node runs on this machine "
                               f"(none recorded in {_current_address_file()}); start one with `nodeup start --head`")
@@ -79,8 +92,11 @@ def init(address=None, namespace=None, ignore_reinit_error=False, **_ignored):
         if local is not None:
             local.stop()
         raise ConnectionError(f"nodeup.init: register a job at {addr}: {e}") from e
-    core = _core.Core(addr, job, reg.get("BindIP") or "127.0.0.1", reg.get("ArenaPath", ""),
-                      reg.get("NodeID", ""), reg.get("NodeName", ""))
+    node_addr, sock = addr, None
+    if addr.startswith(_transport.UNIX_PREFIX) and reg.get("NodeAddr"):
+        node_addr, sock = reg["NodeAddr"], addr  # the node's name stays host:port
+    core = _core.Core(node_addr, job, reg.get("BindIP") or "127.0.0.1", reg.get("ArenaPath", ""),
+                      reg.get("NodeID", ""), reg.get("NodeName", ""), node_socket=sock)
     core.namespace = namespace or ""
     core.local_node = local
     _state.set_core(core)

@@ -75,10 +75,14 @@ def dumps(value):
 
 
 class Core:
-    """node_addr: the local node; job_id: the job; bind_ip: where to serve;
-    arena_path: the node's object store file."""
+    """node_addr: the local node (host:port, its name in what this process
+    sends); node_socket: its Unix socket (unix://PATH), dialed for calls to
+    it when given (a secure node trusts local callers by their credentials
+    there and refuses plaintext TCP); job_id: the job; bind_ip: where to
+    serve; arena_path: the node's object store file."""
 
-    def __init__(self, node_addr, job_id, bind_ip, arena_path, node_id="", node_name="", handlers=None):
+    def __init__(self, node_addr, job_id, bind_ip, arena_path, node_id="", node_name="", handlers=None,
+                 node_socket=None):
         self.node_addr = node_addr
         self.job_id = job_id
         self.node_id = node_id
@@ -92,6 +96,8 @@ class Core:
         self.queues = {}  # resource shape -> _KeyQueue
         self.closed = False
         self.pool = P.Pool()
+        if node_socket:
+            self.pool.route(node_addr, node_socket)
         self.arena_path = arena_path
         self._arena = None
         self.local = threading.local()  # lease_id of the task this thread runs

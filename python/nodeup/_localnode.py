@@ -41,7 +41,10 @@ class LocalNode:
                 break
             try:
                 with open(current) as f:
-                    addr = f.read().strip()
+                    # wire.CurrentAddress, then wire.CurrentSocket: the
+                    # socket, as a secure node refuses plaintext TCP.
+                    lines = f.read().split()
+                addr = lines[-1] if lines else ""
                 if addr:
                     c = P.Conn(addr, timeout=1)
                     try:

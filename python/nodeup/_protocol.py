@@ -186,13 +186,21 @@ class Pool:
     def __init__(self):
         self.lock = threading.Lock()
         self.conns = {}
+        self.routes = {}  # address -> the address dialed for it (the node's Unix socket)
+
+    def route(self, address, via):
+        """Dials ``via`` (e.g. the node's ``unix://`` socket) for calls to
+        ``address`` (its ``host:port`` name), as Go's rpc.Pool.SetRoute."""
+        with self.lock:
+            self.routes[address] = via
 
     def get(self, address):
         with self.lock:
             c = self.conns.get(address)
             if c is not None and c.closed is None:
                 return c
-        c = Conn(address)
+            via = self.routes.get(address, address)
+        c = Conn(via)
         with self.lock:
             old = self.conns.get(address)
             if old is not None and old.closed is None:

@@ -59,12 +59,15 @@ class Node:
              "--num-cpus", str(cpus), "--python", sys.executable],
             env=self.env, stdout=self.log, stderr=subprocess.STDOUT)
         self.address = f"127.0.0.1:{self.port}"
+        # A secure node (no --insecure) answers local clients on its Unix
+        # socket; plaintext TCP may call only Cluster.Hello.
+        self.socket = "unix://" + os.path.join(self.data, "nodeup.sock")
         until("node serves a cluster view holding itself alive", self._ready)
 
     def _ready(self):
         if self.proc.poll() is not None:
             raise AssertionError(f"node exited with {self.proc.returncode}; see {self.log.name}")
-        c = _protocol.Conn(self.address, timeout=1)
+        c = _protocol.Conn(self.socket, timeout=1)
         try:
             nodes = c.call("Sched.ClusterView", {}, timeout=2).get("Nodes") or []
             return any(n.get("Alive") for n in nodes)
@@ -93,7 +96,7 @@ def node():
 
 @pytest.fixture
 def ray(node):
-    nodeup.init(address=node.address)
+    nodeup.init(address=node.socket)
     try:
         yield nodeup
     finally:

@@ -9,6 +9,7 @@ import cloudpickle
 import pytest
 
 import nodeup
+from nodeup import _protocol as P
 from nodeup.exceptions import GetTimeoutError, RayTaskError, WorkerCrashedError
 
 from conftest import PYDIR, REPO, NODEUP
@@ -267,3 +268,20 @@ def test_init_with_nothing_running_starts_and_stops_a_local_node(tmp_path):
     assert "squares [0, 1, 4, 9] divmod 3 2" in out.stdout
     # Its temporary directory (data dir, log, recorded address) is gone with it.
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith("nodeup-local-")] == []
+
+
+def test_secure_node_refuses_plaintext_tcp_and_answers_the_socket(node):
+    # The fixture's node runs without --insecure: over plaintext TCP only the
+    # open methods answer, and the refusal says to use the socket or a token.
+    c = P.Conn(node.address, timeout=5)
+    try:
+        with pytest.raises(P.RpcError) as info:
+            c.call("Sched.ClusterView", {}, timeout=10)
+        assert "permission_denied" in str(info.value) and "this node requires TLS" in str(info.value)
+    finally:
+        c.close()
+    c = P.Conn(node.socket, timeout=5)
+    try:
+        assert any(n.get("Alive") for n in c.call("Sched.ClusterView", {}, timeout=10).get("Nodes") or [])
+    finally:
+        c.close()

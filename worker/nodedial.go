@@ -1,0 +1,113 @@
+package worker
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"github.com/nodeup/nodeup/internal/pki"
+	"github.com/nodeup/nodeup/rpc"
+)
+
+// nodeDialer dials this process's pool: nodes' TCP ports over TLS when the
+// process holds a credential for them, everything else (Unix sockets, the
+// task ports of core workers, an --insecure cluster) plainly. A secure
+// node refuses plaintext TCP callers everything but Cluster.Hello.
+type nodeDialer struct {
+	secure rpc.DialFunc // nil: no credential, nodes are dialed plainly
+	nodes  sync.Map     // TCP addresses known to be nodes' ports
+}
+
+// markNode records addr as a node's port, so calls to it take TLS.
+func (d *nodeDialer) markNode(addr string) {
+	if addr != "" && !strings.HasPrefix(addr, rpc.UnixPrefix) {
+		d.nodes.Store(addr, struct{}{})
+	}
+}
+
+// dial is the pool's DialFunc.
+func (d *nodeDialer) dial(ctx context.Context, addr string) (net.Conn, error) {
+	if d.secure != nil {
+		if _, ok := d.nodes.Load(addr); ok {
+			return d.secure(ctx, addr)
+		}
+	}
+	return rpc.PlainDial(ctx, addr)
+}
+
+// nodeCredential returns how this process dials nodes' ports over TLS, nil
+// for plainly: with a token (Token, NODEUP_TOKEN), TLS verified against
+// the CA pin it carries, the token presented in the hello; without one, a
+// process whose node is on this machine (its Unix socket, sock) presents
+// that node's certificate when it may read it (the node's user: the
+// socket already trusts it with everything), so its spillback leases and
+// frees reach other nodes as that node. The node's files are
+// <data-dir>/tls/{node.pem,node-key.pem,ca.pem} (cluster/security.go).
+func nodeCredential(token, sock string) (rpc.DialFunc, error) {
+	if token != "" {
+		d, err := pki.TokenDialer(token)
+		if err != nil {
+			return nil, fmt.Errorf("nodeup: Token: %w", err)
+		}
+		return d, nil
+	}
+	path, ok := strings.CutPrefix(sock, rpc.UnixPrefix)
+	if !ok {
+		return nil, nil
+	}
+	dir := filepath.Join(filepath.Dir(path), "tls")
+	load := func() (*tls.Config, error) {
+		read := func(name string) ([]byte, error) { return os.ReadFile(filepath.Join(dir, name)) }
+		certPEM, err := read("node.pem")
+		if err != nil {
+			return nil, err
+		}
+		keyPEM, err := read("node-key.pem")
+		if err != nil {
+			return nil, err
+		}
+		caPEM, err := read("ca.pem")
+		if err != nil {
+			return nil, err
+		}
+		id, err := pki.NewIdentity(certPEM, keyPEM, caPEM)
+		if err != nil {
+			return nil, fmt.Errorf("nodeup: the node's certificate in %s: %w", dir, err)
+		}
+		return id.ClientConfig(), nil
+	}
+	if _, err := load(); err != nil {
+		// An --insecure node has no tls/ (no TLS anywhere); a process
+		// of another user cannot read it, and reaches other nodes only
+		// with a token (its own node still answers on the socket).
+		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	return func(ctx context.Context, addr string) (net.Conn, error) {
+		// Read at every dial: the node renews its certificate.
+		cfg, err := load()
+		if err != nil {
+			return nil, fmt.Errorf("TLS with %s: %w", addr, err)
+		}
+		var d net.Dialer
+		c, err := d.DialContext(ctx, "tcp", addr)
+		if err != nil {
+			return nil, err
+		}
+		tc := tls.Client(c, cfg)
+		if err := tc.HandshakeContext(ctx); err != nil {
+			c.Close()
+			return nil, fmt.Errorf("TLS with %s: %w", addr, err)
+		}
+		return tc, nil
+	}, nil
+}
