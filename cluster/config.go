@@ -218,7 +218,7 @@ func (c Config) Validate() error {
 	if c.HTTPPort < -1 || c.HTTPPort > 65535 {
 		return fmt.Errorf("--http-port %d: must be -1 (off) or 0..65535", c.HTTPPort)
 	}
-	if !(c.ObjectSpillThreshold > 0 && c.ObjectSpillThreshold <= 1) {
+	if !(c.ObjectSpillThreshold >= 0 && c.ObjectSpillThreshold <= 1) { // 0: the default
 		return fmt.Errorf("object spill threshold %v: must be a fraction of the store in (0, 1]", c.ObjectSpillThreshold)
 	}
 	if c.ObjectStoreMemory < 1<<20 {

@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -33,6 +34,13 @@ func (n *Node) secure() bool { return !n.sec.insecure && n.sec.ca != nil }
 // job registered again (a retried Job.Register) keeps the token it has:
 // all its processes must hold the same one.
 func (n *Node) mintJobToken(ctx context.Context, job string) (string, error) {
+	if n.raft == nil {
+		// No Raft state here: the leader's answer is the token, and
+		// workers started here ask the leader for it (jobTokenFor).
+		var resp wire.TokenCreateResponse
+		err := n.forward(ctx, wire.MethodTokenCreate, &wire.TokenCreateRequest{Role: string(pki.RoleSubmit), Job: job}, &resp)
+		return resp.Token, err
+	}
 	if rec, err := n.fsm.State().JobToken(job); err != nil {
 		return "", err
 	} else if rec != nil {
@@ -81,6 +89,13 @@ func (n *Node) jobTokenFor(ctx context.Context, job string) (string, error) {
 	if !n.secure() {
 		return "", nil
 	}
+	if n.raft == nil {
+		var rep wire.JobTokenOfReply
+		if err := n.forward(ctx, wire.MethodJobTokenOf, &wire.JobTokenOfRequest{Job: job}, &rep); err != nil {
+			return "", fmt.Errorf("job %s's token from the leader: %w", job, err)
+		}
+		return rep.Token, nil
+	}
 	if id, ok := actorOfJobID(job); ok {
 		a, err := n.fsm.State().ActorByID(id)
 		if err != nil {
@@ -91,6 +106,19 @@ func (n *Node) jobTokenFor(ctx context.Context, job string) (string, error) {
 		}
 	}
 	return n.waitJobToken(ctx, job)
+}
+
+// jobTokenOf answers, at the leader, the token a worker process of job gets
+// on a node without Raft state of its own (jobTokenFor there).
+func (n *Node) jobTokenOf(ctx context.Context, req *wire.JobTokenOfRequest) (*wire.JobTokenOfReply, error) {
+	if err := wire.CheckID("job ID", req.Job); err != nil {
+		return nil, &rpc.Error{Code: wire.CodeBadInput, Message: err.Error()}
+	}
+	tok, err := n.jobTokenFor(ctx, req.Job)
+	if err != nil {
+		return nil, err
+	}
+	return &wire.JobTokenOfReply{Token: tok}, nil
 }
 
 // actorOfJobID returns the actor ID of an actor incarnation's job ID

@@ -140,3 +140,33 @@ func TestActorOfJobID(t *testing.T) {
 		}
 	}
 }
+
+// A node that is not a Raft server has no copy of the token table: a job
+// registered there still gets one token (also when registered again), a
+// worker it starts gets that token from the leader, and its Auth.Check
+// answers through the leader (the cross-node pull bench failed here with
+// "no job token in this node's state").
+func TestJobTokenOnANodeWithoutRaftState(t *testing.T) {
+	nodes := testCluster(t, 2, func(i int, c *Config) { c.Server = i == 0 })
+	waitFormed(t, nodes, 2, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	client := nodes[1]
+	if client.raft != nil {
+		t.Fatal("node 1 runs Raft; want a node without Raft state")
+	}
+	rep := registerTestJob(t, ctx, client, "jobtok2")
+	if !strings.HasPrefix(rep.JobToken, "nodeup1.") {
+		t.Fatalf("JobRegisterReply.JobToken = %q, want a token", rep.JobToken)
+	}
+	if again := registerTestJob(t, ctx, client, "jobtok2"); again.JobToken != rep.JobToken {
+		t.Fatalf("a second Job.Register of the job made another token: %q, want %q", again.JobToken, rep.JobToken)
+	}
+	if tok, err := client.jobTokenFor(ctx, "jobtok2"); err != nil || tok != rep.JobToken {
+		t.Fatalf("jobTokenFor on the node without Raft state = %q, %v; want the job's token", tok, err)
+	}
+	var got wire.AuthCheckReply
+	if err := client.pool.Call(ctx, client.RPCAddr(), wire.MethodAuthCheck, &wire.AuthCheckRequest{Token: rep.JobToken}, &got); err != nil || got.Job != "jobtok2" {
+		t.Fatalf("Auth.Check on the node without Raft state = %+v, %v; want job jobtok2", got, err)
+	}
+}

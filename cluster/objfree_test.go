@@ -65,7 +65,7 @@ func TestObjectFreeReachesTheNodesThatPulled(t *testing.T) {
 // A free that reaches a node while it pulls the object must not delete the
 // copy under the chunks still arriving: the pull drops it when it ends.
 func TestFreeDuringAPullDropsTheCopy(t *testing.T) {
-	nodes := testCluster(t, 1, nil)
+	nodes := testCluster(t, 1, insecure) // the fake peer speaks plaintext
 	ctx := pullCtx(t)
 	const key, size = "j1/racing", 1000
 	addr := fakePeer(t, func(ctx context.Context, body []byte) (any, error) {

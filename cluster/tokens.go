@@ -77,7 +77,22 @@ func (n *Node) tokenEndpoints() {
 	handleLeader(n, wire.MethodTokenRevoke, n.tokenRevoke)
 	handleLeader(n, wire.MethodNodeJoin, n.nodeJoin)
 	handleLeader(n, wire.MethodNodeRenew, n.nodeRenew)
-	rpc.Handle(n.rpcServer, wire.MethodAuthCheck, n.authCheck)
+	// A node without Raft state (not a server) asks the leader; a server
+	// answers from its own copy.
+	rpc.Handle(n.rpcServer, wire.MethodAuthCheck, func(ctx context.Context, req *wire.AuthCheckRequest) (*wire.AuthCheckReply, error) {
+		if n.raft == nil && n.secure() {
+			var rep wire.AuthCheckReply
+			return &rep, n.forward(ctx, wire.MethodAuthCheck, req, &rep)
+		}
+		return n.authCheck(ctx, req)
+	})
+	rpc.Handle(n.rpcServer, wire.MethodAuthCheck+wire.LeaderSuffix, func(ctx context.Context, req *wire.AuthCheckRequest) (*wire.AuthCheckReply, error) {
+		if !n.IsLeader() {
+			return nil, &rpc.Error{Code: wire.CodeNotLeader, Message: "this node is not the leader"}
+		}
+		return n.authCheck(ctx, req)
+	})
+	handleLeader(n, wire.MethodJobTokenOf, n.jobTokenOf)
 }
 
 // errInsecure refuses what needs the cluster CA on an --insecure node.
@@ -104,6 +119,15 @@ func (n *Node) tokenCreate(ctx context.Context, req *wire.TokenCreateRequest) (*
 	if req.Job != "" {
 		if err := wire.CheckID("job ID", req.Job); err != nil {
 			return nil, &rpc.Error{Code: wire.CodeBadInput, Message: err.Error()}
+		}
+	}
+	if req.Job != "" {
+		// A job's one token, also when its registration is retried
+		// through a node without Raft state of its own.
+		if rec, err := n.fsm.State().JobToken(req.Job); err != nil {
+			return nil, err
+		} else if rec != nil {
+			return &wire.TokenCreateResponse{Token: rec.JobToken}, nil
 		}
 	}
 	tok, err := pki.NewToken(n.sec.ca.Hash())

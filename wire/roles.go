@@ -82,6 +82,7 @@ var MethodRoles = map[string]pki.Role{
 	MethodJobWrite:      pki.RoleAdmin,
 	MethodJobRun:        pki.RoleAdmin,
 	MethodJobChunk:      pki.RoleAdmin,
+	MethodJobTokenOf:    pki.RoleAdmin,
 	// A core worker resolving a token presented to it; any holder of a
 	// submit token (a job's own) may ask, and learns only the token's
 	// role and job.

@@ -187,3 +187,18 @@ type KeyringRotateResponse struct {
 	// Nodes are the names of the nodes now on the new key.
 	Nodes []string
 }
+
+// MethodJobTokenOf gives a node without Raft state of its own (not a
+// server) the token of a job whose worker it starts (the leader answers
+// from its state; role admin: nodes only).
+const MethodJobTokenOf = "Job.TokenOf"
+
+// JobTokenOfRequest names the job (or an actor incarnation's job ID).
+type JobTokenOfRequest struct {
+	Job string
+}
+
+// JobTokenOfReply carries the job's token ("" on an --insecure cluster).
+type JobTokenOfReply struct {
+	Token string
+}
