@@ -64,7 +64,11 @@ func crashingWorker() int {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	req := &wire.WorkerRegisterRequest{WorkerID: os.Getenv(wire.EnvWorkerID), Addr: ln.Addr().String(), PID: os.Getpid()}
-	if err := pool.Call(ctx, os.Getenv(wire.EnvNodeAddr), wire.MethodWorkerRegister, req, nil); err != nil {
+	node := os.Getenv(wire.EnvNodeAddr)
+	if sock := os.Getenv(wire.EnvNodeSocket); sock != "" {
+		node = sock // a secure node takes its workers' calls on its Unix socket
+	}
+	if err := pool.Call(ctx, node, wire.MethodWorkerRegister, req, nil); err != nil {
 		return 2
 	}
 	time.Sleep(time.Minute) // the constructor call ends it first

@@ -109,7 +109,7 @@ func TestCoreWorkerPortNeedsAJobToken(t *testing.T) {
 	// When the job ends its token is revoked: the next job's driver refuses it.
 	old := drv.jobToken
 	Shutdown()
-	if err := Init(context.Background(), Address(nodes[0].RPCAddr()), Logger(testutil.Logger())); err != nil {
+	if err := Init(context.Background(), Address(nodes[0].SocketAddr()), Logger(testutil.Logger())); err != nil {
 		t.Fatal(err)
 	}
 	drv2, err := current()
