@@ -25,6 +25,7 @@ type netnsLab struct {
 	prefix string // namespace name prefix, unique per run
 	hub    string
 	nodes  int
+	socks  map[int]string // node i's Unix socket, once started: client verbs use it
 }
 
 // newNetnsLab sets up n node namespaces with addresses 10.213.0.1..n/24, or
@@ -101,6 +102,10 @@ func (l *netnsLab) start(root string, i int, verb ...string) *proc {
 	l.t.Helper()
 	name := fmt.Sprintf("n%d", i)
 	p := &proc{name: name, dataDir: filepath.Join(root, name), port: 7370, prefix: []string{"ip", "netns", "exec", l.ns(i)}}
+	if l.socks == nil {
+		l.socks = map[int]string{}
+	}
+	l.socks[i] = p.sock()
 	p.args = append(append([]string{}, verb...), "--bind", l.addr(i), "--http-port", "-1", "--data-dir", p.dataDir,
 		"--node-name", name, "--num-cpus", "2", "--memory", "1GiB", "--raft-voters", "5")
 	p.run(l.t)
@@ -113,7 +118,13 @@ func (l *netnsLab) nodeup(i int, args ...string) (string, string, int) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	argv := append([]string{"netns", "exec", l.ns(i), nodeupBin}, args...)
-	argv = append(argv, "--address", l.addr(i)+":7370")
+	// Over the node's Unix socket (a path: reachable from any namespace):
+	// a secure node refuses plaintext TCP, and the socket trusts its user.
+	addr := l.addr(i) + ":7370"
+	if sock, ok := l.socks[i]; ok {
+		addr = sock
+	}
+	argv = append(argv, "--address", addr)
 	cmd := exec.CommandContext(ctx, "ip", argv...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
