@@ -15,6 +15,8 @@ from . import _transport
 PROTOCOL_VERSION = 3
 PREAMBLE_RPC = b"\x01"
 HELLO = b"NU" + struct.pack(">H", PROTOCOL_VERSION)
+# MAX_TOKEN_SIZE bounds a token a client presents in its hello (rpc.MaxTokenSize).
+MAX_TOKEN_SIZE = 1024
 MAX_FRAME = 64 << 20
 MAX_PENDING = 4096  # requests running per served connection (rpc.Limits.MaxPending); more: "overloaded"
 INLINE_MAX = 100 << 10  # wire.InlineMax: larger values go to the object store
@@ -244,6 +246,15 @@ class Server:
             if _recv_exact(c, 1) != PREAMBLE_RPC:
                 return
             peer_hello = _recv_exact(c, 4)
+            if peer_hello[:2] == b"NT" and peer_hello[2:] == HELLO[2:]:
+                # A hello carrying a token (the node's calls present the
+                # job's token): its length, then its bytes. Python workers
+                # do not check it yet (docs/security.md).
+                (n,) = struct.unpack(">H", _recv_exact(c, 2))
+                if not 0 < n <= MAX_TOKEN_SIZE:
+                    return
+                _recv_exact(c, n)
+                peer_hello = HELLO
             c.sendall(HELLO)
             if peer_hello != HELLO:
                 return
