@@ -262,9 +262,9 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 }
 
 // warnUnauthenticated says, once at start, what a node reachable beyond
-// this machine leaves open: with --insecure everything; otherwise, until
-// core worker traffic is authenticated, the worker processes' task ports
-// (docs/security.md).
+// this machine leaves open: with --insecure everything; otherwise the
+// traffic between core workers, authenticated by job tokens but not yet
+// encrypted (docs/security.md).
 func warnUnauthenticated(logger *slog.Logger, bind string, insecure bool) {
 	if insecure {
 		logger.Warn("running with --insecure: no TLS between nodes, no CA, no tokens; anyone who can reach this node's ports can join, submit work and read the KV (docs/security.md)",
@@ -274,7 +274,7 @@ func warnUnauthenticated(logger *slog.Logger, bind string, insecure bool) {
 	if ip := net.ParseIP(bind); ip != nil && ip.IsLoopback() {
 		return
 	}
-	logger.Warn("the node's port needs the cluster CA or a token, but the task ports of worker processes (core worker traffic) are not authenticated yet; keep them on a trusted network (docs/security.md)",
+	logger.Warn("traffic between drivers and worker processes (core worker ports) is authenticated by job tokens but not yet encrypted; keep it on a trusted network (docs/security.md)",
 		"bind", bind)
 }
 
