@@ -75,6 +75,21 @@ func main() {
 		fail("%d of the eight tasks ran while no other did: they queued behind each other", alone)
 	}
 
+	// SPREAD is round robin over idle nodes; a task placed on a node whose
+	// CPUs the long tasks' workers still hold moves to one with room. Wait
+	// until every CPU is back (leases return just after their tasks).
+	idle := time.Now().Add(20 * time.Second)
+	for {
+		total, err1 := worker.ClusterResources(ctx)
+		avail, err2 := worker.AvailableResources(ctx)
+		if err1 == nil && err2 == nil && avail["CPU"] >= total["CPU"] {
+			break
+		}
+		if time.Now().After(idle) {
+			fail("the cluster's CPUs were not all free 20 s after the long tasks: %v of %v", avail["CPU"], total["CPU"])
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 	var spread []worker.Ref[string]
 	for range 12 {
 		spread = append(spread, worker.Must(where.Options(worker.Spread())).Remote(ctx))
