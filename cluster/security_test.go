@@ -7,8 +7,9 @@ import (
 	"testing"
 )
 
-// A node reachable beyond its machine warns at start that its clients are
-// not authenticated; one bound to loopback does not; --insecure always warns.
+// A node reachable beyond its machine warns at start that core worker
+// traffic is not encrypted; one bound to loopback does not; --insecure
+// always warns.
 func TestUnauthenticatedPortsWarnedUnlessLoopback(t *testing.T) {
 	for _, c := range []struct {
 		bind string
@@ -16,7 +17,7 @@ func TestUnauthenticatedPortsWarnedUnlessLoopback(t *testing.T) {
 	}{{"0.0.0.0", true}, {"10.1.2.3", true}, {"::", true}, {"127.0.0.1", false}, {"::1", false}} {
 		var buf bytes.Buffer
 		warnUnauthenticated(slog.New(slog.NewTextHandler(&buf, nil)), c.bind, false)
-		if got := strings.Contains(buf.String(), "not authenticated"); got != c.warn {
+		if got := strings.Contains(buf.String(), "not yet encrypted"); got != c.warn {
 			t.Errorf("bind %s: warned %v, want %v (%q)", c.bind, got, c.warn, buf.String())
 		}
 		buf.Reset()
