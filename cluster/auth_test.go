@@ -74,17 +74,7 @@ func dialTLS(t *testing.T, nd *Node, token string) *rpc.Client {
 	cfg := pki.PinnedConfig(nd.sec.ca.Hash())
 	c, err := rpc.Dial(ctx, "tcp", nd.RPCAddr(), []byte{wire.PreambleRPC}, wire.ProtocolVersion, rpc.WithToken(token),
 		rpc.WithDialer(func(ctx context.Context, addr string) (net.Conn, error) {
-			var d net.Dialer
-			c, err := d.DialContext(ctx, "tcp", addr)
-			if err != nil {
-				return nil, err
-			}
-			tc := tls.Client(c, cfg)
-			if err := tc.HandshakeContext(ctx); err != nil {
-				c.Close()
-				return nil, err
-			}
-			return tc, nil
+			return pki.DialTLS(ctx, nil, addr, cfg)
 		}))
 	if err != nil {
 		t.Fatal(err)

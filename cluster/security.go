@@ -121,28 +121,19 @@ func (s *security) clientConfig() *tls.Config {
 	}
 }
 
-// pinnedConfig dials a peer before this node has a certificate (pki.PinnedConfig).
-func pinnedConfig(pin string) *tls.Config { return pki.PinnedConfig(pin) }
-
 // dialNode connects to another node's port: over mutual TLS with the
 // cluster CA, or plaintext with --insecure. Its own Unix socket (the route
 // of its calls to itself) speaks no TLS: there the peer's credentials
 // make the node's calls the local principal.
 func (n *Node) dialNode(ctx context.Context, addr string) (net.Conn, error) {
-	c, err := n.dialTCP(ctx, addr)
-	if err != nil || n.sec.insecure || strings.HasPrefix(addr, rpc.UnixPrefix) {
-		return c, err
+	if n.sec.insecure || strings.HasPrefix(addr, rpc.UnixPrefix) {
+		return n.dialTCP(ctx, addr)
 	}
-	tc := tls.Client(c, n.sec.clientConfig())
-	if err := tc.HandshakeContext(ctx); err != nil {
-		c.Close()
-		var ua x509.UnknownAuthorityError
-		if errors.As(err, &ua) {
-			return nil, fmt.Errorf("TLS with %s: its certificate is not signed by this cluster's CA (%s): it belongs to another cluster: %w", addr, n.sec.ca.Hash(), err)
-		}
-		return nil, fmt.Errorf("TLS with %s: %w", addr, err)
+	c, err := pki.DialTLS(ctx, n.dialTCP, addr, n.sec.clientConfig())
+	if ua := (x509.UnknownAuthorityError{}); errors.As(err, &ua) {
+		return nil, fmt.Errorf("TLS with %s: its certificate is not signed by this cluster's CA (%s): it belongs to another cluster: %w", addr, n.sec.ca.Hash(), errors.Unwrap(err))
 	}
-	return tc, nil
+	return c, err
 }
 
 // setupSecurity loads the node's cluster identity from tls/, makes a new
@@ -306,17 +297,9 @@ func (n *Node) joinWithToken(ctx context.Context, peers []string) error {
 	}
 	pool := rpc.NewPool([]byte{connRPC}, wire.ProtocolVersion, 5*time.Second)
 	defer pool.Close()
+	cfg := pki.PinnedConfig(tok.CAHash)
 	pool.SetDialer(func(ctx context.Context, addr string) (net.Conn, error) {
-		c, err := n.dialTCP(ctx, addr)
-		if err != nil {
-			return nil, err
-		}
-		tc := tls.Client(c, pinnedConfig(tok.CAHash))
-		if err := tc.HandshakeContext(ctx); err != nil {
-			c.Close()
-			return nil, fmt.Errorf("TLS: %w", err)
-		}
-		return tc, nil
+		return pki.DialTLS(ctx, n.dialTCP, addr, cfg)
 	})
 	req := &wire.JoinRequest{Token: tok.String(), NodeID: n.id.NodeID, NodeName: n.cfg.NodeName, CSR: csr, Server: n.cfg.Server}
 	var resp wire.JoinResponse

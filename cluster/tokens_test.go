@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -187,17 +188,7 @@ func tlsCall(nd *Node, cfg *tls.Config, method string) error {
 	pool := rpc.NewPool([]byte{connRPC}, wire.ProtocolVersion, 2*time.Second)
 	defer pool.Close()
 	pool.SetDialer(func(ctx context.Context, addr string) (net.Conn, error) {
-		var d net.Dialer
-		c, err := d.DialContext(ctx, "tcp", addr)
-		if err != nil {
-			return nil, err
-		}
-		tc := tls.Client(c, cfg)
-		if err := tc.HandshakeContext(ctx); err != nil {
-			c.Close()
-			return nil, err
-		}
-		return tc, nil
+		return pki.DialTLS(ctx, nil, addr, cfg)
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
@@ -298,40 +289,58 @@ func TestGossipWithoutTheKeyIgnored(t *testing.T) {
 	}
 }
 
-// Node certificates renew themselves before they expire: with 3 s
-// certificates, a node that joins after the first ones expired still
-// handshakes with the head, and the renewed certificate is on disk.
+// Node certificates renew themselves before they expire, and the renewed
+// one is what the node then serves and keeps on disk; a node joins after.
+// Node certificates start a minute in the past (clock skew), so one of
+// validity v renews 2v/3 - 20 s after it was signed: 33 s certificates
+// renew 2 s in, and leave half a minute before any expires, however slow
+// the cluster forms under load. The test waits for the renewal, not for
+// the clock.
 func TestNodeCertificatesRenew(t *testing.T) {
 	nodes := testCluster(t, 2, func(_ int, c *Config) {
-		c.nodeCertValidity, c.renewFloor = 3*time.Second, 500*time.Millisecond
+		c.nodeCertValidity, c.renewFloor = 33*time.Second, 500*time.Millisecond
 	})
 	waitFormed(t, nodes, 2, 2)
-	first := nodes[1].sec.ident.Load().Cert.Leaf
-	headFirst := nodes[0].sec.ident.Load().Cert.Leaf
-	testutil.Until(t, 20*time.Second, "the first certificates expired", func() error {
-		if time.Now().Before(first.NotAfter.Add(time.Second)) || time.Now().Before(headFirst.NotAfter.Add(time.Second)) {
-			return errors.New("not yet")
+	for _, nd := range nodes {
+		first := nd.sec.ident.Load().Cert.Leaf
+		if renewIn := time.Until(pki.RenewAt(first.NotBefore, first.NotAfter)); renewIn > 5*time.Second {
+			t.Fatalf("%s's certificate renews in %s: the test expects seconds", nd.Name(), renewIn)
 		}
-		return nil
-	})
-	now := nodes[1].sec.ident.Load().Cert.Leaf
-	if now.SerialNumber.Cmp(first.SerialNumber) == 0 || !now.NotAfter.After(first.NotAfter) {
-		t.Fatalf("node certificate not renewed: serial %s until %s", now.SerialNumber, now.NotAfter)
-	}
-	onDisk, err := os.ReadFile(filepath.Join(nodes[1].DataDir(), nodeCertFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyPEM, _ := os.ReadFile(filepath.Join(nodes[1].DataDir(), nodeKeyFile))
-	if _, err := pki.NewIdentity(onDisk, keyPEM, nodes[1].sec.caPEM); err != nil {
-		t.Fatalf("the renewed certificate and key on disk: %v", err)
+		testutil.Until(t, 20*time.Second, nd.Name()+"'s certificate renewed", func() error {
+			if now := nd.sec.ident.Load().Cert.Leaf; now.SerialNumber.Cmp(first.SerialNumber) == 0 || !now.NotAfter.After(first.NotAfter) {
+				return fmt.Errorf("serial %s until %s", now.SerialNumber, now.NotAfter)
+			}
+			return nil
+		})
+		// What the node serves is a renewed certificate, not the first.
+		c, err := tls.Dial("tcp", nd.RPCAddr(), pki.PinnedConfig(nd.sec.ca.Hash()))
+		if err != nil {
+			t.Fatalf("TLS with %s: %v", nd.Name(), err)
+		}
+		served := c.ConnectionState().PeerCertificates[0]
+		c.Close()
+		if served.SerialNumber.Cmp(first.SerialNumber) == 0 || served.Subject.CommonName != nd.ID() {
+			t.Fatalf("%s serves serial %s of %s, the first was %s", nd.Name(), served.SerialNumber, served.Subject.CommonName, first.SerialNumber)
+		}
+		onDisk, err := os.ReadFile(filepath.Join(nd.DataDir(), nodeCertFile))
+		if err != nil {
+			t.Fatal(err)
+		}
+		keyPEM, _ := os.ReadFile(filepath.Join(nd.DataDir(), nodeKeyFile))
+		id, err := pki.NewIdentity(onDisk, keyPEM, nd.sec.caPEM)
+		if err != nil {
+			t.Fatalf("the renewed certificate and key on disk: %v", err)
+		}
+		if id.Cert.Leaf.SerialNumber.Cmp(first.SerialNumber) == 0 {
+			t.Fatalf("%s still has its first certificate on disk", nd.Name())
+		}
 	}
 	dir := t.TempDir()
 	cfg := testConfig(t, dir, "late")
 	cfg.Join, cfg.Token = []string{nodes[0].RPCAddr()}, headToken(t, nodes[0])
 	late, err := Start(context.Background(), cfg)
 	if err != nil {
-		t.Fatalf("join after the first certificates expired: %v", err)
+		t.Fatalf("join after the certificates renewed: %v", err)
 	}
 	t.Cleanup(late.Kill)
 	waitFormed(t, []*Node{nodes[0], nodes[1], late}, 3, 3)

@@ -98,16 +98,6 @@ func nodeCredential(token, sock string) (rpc.DialFunc, error) {
 		if err != nil {
 			return nil, fmt.Errorf("TLS with %s: %w", addr, err)
 		}
-		var d net.Dialer
-		c, err := d.DialContext(ctx, "tcp", addr)
-		if err != nil {
-			return nil, err
-		}
-		tc := tls.Client(c, cfg)
-		if err := tc.HandshakeContext(ctx); err != nil {
-			c.Close()
-			return nil, fmt.Errorf("TLS with %s: %w", addr, err)
-		}
-		return tc, nil
+		return pki.DialTLS(ctx, nil, addr, cfg)
 	}, nil
 }

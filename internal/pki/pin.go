@@ -56,16 +56,26 @@ func TokenDialer(token string) (func(ctx context.Context, addr string) (net.Conn
 	}
 	cfg := PinnedConfig(tok.CAHash)
 	return func(ctx context.Context, addr string) (net.Conn, error) {
-		var d net.Dialer
-		c, err := d.DialContext(ctx, "tcp", addr)
-		if err != nil {
-			return nil, err
-		}
-		tc := tls.Client(c, cfg)
-		if err := tc.HandshakeContext(ctx); err != nil {
-			c.Close()
-			return nil, fmt.Errorf("TLS with %s: %w", addr, err)
-		}
-		return tc, nil
+		return DialTLS(ctx, nil, addr, cfg)
 	}, nil
+}
+
+// DialTLS connects to addr with dial (nil: a plain TCP dial) and runs a
+// TLS client handshake with cfg, closing the connection when it fails.
+// A handshake error names addr and wraps the TLS error.
+func DialTLS(ctx context.Context, dial func(ctx context.Context, addr string) (net.Conn, error), addr string, cfg *tls.Config) (net.Conn, error) {
+	if dial == nil {
+		var d net.Dialer
+		dial = func(ctx context.Context, addr string) (net.Conn, error) { return d.DialContext(ctx, "tcp", addr) }
+	}
+	c, err := dial(ctx, addr)
+	if err != nil {
+		return nil, err
+	}
+	tc := tls.Client(c, cfg)
+	if err := tc.HandshakeContext(ctx); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("TLS with %s: %w", addr, err)
+	}
+	return tc, nil
 }
