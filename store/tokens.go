@@ -33,10 +33,10 @@ const maxTokens = 10000
 // validToken checks a record's shape: an 8-hex ID, a 64-hex hash and a
 // known role (internal/pki.Role's names).
 func validToken(t *TokenRecord) error {
-	if !isLowerHex(t.ID, 8) {
+	if !wire.IsLowerHex(t.ID, 8) {
 		return fmt.Errorf("token ID %q: want 8 hex characters: %w", t.ID, ErrInvalidRequest)
 	}
-	if !isLowerHex(t.SecretHash, 64) {
+	if !wire.IsLowerHex(t.SecretHash, 64) {
 		return fmt.Errorf("token %s: secret hash: want 64 hex characters: %w", t.ID, ErrInvalidRequest)
 	}
 	switch t.Role {
@@ -53,18 +53,6 @@ func validToken(t *TokenRecord) error {
 		}
 	}
 	return nil
-}
-
-func isLowerHex(s string, n int) bool {
-	if len(s) != n {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
-			return false
-		}
-	}
-	return true
 }
 
 // TokenByID returns the token record with the given ID, or (nil, nil) if

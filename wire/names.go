@@ -1,6 +1,10 @@
 package wire
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/nodeup/nodeup/internal/pki"
+)
 
 // HashLen is the length of a binary hash: hex sha256, lowercase.
 const HashLen = 64
@@ -10,6 +14,9 @@ const HashLen = 64
 // in a node's binary cache, so anything else (a path, "../..", an empty
 // string) is refused wherever one arrives.
 func CheckHash(field, h string) error {
+	if IsLowerHex(h, HashLen) {
+		return nil
+	}
 	if len(h) != HashLen {
 		return fmt.Errorf("%s %q: not a sha256 hash: want %d lowercase hex characters, got %d characters", field, clip(h), HashLen, len(h))
 	}
@@ -20,6 +27,10 @@ func CheckHash(field, h string) error {
 	}
 	return nil
 }
+
+// IsLowerHex reports whether s is exactly n lowercase hex characters
+// (pki.IsLowerHex), for packages that may not import internal/pki.
+func IsLowerHex(s string, n int) bool { return pki.IsLowerHex(s, n) }
 
 // MaxIDLen is the longest job or actor ID a node accepts, in bytes.
 const MaxIDLen = 128

@@ -85,13 +85,13 @@ func ParseToken(s string) (Token, error) {
 	if len(parts) != 3 {
 		return Token{}, fmt.Errorf("token: want 4 dot-separated parts, got %d", len(parts)+1)
 	}
-	if !isHex(parts[0], 8) {
+	if !IsLowerHex(parts[0], 8) {
 		return Token{}, fmt.Errorf("token: id %q: want 8 hex characters", parts[0])
 	}
-	if !isHex(parts[1], 32) {
+	if !IsLowerHex(parts[1], 32) {
 		return Token{}, fmt.Errorf("token %s: secret: want 32 hex characters", parts[0])
 	}
-	if !isHex(parts[2], 64) {
+	if !IsLowerHex(parts[2], 64) {
 		return Token{}, fmt.Errorf("token %s: CA hash: want 64 hex characters", parts[0])
 	}
 	return Token{ID: parts[0], Secret: parts[1], CAHash: "sha256:" + parts[2]}, nil
@@ -137,13 +137,16 @@ func (rec Record) Check(t Token, need Role, now time.Time) error {
 // pinHex returns the hex of a "sha256:<64 hex>" pin.
 func pinHex(caHash string) (string, error) {
 	h, ok := strings.CutPrefix(caHash, "sha256:")
-	if !ok || !isHex(h, 64) {
+	if !ok || !IsLowerHex(h, 64) {
 		return "", fmt.Errorf("pki: CA hash %q: want sha256:<64 hex characters>", caHash)
 	}
 	return h, nil
 }
 
-func isHex(s string, n int) bool {
+// IsLowerHex reports whether s is exactly n lowercase hex characters (0-9,
+// a-f): the shape of token IDs, secrets and hashes, and of every hash that
+// names a file.
+func IsLowerHex(s string, n int) bool {
 	if len(s) != n {
 		return false
 	}
