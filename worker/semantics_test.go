@@ -159,12 +159,24 @@ func waitAvailable(t *testing.T, res string, want float64) {
 
 // TestSpreadIsRoundRobin: twelve short SPREAD tasks on three idle nodes with
 // room for all of them land four on each (Ray's round robin over feasible
-// nodes, preferring available ones).
+// nodes, preferring available ones). A round that is one off is run again
+// once: under the race detector on a loaded 2-core machine a node's
+// liveness in the view can flap for a moment (CI saw 5/3/4 once), and a
+// placement made then is right to skip it; a policy that does not spread
+// (12/0/0 before the fix, 6/3/3 for "least loaded") fails both runs.
 func TestSpreadIsRoundRobin(t *testing.T) {
 	startClusterInit(t, 3, func(i int, cfg *cluster.Config) { cfg.Resources[sched.CPU] = sched.QuantityOf(4) })
+	even := func(got map[string]int) bool {
+		return len(got) == 3 && got["n0"] == 4 && got["n1"] == 4 && got["n2"] == 4
+	}
 	for round := range 3 {
 		got := whereAll(t, 12, Spread())
-		if len(got) != 3 || got["n0"] != 4 || got["n1"] != 4 || got["n2"] != 4 {
+		if !even(got) {
+			t.Logf("round %d: 12 SPREAD tasks landed %v; running it again", round, got)
+			waitAvailable(t, sched.CPU, 12)
+			got = whereAll(t, 12, Spread())
+		}
+		if !even(got) {
 			t.Fatalf("round %d: 12 SPREAD tasks on 3 idle nodes landed %v, want 4 on each", round, got)
 		}
 	}
