@@ -8,7 +8,7 @@ PKGS    := ./...
 # and python3-distributed (make compare) install into it.
 PYTHON  ?= /usr/bin/python3
 
-.PHONY: all build test vet fmt-check unit race e2e python-test fuzz demo bench compare clean check-long chaos
+.PHONY: all build test vet fmt-check unit race e2e python-test fuzz demo bench bench-python compare clean check-long chaos
 
 all: build
 
@@ -96,6 +96,17 @@ compare: build
 	bin/nodeup bench --json > bin/bench-nodeup.json || echo "warning: some nodeup metrics failed (see bin/bench-nodeup.json)" >&2
 	$(PYTHON) bench/peers/peer_dask.py --out bin/bench-dask.json || echo "warning: some Dask metrics failed (see bin/bench-dask.json)" >&2
 	$(PYTHON) bench/peers/compare.py bin/bench-nodeup.json bin/bench-dask.json
+
+## bench-python: the Python SDK's benchmarks (nodeup bench --python) and the Dask peer on the same metrics, then one table.
+## Installs Debian's python3-distributed when missing (needs root); not part of `make test`.
+PY_METRICS := ^(single_client_tasks_sync|single_client_tasks_async|1_1_actor_calls_sync|1_1_actor_calls_async|single_client_put_gigabytes|single_client_get_calls)$$
+bench-python: build
+	@$(PYTHON) -c 'import distributed, numpy' 2>/dev/null || { \
+	  echo "installing Dask (python3-distributed) with apt-get" >&2; \
+	  apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y python3-distributed python3-numpy; }
+	NODEUP_ADDRESS= bin/nodeup bench --python --python-interpreter $(PYTHON) --json > bin/bench-python.json
+	$(PYTHON) bench/peers/peer_dask.py --filter '$(PY_METRICS)' --out bin/bench-dask-python.json || echo "warning: some Dask metrics failed (see bin/bench-dask-python.json)" >&2
+	$(PYTHON) bench/peers/compare.py bin/bench-python.json bin/bench-dask-python.json
 
 clean:
 	rm -rf bin $(GPU_HELPER)

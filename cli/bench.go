@@ -26,6 +26,8 @@ func benchCommand() *ucli.Command {
 			&ucli.IntFlag{Name: "runs", Value: bench.DefaultRuns, Usage: "timed runs per metric after a warm-up; the median is reported"},
 			&ucli.Float64Flag{Name: "scale", Value: 1, Usage: "multiplies the sizes of the scalability metrics"},
 			&ucli.BoolFlag{Name: "list", Usage: "list the metrics and exit"},
+			&ucli.BoolFlag{Name: "python", Usage: "run the Python SDK's benchmarks (python3 -m nodeup.bench: tasks, actor calls, put, get) instead of the Go suite"},
+			&ucli.StringFlag{Name: "python-interpreter", Usage: "interpreter for --python (default: /usr/bin/python3, else python3)"},
 			&ucli.StringFlag{Name: "cpuprofile", Usage: "write a Go CPU profile of this process (the driver, and the embedded node) to this file; worker processes are not in it"},
 		},
 		Action: func(c *ucli.Context) error {
@@ -49,6 +51,9 @@ func benchCommand() *ucli.Command {
 			}
 			if opts.Duration <= 0 || opts.Runs <= 0 || opts.Scale <= 0 {
 				return fmt.Errorf("--duration, --runs and --scale must be positive")
+			}
+			if c.Bool("python") {
+				return runPythonBench(c, opts)
 			}
 			if path := c.String("cpuprofile"); path != "" {
 				f, err := os.Create(path)

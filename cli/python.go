@@ -60,16 +60,23 @@ func pythonCommand() *ucli.Command {
 	}
 }
 
+// interpreter is py, or for "" /usr/bin/python3 when present (Debian's,
+// where python3-msgpack installs), else python3.
+func interpreter(py string) string {
+	if py != "" {
+		return py
+	}
+	if _, err := os.Stat("/usr/bin/python3"); err == nil {
+		return "/usr/bin/python3"
+	}
+	return "python3"
+}
+
 // userSite is py's user site-packages directory (PEP 370), where the
 // interpreter finds packages without PYTHONPATH; py "" is /usr/bin/python3
 // when present (Debian's, where python3-msgpack installs), else python3.
 func userSite(py string) (string, error) {
-	if py == "" {
-		py = "python3"
-		if _, err := os.Stat("/usr/bin/python3"); err == nil {
-			py = "/usr/bin/python3"
-		}
-	}
+	py = interpreter(py)
 	out, err := exec.Command(py, "-c", "import site; print(site.getusersitepackages())").Output()
 	if err != nil {
 		return "", fmt.Errorf("find the user site-packages of %s (give --target DIR instead): %w", py, err)
