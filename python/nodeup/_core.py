@@ -6,14 +6,17 @@ import logging
 import mmap
 import os
 import pickle
+import queue
 import secrets
 import threading
 import time
 import traceback
+import weakref
 
 import cloudpickle
 
 from . import _protocol as P
+from . import _state
 from .exceptions import (GetTimeoutError, ObjectLostError, RayTaskError,
                          WorkerCrashedError)
 
@@ -41,6 +44,11 @@ class ObjectRef:
         self.owner = owner
 
     def __reduce__(self):
+        # A ref that leaves this process may be held elsewhere: its owner no
+        # longer frees the object when the local handle goes (Core.release).
+        core = _state.get_core()
+        if core is not None:
+            core.escaped(self.id)
         return (ObjectRef, (self.id, self.owner))
 
     def __repr__(self):
@@ -92,6 +100,15 @@ class Core:
         self.lock = threading.Lock()
         self.cond = threading.Condition(self.lock)
         self.objects = {}  # object ID -> _Obj, for owned and fetched objects
+        # Owned objects whose ref was pickled (sent in a task's arguments, a
+        # put value or a result): a borrower may hold them, so they live
+        # until the job ends, as before reference counting.
+        self._escaped = set()
+        # IDs of put objects whose last local handle is gone: freed by
+        # _freer. A finalizer may run in any thread, even one holding
+        # self.lock, so it only queues (SimpleQueue.put is reentrant).
+        self._unreferenced = queue.SimpleQueue()
+        threading.Thread(target=self._freer, daemon=True, name="nodeup-free").start()
         self.qcond = threading.Condition()  # guards queues
         self.queues = {}  # resource shape -> _KeyQueue
         self.closed = False
@@ -209,7 +226,40 @@ class Core:
             self._finish(o, loc=self.store_put(oid, data))
         else:
             self._finish(o, value=data)
-        return ObjectRef(oid, self.address)
+        ref = ObjectRef(oid, self.address)
+        weakref.finalize(ref, self._unreferenced.put, oid)
+        return ref
+
+    # ---- freeing put objects (the Go SDK's reference counting, for the
+    # case without borrowers: a ref that never left this process)
+
+    def escaped(self, oid):
+        """Notes that the ref to oid was pickled: it is never freed early."""
+        with self.lock:
+            self._escaped.add(oid)
+
+    def _freer(self):
+        while True:
+            oid = self._unreferenced.get()
+            if oid is None:
+                return
+            self.release(oid)
+
+    def release(self, oid):
+        """Frees put object oid once its last handle in this process is gone
+        and its ref never left the process: its entry here and, for a
+        large value, its copy in the node's store (Obj.Free), as Ray frees
+        an object whose reference count reaches zero."""
+        with self.lock:
+            if oid in self._escaped or self.closed:
+                return
+            o = self.objects.pop(oid, None)
+        if o is None or o.loc is None:
+            return
+        try:
+            self.pool.call(self.node_addr, "Obj.Free", {"Keys": [o.loc["Key"]]})
+        except Exception as e:  # the job's end frees it anyway
+            log.debug("free object %s: %s", oid, e)
 
     def _state(self, ref):
         """The local state of ref, starting a fetch from its owner if needed."""
@@ -371,6 +421,7 @@ class Core:
                     raise _ArgFailed(o)
                 if o.loc is None:
                     return {"Inline": o.value, "RefID": "", "Owner": "", "IsRef": False}
+                self.escaped(v.id)  # the task reads it from the store, maybe after the caller let go
             return {"Inline": None, "RefID": v.id, "Owner": v.owner, "IsRef": True}
         data = dumps(v)
         if len(data) > P.INLINE_MAX:
@@ -513,6 +564,7 @@ class Core:
 
     def close(self):
         self.closed = True
+        self._unreferenced.put(None)
         self.server.stop()
         self.pool.close()
 

@@ -12,7 +12,7 @@ import nodeup
 from nodeup import _protocol as P
 from nodeup.exceptions import GetTimeoutError, RayTaskError, WorkerCrashedError
 
-from conftest import PYDIR, REPO, NODEUP
+from conftest import PYDIR, REPO, NODEUP, until
 
 # This module is not importable in the workers: ship its functions by value.
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
@@ -285,3 +285,35 @@ def test_secure_node_refuses_plaintext_tcp_and_answers_the_socket(node):
         assert any(n.get("Alive") for n in c.call("Sched.ClusterView", {}, timeout=10).get("Nodes") or [])
     finally:
         c.close()
+
+
+def test_put_objects_freed_when_their_last_ref_goes(ray, node):
+    """A put in a loop does not fill the store: a large object whose ref is
+    dropped, and never left the process, is freed (Obj.Free), as Ray frees
+    at a zero reference count; one passed to a task is kept while it may
+    be read there."""
+    import gc
+    from nodeup import _state
+    core = _state.get_core()
+    size = 8 << 20
+    for i in range(40):  # 320 MiB through the store
+        r = ray.put(bytes([i % 251]) * size)
+        assert len(ray.get(r)) == size
+        del r
+    gc.collect()
+
+    def mine_in_store():
+        rep = core.pool.call(core.node_addr, "Obj.List", {"Limit": 1000})
+        return [e for e in rep.get("Entries") or [] if e["Key"].startswith(core.job_id + "/") and not e.get("Spilled")]
+    until("dropped put objects freed in the node's store", lambda: not mine_in_store())
+    assert not [o for o in list(core.objects.values()) if o.loc is not None]
+
+    @ray.remote
+    def first(b):
+        return b[0]
+
+    kept = ray.put(bytes([7]) * size)
+    ref = first.remote(kept)
+    del kept
+    gc.collect()
+    assert ray.get(ref) == 7
