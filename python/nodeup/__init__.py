@@ -96,7 +96,8 @@ def init(address=None, namespace=None, ignore_reinit_error=False, **_ignored):
     if addr.startswith(_transport.UNIX_PREFIX) and reg.get("NodeAddr"):
         node_addr, sock = reg["NodeAddr"], addr  # the node's name stays host:port
     core = _core.Core(node_addr, job, reg.get("BindIP") or "127.0.0.1", reg.get("ArenaPath", ""),
-                      reg.get("NodeID", ""), reg.get("NodeName", ""), node_socket=sock)
+                      reg.get("NodeID", ""), reg.get("NodeName", ""), node_socket=sock,
+                      job_token=reg.get("JobToken") or "")
     core.namespace = namespace or ""
     core.local_node = local
     _state.set_core(core)

@@ -13,6 +13,7 @@ import traceback
 
 import cloudpickle
 
+from . import _jobauth
 from . import _protocol as P
 from .exceptions import (GetTimeoutError, ObjectLostError, RayTaskError,
                          WorkerCrashedError)
@@ -79,10 +80,13 @@ class Core:
     sends); node_socket: its Unix socket (unix://PATH), dialed for calls to
     it when given (a secure node trusts local callers by their credentials
     there and refuses plaintext TCP); job_id: the job; bind_ip: where to
-    serve; arena_path: the node's object store file."""
+    serve; arena_path: the node's object store file; job_token: the job's
+    token (JobRegisterReply.JobToken, or NODEUP_JOB_TOKEN in a worker),
+    presented to other core workers and required of callers of this
+    process's port ("" on an --insecure cluster: the port is open)."""
 
     def __init__(self, node_addr, job_id, bind_ip, arena_path, node_id="", node_name="", handlers=None,
-                 node_socket=None):
+                 node_socket=None, job_token=""):
         self.node_addr = node_addr
         self.job_id = job_id
         self.node_id = node_id
@@ -95,7 +99,7 @@ class Core:
         self.qcond = threading.Condition()  # guards queues
         self.queues = {}  # resource shape -> _KeyQueue
         self.closed = False
-        self.pool = P.Pool()
+        self.pool = P.Pool(job_token)
         if node_socket:
             self.pool.route(node_addr, node_socket)
         self.arena_path = arena_path
@@ -103,7 +107,11 @@ class Core:
         self.local = threading.local()  # lease_id of the task this thread runs
         h = {"Object.Get": self._serve_get, "Object.GetMany": self._serve_get_many}
         h.update(handlers or {})
-        self.server = P.Server(bind_ip, h)
+        auth = None
+        if job_token:
+            auth = _jobauth.JobAuth(job_token, lambda tok: self.pool.call(
+                self.node_addr, "Auth.Check", {"Token": tok}, timeout=_jobauth.AUTH_CHECK_TIMEOUT)).auth()
+        self.server = P.Server(bind_ip, h, auth=auth)
         self.address = self.server.address
 
     # ---- IDs and object table

@@ -24,7 +24,8 @@ class _Executor:
                                env.get("NODEUP_NODE_NAME", ""),
                                handlers={"Task.Push": self.push, "Actor.Construct": self.construct,
                                          "Actor.Call": self.call},
-                               node_socket=env.get("NODEUP_NODE_SOCKET") or None)
+                               node_socket=env.get("NODEUP_NODE_SOCKET") or None,
+                               job_token=env.get("NODEUP_JOB_TOKEN", ""))
         self.actor_id = env.get("NODEUP_ACTOR_ID", "")
         self.actor = None  # the instance, once constructed
         self.actor_cond = threading.Condition()
