@@ -5,17 +5,18 @@ import atexit
 import os
 import secrets
 
+from . import _actor
 from . import _core
 from . import _localnode
 from . import _protocol as P
 from . import _state
 from . import _transport
 from . import exceptions
-from ._actor import ActorClass, ActorHandle
+from ._actor import ActorClass, ActorHandle, get_actor, kill
 from ._core import ObjectRef
 
 __all__ = ["init", "shutdown", "is_initialized", "remote", "get", "put", "wait", "cluster_resources",
-           "available_resources", "nodes", "ObjectRef", "ActorHandle", "exceptions"]
+           "available_resources", "nodes", "ObjectRef", "ActorHandle", "exceptions", "get_actor", "kill"]
 
 _TASK_OPTIONS = {"num_cpus", "num_gpus", "memory", "resources", "max_retries", "retry_exceptions",
                  "num_returns", "name"}
@@ -98,7 +99,7 @@ def init(address=None, namespace=None, ignore_reinit_error=False, **_ignored):
     core = _core.Core(node_addr, job, reg.get("BindIP") or "127.0.0.1", reg.get("ArenaPath", ""),
                       reg.get("NodeID", ""), reg.get("NodeName", ""), node_socket=sock,
                       job_token=reg.get("JobToken") or "")
-    core.namespace = namespace or ""
+    core.namespace = namespace or _actor.DEFAULT_NAMESPACE
     core.local_node = local
     _state.set_core(core)
 

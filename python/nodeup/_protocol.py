@@ -39,7 +39,13 @@ class RpcError(Exception):
 
 
 class TransportError(ConnectionError):
-    """The call was not delivered or its answer not received: the peer is gone."""
+    """The call was not delivered or its answer not received: the peer is
+    gone. ``unsent`` is True when the connection could not even be opened,
+    so the call surely did not run."""
+
+    def __init__(self, message, unsent=False):
+        super().__init__(message)
+        self.unsent = unsent
 
 
 def pack(value):
@@ -129,7 +135,7 @@ class Conn:
             self.sock.sendall(PREAMBLE_RPC + hello)
             _check_hello(_recv_exact(self.sock, 4), address)
         except (OSError, EOFError) as e:
-            raise TransportError(f"dial {address}: {e}") from e
+            raise TransportError(f"dial {address}: {e}", unsent=True) from e
         self.lock = threading.Lock()
         self.pending = {}
         self.seq = 0

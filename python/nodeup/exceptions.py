@@ -75,7 +75,13 @@ class TaskCancelledError(RayError):
 
 
 class RayActorError(RayError):
-    """The actor died."""
+    """The actor died, or a call on it could not be run (Ray's
+    ``ray.exceptions.RayActorError``)."""
 
 
-ActorDiedError = RayActorError
+class ActorDiedError(RayActorError):
+    """The actor is dead: killed (``kill``), its constructor raised, its job
+    ended (a non-detached actor), or its worker died with no restarts
+    left; or a call was lost with the worker and ``max_task_retries`` did
+    not allow running it again. As Ray's ``ray.exceptions.ActorDiedError``,
+    a subclass of ``RayActorError``."""

@@ -26,6 +26,7 @@ class _Executor:
                                          "Actor.Call": self.call},
                                node_socket=env.get("NODEUP_NODE_SOCKET") or None,
                                job_token=env.get("NODEUP_JOB_TOKEN", ""))
+        self.core.namespace = env.get("NODEUP_NAMESPACE") or self.core.namespace
         self.actor_id = env.get("NODEUP_ACTOR_ID", "")
         self.actor = None  # the instance, once constructed
         self.actor_cond = threading.Condition()
