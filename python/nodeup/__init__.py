@@ -16,7 +16,7 @@ from ._actor import ActorClass, ActorHandle, get_actor, kill
 from ._core import ObjectRef
 
 __all__ = ["init", "shutdown", "is_initialized", "remote", "get", "put", "wait", "cluster_resources",
-           "available_resources", "nodes", "ObjectRef", "ActorHandle", "exceptions", "get_actor", "kill"]
+           "available_resources", "nodes", "ObjectRef", "ActorHandle", "exceptions", "get_actor", "kill", "cancel"]
 
 _TASK_OPTIONS = {"num_cpus", "num_gpus", "memory", "resources", "max_retries", "retry_exceptions",
                  "num_returns", "name"}
@@ -234,6 +234,23 @@ def wait(refs, num_returns=1, timeout=None):
     if not 0 <= num_returns <= len(refs):
         raise ValueError(f"wait: num_returns={num_returns} must be 0..{len(refs)}")
     return _core_or_raise().wait(list(refs), num_returns, timeout)
+
+
+def cancel(ref, force=False):
+    """Cancels the task or actor call that produces ``ref`` (an ObjectRef
+    this process got from ``.remote()``), as Ray's ray.cancel: afterwards
+    ``get(ref)`` raises TaskCancelledError. A task still queued never runs;
+    a running task gets TaskCancelledError raised in its worker thread (at
+    its next Python bytecode), or with ``force=True`` its worker process
+    exits at once (and every task it ran with it); a cancelled task is not
+    retried. An actor call still queued here never runs; one already sent
+    runs on. A finished task, a put's ref and an unknown ref are left
+    alone. Raises TypeError for a non-ObjectRef; ValueError for a ref
+    another process owns, or force on an actor call; RuntimeError when the
+    task's worker could not be told (its refs are cancelled all the same)."""
+    if not isinstance(ref, ObjectRef):
+        raise TypeError(f"cancel takes an ObjectRef, not {type(ref).__name__}")
+    _core_or_raise().cancel(ref, force)
 
 
 def _amounts(rs):

@@ -128,7 +128,10 @@ class ActorHandle:
         with self._lock:
             if self._sender is None or self._sender.core is not core:
                 self._sender = _Sender(core, self._actor_id, self._class_name)
-            self._sender.put(_Call(method, args, kwargs, ref.id, out))
+            call = _Call(method, args, kwargs, ref.id, out)
+            with core.lock:
+                core.works[call.tid] = (self._sender, call)
+            self._sender.put(call)
         return ref
 
 
@@ -149,10 +152,11 @@ class _Call:
     result object, how often it was resent, and why it was lost (the
     error of a connection that failed with it out, None if never sent)."""
 
-    __slots__ = ("method", "args", "kwargs", "oid", "out", "wargs", "retries", "lost")
+    __slots__ = ("method", "args", "kwargs", "oid", "tid", "out", "wargs", "retries", "lost")
 
     def __init__(self, method, args, kwargs, oid, out):
         self.method, self.args, self.kwargs, self.oid, self.out = method, args, kwargs, oid, out
+        self.tid = oid.rsplit(".", 1)[0]
         self.wargs, self.retries, self.lost = None, 0, None
 
 
@@ -185,6 +189,15 @@ class _Sender:
                 self.calls.append(call)
             self.cond.notify()
 
+    def drop(self, call):
+        """Removes call if it is still queued here (not yet sent); True if it was."""
+        with self.cond:
+            try:
+                self.calls.remove(call)
+                return True
+            except ValueError:
+                return False
+
     def _where(self):
         while self.info is None:
             info = self.core.pool.call(self.core.node_addr, "Actor.Get",
@@ -213,9 +226,11 @@ class _Sender:
                     call.wargs = [core._arg(a) for a in call.args] + [core._arg(v) for v in call.kwargs.values()]
                 info = self._where()
             except _core._ArgFailed as f:
+                core._done(call.tid)
                 core._finish(call.out, error=f.obj.error, task_name=f.obj.task_name)
                 continue
             except Exception as e:
+                core._done(call.tid)
                 core._finish(call.out, error=e if isinstance(e, RayActorError) else RayActorError(str(e)))
                 continue
             name = f"{self.class_name}.{call.method}"
@@ -224,13 +239,14 @@ class _Sender:
                 # while max_task_retries allows (-1: always).
                 mtr = int(info.get("MaxTaskRetries") or 0)
                 if 0 <= mtr <= call.retries:
+                    core._done(call.tid)
                     core._finish(call.out, error=ActorDiedError(
                         f"actor {self.class_name} ({self.actor_id}): its worker was lost while running call {name} "
                         f"({call.lost}); it restarted, and max_task_retries={mtr} allows no retry"))
                     continue
                 call.retries += 1
                 call.lost = None
-            spec = {"TaskID": call.oid.rsplit(".", 1)[0], "JobID": core.job_id, "Name": name,
+            spec = {"TaskID": call.tid, "JobID": core.job_id, "Name": name,
                     "Function": call.method, "Args": call.wargs, "NumReturns": 1, "Owner": core.address,
                     "Attempt": call.retries, "KwargNames": list(call.kwargs.keys()) or None}
             req = {"ActorID": self.actor_id, "Incarnation": info.get("Incarnation", 0), "Session": self.session,
@@ -253,6 +269,8 @@ class _Sender:
             self.put(call, front=True)
             return
         except Exception as e:
+            core._done(call.tid)
             core._finish(call.out, error=RayActorError(f"call {name} on actor {self.actor_id}: {e}"))
             return
+        core._done(call.tid)
         core.complete([call.out], rep, name)

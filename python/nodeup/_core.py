@@ -16,7 +16,7 @@ import cloudpickle
 from . import _jobauth
 from . import _protocol as P
 from .exceptions import (GetTimeoutError, ObjectLostError, RayTaskError,
-                         WorkerCrashedError)
+                         TaskCancelledError, WorkerCrashedError)
 
 log = logging.getLogger("nodeup")
 
@@ -97,6 +97,7 @@ class Core:
         self.lock = threading.Lock()
         self.cond = threading.Condition(self.lock)
         self.objects = {}  # object ID -> _Obj, for owned and fetched objects
+        self.works = {}  # task ID -> the _Task, or (sender, call) of an actor call, until it finishes (cancel)
         self.qcond = threading.Condition()  # guards queues
         self.queues = {}  # resource shape -> _KeyQueue
         self.closed = False
@@ -321,6 +322,8 @@ class Core:
         refs = [ObjectRef(f"{tid}.{i}", self.address) for i in range(num_returns)]
         outs = [self._new_obj(r.id) for r in refs]
         t = _Task(tid, code, name, num_returns, resources, max_retries, retry_exceptions, outs)
+        with self.lock:
+            self.works[tid] = t
         waits = any(isinstance(v, ObjectRef) and v.owner == self.address and not self._state(v).ready.is_set()
                     for v in list(args) + list(kwargs.values()))
         if waits:
@@ -334,8 +337,10 @@ class Core:
         try:
             wargs = [self._arg(a) for a in args] + [self._arg(v) for v in kwargs.values()]
         except _ArgFailed as f:
-            for o in t.outs:
-                self._finish(o, error=f.obj.error, task_name=f.obj.task_name)
+            self._done(t.tid)
+            if not t.cancelled:
+                for o in t.outs:
+                    self._finish(o, error=f.obj.error, task_name=f.obj.task_name)
             return
         except Exception as e:
             self._fail_task(t, failure_of(e, self))
@@ -346,12 +351,66 @@ class Core:
         self._enqueue(t)
 
     def _fail_task(self, t, fail):
+        self._done(t.tid)
         for o in t.outs:
             if not o.ready.is_set():
                 self._finish(o, error=fail, task_name=t.name)
 
+    def _done(self, tid):
+        with self.lock:
+            self.works.pop(tid, None)
+
+    # ---- cancel (docs/protocol.md, Task.Cancel; Go's worker.Cancel)
+
+    def cancel(self, ref, force=False, timeout=5.0):
+        """Cancels the task or actor call producing ref, as Go's
+        worker.Cancel: a queued task is dropped; a pushed one is told to its
+        worker (Task.Cancel: interrupted there, or with force its worker
+        exits); a queued actor call is dropped, a sent one runs on. Its refs
+        then raise TaskCancelledError at get. A finished task, a put's ref
+        or an unknown one are left alone. Raises ValueError for a ref this
+        process does not own or force on an actor call, RuntimeError when
+        the worker could not be told (its refs are cancelled all the same)."""
+        if ref.owner != self.address:
+            raise ValueError(f"cancel {ref.id}: it is owned by the process at {ref.owner}; only the process that "
+                             f"submitted a task can cancel it")
+        tid = ref.id.rsplit(".", 1)[0]
+        with self.lock:
+            w = self.works.get(tid)
+        if w is None:
+            return
+        if isinstance(w, tuple):
+            sender, call = w
+            if force:
+                raise ValueError(f"cancel {ref.id}: force is not supported for actor calls (as Ray); cancel without it")
+            if sender.drop(call):
+                self._done(tid)
+                self._finish(call.out, error=TaskCancelledError(f"actor call {call.method} ({tid}) was cancelled"))
+            return
+        t = w
+        with self.qcond:
+            if t.cancelled:
+                return
+            t.cancelled = True
+            lease = t.lease
+            q = self.queues.get(t.key)
+            if lease is None and q is not None and t in q.tasks:
+                q.tasks.remove(t)
+        self._fail_task(t, TaskCancelledError(f"task {t.name} ({tid}) was cancelled"))
+        if lease is None:
+            return
+        try:
+            self.pool.call(lease["WorkerAddr"], "Task.Cancel", {"TaskID": tid, "Force": bool(force)}, timeout=timeout)
+        except P.TransportError:
+            if not force:  # a forced worker may exit before it answers
+                raise RuntimeError(f"cancel task {t.name}: tell its worker at {lease['WorkerAddr']}: unreachable")
+        except P.RpcError as e:
+            raise RuntimeError(f"cancel task {t.name}: tell its worker at {lease['WorkerAddr']}: {e}") from e
+
     def _enqueue(self, t, front=False):
         with self.qcond:
+            if t.cancelled:
+                return
             q = self.queues.get(t.key)
             if q is None:
                 q = self.queues[t.key] = _KeyQueue(t.resources, t.name)
@@ -448,7 +507,9 @@ class Core:
                         q.holders -= 1
                         break
                 t = q.tasks.popleft()
+                t.lease = lease
             keep = self._push(lease, t)
+            t.lease = None
             if not keep:
                 with self.qcond:
                     q.holders -= 1
@@ -463,9 +524,12 @@ class Core:
             rep = self.pool.call(lease["WorkerAddr"], "Task.Push", {"LeaseID": lease["LeaseID"], "Spec": t.spec})
         except P.TransportError as e:
             t.crashes += 1
-            if t.max_retries >= 0 and t.crashes > t.max_retries:
+            if t.cancelled:  # e.g. cancel(force=True) ended the worker: not retried
+                pass
+            elif t.max_retries >= 0 and t.crashes > t.max_retries:
                 err = WorkerCrashedError(f"task {t.name}: the worker process died while running it "
                                          f"({t.crashes} times; max_retries={t.max_retries}): {e}")
+                self._done(t.tid)
                 for o in t.outs:
                     self._finish(o, error=err)
             else:
@@ -478,7 +542,10 @@ class Core:
                 self._enqueue(t, front=True)
                 self._return(lease)
                 return False
-            self._fail_task(t, {"Message": str(e), "Stack": "", "Panic": False})
+            if not t.cancelled:
+                self._fail_task(t, {"Message": str(e), "Stack": "", "Panic": False})
+            return True
+        if t.cancelled:  # cancelled while it ran: what it brought back is discarded
             return True
         if rep.get("NotRun"):
             self._enqueue(t, front=True)
@@ -487,6 +554,7 @@ class Core:
             t.spec["Attempt"] += 1
             self._enqueue(t)
             return True
+        self._done(t.tid)
         self.complete(t.outs, rep, t.name)
         return True
 
@@ -532,13 +600,15 @@ LEASE_LINGER = 0.05  # seconds a lease without work is kept for the next task of
 
 class _Task:
     __slots__ = ("tid", "code", "name", "num_returns", "resources", "key", "max_retries", "retry_exceptions",
-                 "outs", "spec", "crashes")
+                 "outs", "spec", "crashes", "cancelled", "lease")
 
     def __init__(self, tid, code, name, num_returns, resources, max_retries, retry_exceptions, outs):
         self.tid, self.code, self.name, self.num_returns = tid, code, name, num_returns
         self.resources, self.key = resources, tuple(sorted(resources.items()))
         self.max_retries, self.retry_exceptions, self.outs = max_retries, retry_exceptions, outs
         self.spec, self.crashes = None, 0
+        self.cancelled = False  # cancel: never run (again), its results discarded
+        self.lease = None  # the lease it was pushed on, while out
 
 
 class _KeyQueue:
