@@ -8,6 +8,7 @@ import secrets
 from . import _actor
 from . import _core
 from . import _localnode
+from . import _options
 from . import _protocol as P
 from . import _state
 from . import _transport
@@ -19,7 +20,7 @@ __all__ = ["init", "shutdown", "is_initialized", "remote", "get", "put", "wait",
            "available_resources", "nodes", "ObjectRef", "ActorHandle", "exceptions", "get_actor", "kill", "cancel"]
 
 _TASK_OPTIONS = {"num_cpus", "num_gpus", "memory", "resources", "max_retries", "retry_exceptions",
-                 "num_returns", "name"}
+                 "num_returns", "name", "scheduling_strategy", "placement_group", "placement_group_bundle_index"}
 
 
 def _current_address_file():
@@ -156,6 +157,7 @@ def _check_options(opts):
     n = opts.get("num_returns", 1)
     if not isinstance(n, int) or n < 1:
         raise ValueError(f"num_returns={n!r}: want an int >= 1")
+    _options.scheduling(opts, {})  # a bad strategy or placement group fails here, not at .remote()
 
 
 class RemoteFunction:
@@ -187,8 +189,9 @@ class RemoteFunction:
         o = self._opts
         name = o.get("name") or getattr(self._fn, "__qualname__", self.__name__)
         n = o.get("num_returns", 1)
-        refs = core.submit(self._code, name, args, kwargs, n, _resources(o, 1), o.get("max_retries", 3),
-                           o.get("retry_exceptions", False))
+        demand, strategy = _options.scheduling(o, _resources(o, 1))
+        refs = core.submit(self._code, name, args, kwargs, n, demand, o.get("max_retries", 3),
+                           o.get("retry_exceptions", False), strategy)
         return refs[0] if n == 1 else refs
 
 

@@ -7,13 +7,15 @@ import secrets
 import threading
 
 from . import _core
+from . import _options
 from . import _protocol as P
 from .exceptions import ActorDiedError, RayActorError
 
 DEFAULT_NAMESPACE = "default"  # named actors' namespace when none is set (Go's worker.DefaultNamespace)
 
 _ACTOR_OPTIONS = {"num_cpus", "num_gpus", "memory", "resources", "name", "namespace", "lifetime",
-                  "get_if_exists", "max_restarts", "max_task_retries"}
+                  "get_if_exists", "max_restarts", "max_task_retries", "scheduling_strategy", "placement_group",
+                  "placement_group_bundle_index"}
 
 
 class ActorClass:
@@ -23,6 +25,7 @@ class ActorClass:
         bad = set(opts) - _ACTOR_OPTIONS
         if bad:
             raise ValueError(f"unsupported actor options {sorted(bad)}; supported so far: {sorted(_ACTOR_OPTIONS)}")
+        _options.scheduling(opts, {})
         self._cls = cls
         self._opts = opts
         self._resources_of = resources_of
@@ -41,13 +44,14 @@ class ActorClass:
         core = _core_or_raise()
         o = self._opts
         # One Arg: the pickled (args, kwargs); the worker resolves the top-level refs.
+        demand, strategy = _options.scheduling(o, self._resources_of(o, 0))
         ctor = core._arg((tuple(args), dict(kwargs)))
         req = {"ActorID": secrets.token_hex(12), "JobID": core.job_id, "Class": self._cls.__qualname__,
                "Name": o.get("name") or "", "Namespace": o.get("namespace") or core.namespace,
                "JobNamespace": "" if core.namespace == DEFAULT_NAMESPACE else core.namespace,
                "GetIfExists": bool(o.get("get_if_exists")), "Detached": o.get("lifetime") == "detached",
                "MaxRestarts": o.get("max_restarts", 0), "MaxTaskRetries": o.get("max_task_retries", 0),
-               "MaxConcurrency": 1, "Resources": self._resources_of(o, 0), "Strategy": {"Kind": ""},
+               "MaxConcurrency": 1, "Resources": demand, "Strategy": strategy,
                "Constructor": "__init__", "Args": [ctor], "BinaryHash": "", "BinaryNode": "",
                "OwnerAddr": core.address, "Language": P.LANGUAGE, "Code": _core.dumps(self._cls)}
         try:

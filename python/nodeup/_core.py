@@ -14,6 +14,7 @@ import traceback
 import cloudpickle
 
 from . import _jobauth
+from . import _options
 from . import _protocol as P
 from .exceptions import (GetTimeoutError, ObjectLostError, RayTaskError,
                          TaskCancelledError, WorkerCrashedError)
@@ -314,14 +315,16 @@ class Core:
 
     # ---- submitting tasks (docs/protocol.md, Task lifecycle)
 
-    def submit(self, code, name, args, kwargs, num_returns, resources, max_retries, retry_exceptions=False):
+    def submit(self, code, name, args, kwargs, num_returns, resources, max_retries, retry_exceptions=False,
+               strategy=None):
         """Submits a task and returns its num_returns refs at once. The task
         waits for the refs among its arguments that this process owns,
         then joins the queue of its resource shape."""
         tid = self._next()
         refs = [ObjectRef(f"{tid}.{i}", self.address) for i in range(num_returns)]
         outs = [self._new_obj(r.id) for r in refs]
-        t = _Task(tid, code, name, num_returns, resources, max_retries, retry_exceptions, outs)
+        t = _Task(tid, code, name, num_returns, resources, max_retries, retry_exceptions, outs,
+                  strategy or {"Kind": ""})
         with self.lock:
             self.works[tid] = t
         waits = any(isinstance(v, ObjectRef) and v.owner == self.address and not self._state(v).ready.is_set()
@@ -413,7 +416,7 @@ class Core:
                 return
             q = self.queues.get(t.key)
             if q is None:
-                q = self.queues[t.key] = _KeyQueue(t.resources, t.name)
+                q = self.queues[t.key] = _KeyQueue(t.resources, t.name, t.strategy)
             if front:
                 q.tasks.appendleft(t)
             else:
@@ -448,9 +451,9 @@ class Core:
             return {"Inline": None, "RefID": oid, "Owner": self.address, "IsRef": True}
         return {"Inline": data, "RefID": "", "Owner": "", "IsRef": False}
 
-    def _lease(self, resources, name):
+    def _lease(self, resources, name, strategy):
         req = {"JobID": self.job_id, "BinaryHash": "", "BinaryNode": "", "Env": None, "Resources": resources,
-               "Strategy": {"Kind": ""}, "Spilled": False, "TaskName": name, "NoQueueIfNot": False,
+               "Strategy": strategy, "Spilled": False, "TaskName": name, "NoQueueIfNot": False,
                "Language": P.LANGUAGE}
         addr, warned = self.node_addr, False
         while True:
@@ -481,7 +484,7 @@ class Core:
         """Leases a worker for q's shape, runs q's tasks on it one after
         another, and gives it back after LEASE_LINGER seconds without work."""
         try:
-            lease = self._lease(q.resources, q.name)
+            lease = self._lease(q.resources, q.name, q.strategy)
         except Exception as e:  # e.g. worker_failed: the queued tasks fail, never hang
             with self.qcond:
                 q.requests -= 1
@@ -510,6 +513,11 @@ class Core:
                 t.lease = lease
             keep = self._push(lease, t)
             t.lease = None
+            if keep and q.spread:  # SPREAD: one task per lease, each lease placed anew (as Go's)
+                with self.qcond:
+                    q.holders -= 1
+                    self._pump(q)
+                break
             if not keep:
                 with self.qcond:
                     q.holders -= 1
@@ -600,11 +608,13 @@ LEASE_LINGER = 0.05  # seconds a lease without work is kept for the next task of
 
 class _Task:
     __slots__ = ("tid", "code", "name", "num_returns", "resources", "key", "max_retries", "retry_exceptions",
-                 "outs", "spec", "crashes", "cancelled", "lease")
+                 "outs", "spec", "crashes", "cancelled", "lease", "strategy")
 
-    def __init__(self, tid, code, name, num_returns, resources, max_retries, retry_exceptions, outs):
+    def __init__(self, tid, code, name, num_returns, resources, max_retries, retry_exceptions, outs, strategy):
         self.tid, self.code, self.name, self.num_returns = tid, code, name, num_returns
-        self.resources, self.key = resources, tuple(sorted(resources.items()))
+        self.strategy = strategy
+        self.resources = resources
+        self.key = (tuple(sorted(resources.items())), _options.strategy_key(strategy))
         self.max_retries, self.retry_exceptions, self.outs = max_retries, retry_exceptions, outs
         self.spec, self.crashes = None, 0
         self.cancelled = False  # cancel: never run (again), its results discarded
@@ -615,8 +625,9 @@ class _KeyQueue:
     """The tasks of one resource shape waiting for a lease, and the leases
     asked for (requests), running its tasks (holders) and lingering (idle)."""
 
-    def __init__(self, resources, name):
-        self.resources, self.name = resources, name
+    def __init__(self, resources, name, strategy):
+        self.resources, self.name, self.strategy = resources, name, strategy
+        self.spread = strategy.get("Kind") == "SPREAD"
         self.tasks = collections.deque()
         self.requests = self.holders = self.idle = 0
 

@@ -151,6 +151,8 @@ def test_remote_function_not_callable_and_bad_options():
         square(3)
     with pytest.raises(ValueError):
         nodeup.remote(num_cpus=1, placement_group=object())(lambda: 1)
+    with pytest.raises(ValueError, match="unsupported"):
+        nodeup.remote(num_cpus=1, no_such_option=1)(lambda: 1)
 
 
 def test_init_finds_the_node_from_its_current_address_file(node):
