@@ -175,11 +175,12 @@ def test_example_hello(node):
 def test_python_install_writes_the_package(tmp_path):
     out = subprocess.run([NODEUP, "python", "install", "--target", str(tmp_path)], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
-    for name in os.listdir(os.path.join(PYDIR, "nodeup")):
-        if name.endswith(".py"):
-            with open(os.path.join(PYDIR, "nodeup", name), "rb") as a, open(tmp_path / "nodeup" / name, "rb") as b:
-                assert a.read() == b.read(), name
-    out = subprocess.run([sys.executable, "-c", "import nodeup; print(nodeup.__file__)"],
+    for sub in ("nodeup", os.path.join("nodeup", "util")):  # subpackages too
+        for name in os.listdir(os.path.join(PYDIR, sub)):
+            if name.endswith(".py"):
+                with open(os.path.join(PYDIR, sub, name), "rb") as a, open(tmp_path / sub / name, "rb") as b:
+                    assert a.read() == b.read(), name
+    out = subprocess.run([sys.executable, "-c", "import nodeup, nodeup.util; print(nodeup.__file__)"],
                          env=dict(os.environ, PYTHONPATH=str(tmp_path)), capture_output=True, text=True)
     assert out.returncode == 0 and out.stdout.startswith(str(tmp_path)), out.stderr
     path = subprocess.run([NODEUP, "python", "path"], capture_output=True, text=True, check=True).stdout.strip()
