@@ -5,7 +5,6 @@ import atexit
 import os
 import secrets
 
-from . import _actor
 from . import _core
 from . import _localnode
 from . import _options
@@ -18,9 +17,6 @@ from ._core import ObjectRef
 
 __all__ = ["init", "shutdown", "is_initialized", "remote", "get", "put", "wait", "cluster_resources",
            "available_resources", "nodes", "ObjectRef", "ActorHandle", "exceptions", "get_actor", "kill", "cancel"]
-
-_TASK_OPTIONS = {"num_cpus", "num_gpus", "memory", "resources", "max_retries", "retry_exceptions",
-                 "num_returns", "name", "scheduling_strategy", "placement_group", "placement_group_bundle_index"}
 
 
 def _current_address_file():
@@ -100,7 +96,7 @@ def init(address=None, namespace=None, ignore_reinit_error=False, **_ignored):
     core = _core.Core(node_addr, job, reg.get("BindIP") or "127.0.0.1", reg.get("ArenaPath", ""),
                       reg.get("NodeID", ""), reg.get("NodeName", ""), node_socket=sock,
                       job_token=reg.get("JobToken") or "")
-    core.namespace = namespace or _actor.DEFAULT_NAMESPACE
+    core.namespace = namespace or _options.DEFAULT_NAMESPACE
     core.local_node = local
     _state.set_core(core)
 
@@ -130,41 +126,11 @@ def _core_or_raise():
     return core
 
 
-def _resources(opts, default_cpus):
-    res = {}
-    cpus = opts.get("num_cpus", default_cpus)
-    for name, amount in (("CPU", cpus), ("GPU", opts.get("num_gpus"))):
-        if amount:
-            res[name] = amount
-    if opts.get("memory"):
-        res["memory"] = opts["memory"]
-    for k, v in (opts.get("resources") or {}).items():
-        if k in ("CPU", "GPU", "memory"):
-            raise ValueError(f"resources={{{k!r}: …}}: use num_cpus, num_gpus or memory for {k}")
-        res[k] = v
-    out = {}
-    for k, v in res.items():
-        if not isinstance(v, (int, float)) or v < 0:
-            raise ValueError(f"resource {k}={v!r}: want a non-negative number")
-        out[k] = int(round(v * P.UNIT))
-    return out
-
-
-def _check_options(opts):
-    bad = set(opts) - _TASK_OPTIONS
-    if bad:
-        raise ValueError(f"unsupported task options {sorted(bad)}; supported so far: {sorted(_TASK_OPTIONS)}")
-    n = opts.get("num_returns", 1)
-    if not isinstance(n, int) or n < 1:
-        raise ValueError(f"num_returns={n!r}: want an int >= 1")
-    _options.scheduling(opts, {})  # a bad strategy or placement group fails here, not at .remote()
-
-
 class RemoteFunction:
     """A function made remote with @remote: call ``.remote(*args)``."""
 
     def __init__(self, fn, opts):
-        _check_options(opts)
+        _options.check(opts, "task")
         self._fn = fn
         self._opts = opts
         self._code = None
@@ -189,7 +155,7 @@ class RemoteFunction:
         o = self._opts
         name = o.get("name") or getattr(self._fn, "__qualname__", self.__name__)
         n = o.get("num_returns", 1)
-        demand, strategy = _options.scheduling(o, _resources(o, 1))
+        demand, strategy = _options.demand(o, "task")
         refs = core.submit(self._code, name, args, kwargs, n, demand, o.get("max_retries", 3),
                            o.get("retry_exceptions", False), strategy)
         return refs[0] if n == 1 else refs
@@ -206,7 +172,7 @@ def remote(*args, **opts):
 
 def _make_remote(obj, opts):
     if isinstance(obj, type):
-        return ActorClass(obj, opts, _resources)
+        return ActorClass(obj, opts)
     return RemoteFunction(obj, opts)
 
 

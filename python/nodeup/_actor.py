@@ -11,24 +11,15 @@ from . import _options
 from . import _protocol as P
 from .exceptions import ActorDiedError, RayActorError
 
-DEFAULT_NAMESPACE = "default"  # named actors' namespace when none is set (Go's worker.DefaultNamespace)
-
-_ACTOR_OPTIONS = {"num_cpus", "num_gpus", "memory", "resources", "name", "namespace", "lifetime",
-                  "get_if_exists", "max_restarts", "max_task_retries", "scheduling_strategy", "placement_group",
-                  "placement_group_bundle_index"}
 
 
 class ActorClass:
     """A class made remote: ``Cls.remote(*args)`` creates an actor."""
 
-    def __init__(self, cls, opts, resources_of):
-        bad = set(opts) - _ACTOR_OPTIONS
-        if bad:
-            raise ValueError(f"unsupported actor options {sorted(bad)}; supported so far: {sorted(_ACTOR_OPTIONS)}")
-        _options.scheduling(opts, {})
+    def __init__(self, cls, opts):
+        _options.check(opts, "actor")
         self._cls = cls
         self._opts = opts
-        self._resources_of = resources_of
         self.__name__ = cls.__name__
 
     def __call__(self, *a, **k):
@@ -37,18 +28,18 @@ class ActorClass:
     def options(self, **opts):
         merged = dict(self._opts)
         merged.update(opts)
-        return ActorClass(self._cls, merged, self._resources_of)
+        return ActorClass(self._cls, merged)
 
     def remote(self, *args, **kwargs):
         from . import _core_or_raise
         core = _core_or_raise()
         o = self._opts
         # One Arg: the pickled (args, kwargs); the worker resolves the top-level refs.
-        demand, strategy = _options.scheduling(o, self._resources_of(o, 0))
+        demand, strategy = _options.demand(o, "actor")
         ctor = core._arg((tuple(args), dict(kwargs)))
         req = {"ActorID": secrets.token_hex(12), "JobID": core.job_id, "Class": self._cls.__qualname__,
                "Name": o.get("name") or "", "Namespace": o.get("namespace") or core.namespace,
-               "JobNamespace": "" if core.namespace == DEFAULT_NAMESPACE else core.namespace,
+               "JobNamespace": "" if core.namespace == _options.DEFAULT_NAMESPACE else core.namespace,
                "GetIfExists": bool(o.get("get_if_exists")), "Detached": o.get("lifetime") == "detached",
                "MaxRestarts": o.get("max_restarts", 0), "MaxTaskRetries": o.get("max_task_retries", 0),
                "MaxConcurrency": 1, "Resources": demand, "Strategy": strategy,

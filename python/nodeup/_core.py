@@ -92,7 +92,7 @@ class Core:
         self.job_id = job_id
         self.node_id = node_id
         self.node_name = node_name
-        self.namespace = "default"  # named actors' namespace (init(namespace=...); NODEUP_NAMESPACE in a worker)
+        self.namespace = _options.DEFAULT_NAMESPACE  # named actors' namespace (init(namespace=...); NODEUP_NAMESPACE in a worker)
         self.prefix = secrets.token_hex(6)
         self.counter = 0
         self.lock = threading.Lock()

@@ -155,6 +155,40 @@ def test_remote_function_not_callable_and_bad_options():
         nodeup.remote(num_cpus=1, no_such_option=1)(lambda: 1)
 
 
+
+@pytest.mark.parametrize("opts,match", [
+    ({"max_retries": -2}, "max_retries"),
+    ({"num_returns": 0}, "num_returns"),
+    ({"num_cpus": -1}, "non-negative"),
+    ({"resources": {"CPU": 1}}, "use num_cpus"),
+    ({"resources": ["TPU"]}, "want a dict"),
+    ({"name": 3}, "want a str"),
+    ({"max_restarts": 1}, "unsupported task options"),
+])
+def test_task_options_are_checked_at_definition(opts, match):
+    with pytest.raises(ValueError, match=match):
+        nodeup.remote(**opts)(lambda: 1)
+    with pytest.raises(ValueError, match=match):
+        nodeup.remote(lambda: 1).options(**opts)
+
+
+@pytest.mark.parametrize("opts,match", [
+    ({"lifetime": "forever"}, "lifetime"),
+    ({"max_restarts": -2}, "max_restarts"),
+    ({"get_if_exists": True}, "needs a name"),
+    ({"num_gpus": "one"}, "non-negative"),
+    ({"num_returns": 2}, "unsupported actor options"),
+    ({"scheduling_strategy": "PACK"}, "scheduling_strategy"),
+])
+def test_actor_options_are_checked_at_definition(opts, match):
+    class C:
+        pass
+    with pytest.raises(ValueError, match=match):
+        nodeup.remote(**opts)(C)
+    with pytest.raises(ValueError, match=match):
+        nodeup.remote(C).options(**opts)
+
+
 def test_init_finds_the_node_from_its_current_address_file(node):
     # The node recorded its address under TMPDIR: init() needs no address.
     env = dict(node.env, PYTHONPATH=PYDIR)
