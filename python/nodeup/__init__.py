@@ -57,7 +57,8 @@ def _find_address(address):
 
 
 def is_initialized():
-    """True once init has connected this process (or it is a worker)."""
+    """True once init has connected this process (or it is a worker), as
+    Ray's ray.is_initialized."""
     return _state.get_core() is not None
 
 
@@ -66,8 +67,11 @@ def init(address=None, namespace=None, ignore_reinit_error=False, **_ignored):
     default: $NODEUP_ADDRESS, else the node last started on this machine,
     else a node of its own started with the nodeup binary on PATH or
     $NODEUP_BIN and stopped at shutdown; ``"auto"`` never starts one),
-    registers a Python job there and starts serving the objects it owns.
-    Raises ConnectionError when no node is found, reachable or startable."""
+    registers a Python job there and starts serving the objects it owns,
+    as Ray's ray.init. ``namespace`` (str) is where named actors and
+    placement groups are created and looked up (default "default").
+    Raises ConnectionError when no node is found, reachable or startable;
+    RuntimeError when called twice without ``ignore_reinit_error``."""
     if is_initialized():
         if ignore_reinit_error or _state.is_worker():
             return
@@ -102,7 +106,9 @@ def init(address=None, namespace=None, ignore_reinit_error=False, **_ignored):
 
 
 def shutdown():
-    """Ends the job: the node stops its workers and frees its objects."""
+    """Ends the job, as Ray's ray.shutdown: the node stops its workers,
+    frees its objects and kills its non-detached actors; a node init
+    started is stopped. It runs at exit too; a second call does nothing."""
     core = _state.get_core()
     if core is None or _state.is_worker():
         return
@@ -127,7 +133,9 @@ def _core_or_raise():
 
 
 class RemoteFunction:
-    """A function made remote with @remote: call ``.remote(*args)``."""
+    """A function made remote with @remote, as Ray's RemoteFunction:
+    ``f.remote(*args, **kwargs)`` submits a task; ``f.options(...)`` gives
+    a copy with other options. Bad options raise ValueError here."""
 
     def __init__(self, fn, opts):
         _options.check(opts, "task")
@@ -141,7 +149,8 @@ class RemoteFunction:
         raise TypeError(f"remote function {self.__name__} cannot be called directly; use {self.__name__}.remote()")
 
     def options(self, **opts):
-        """Returns a copy with opts over this function's options."""
+        """Returns a copy with opts over this function's options, as Ray's
+        ``f.options``; ValueError for an unsupported or bad option."""
         merged = dict(self._opts)
         merged.update(opts)
         rf = RemoteFunction(self._fn, merged)
@@ -149,6 +158,10 @@ class RemoteFunction:
         return rf
 
     def remote(self, *args, **kwargs):
+        """Submits the task and returns its ObjectRef at once (a list of
+        ``num_returns`` refs when that is over 1), as Ray's ``f.remote``.
+        ObjectRefs among the top-level arguments are passed as their
+        values. RuntimeError before init."""
         core = _core_or_raise()
         if self._code is None:
             self._code = _core.dumps(self._fn)
@@ -177,7 +190,9 @@ def _make_remote(obj, opts):
 
 
 def put(value):
-    """Stores value (cloudpickled; over 100 KiB in the node's object store) and returns its ObjectRef."""
+    """Stores value (cloudpickled; over 100 KiB in the node's object store)
+    and returns its ObjectRef, as Ray's ray.put. RuntimeError before init;
+    errors of pickling propagate."""
     return _core_or_raise().put(value)
 
 

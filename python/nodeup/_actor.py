@@ -14,7 +14,10 @@ from .exceptions import ActorDiedError, RayActorError
 
 
 class ActorClass:
-    """A class made remote: ``Cls.remote(*args)`` creates an actor."""
+    """A class made remote with @remote, as Ray's ActorClass:
+    ``Cls.remote(*args, **kwargs)`` creates an actor and returns its
+    ActorHandle; ``Cls.options(...)`` gives a copy with other options. Bad
+    options raise ValueError here."""
 
     def __init__(self, cls, opts):
         _options.check(opts, "actor")
@@ -26,11 +29,19 @@ class ActorClass:
         raise TypeError(f"actor class {self.__name__} cannot be instantiated directly; use {self.__name__}.remote()")
 
     def options(self, **opts):
+        """Returns a copy with opts over this class's options, as Ray's
+        ``Cls.options``; ValueError for an unsupported or bad option."""
         merged = dict(self._opts)
         merged.update(opts)
         return ActorClass(self._cls, merged)
 
     def remote(self, *args, **kwargs):
+        """Creates the actor (Actor.Create at the leader, which places it)
+        and returns its ActorHandle, as Ray's ``Cls.remote``; the
+        constructor runs in the actor's own worker process with
+        ``args``/``kwargs`` (top-level ObjectRefs resolved). With
+        ``get_if_exists`` and a live actor of that name, that actor's handle.
+        Raises ValueError when the name is taken, RuntimeError before init."""
         from . import _core_or_raise
         core = _core_or_raise()
         o = self._opts
@@ -131,11 +142,17 @@ class ActorHandle:
 
 
 class ActorMethod:
+    """A method of an actor, as Ray's ActorMethod: ``handle.m.remote(...)``."""
+
     def __init__(self, handle, name):
         self._handle = handle
         self._name = name
 
     def remote(self, *args, **kwargs):
+        """Calls the method and returns its ObjectRef at once; calls of one
+        handle run in submission order. ``get`` of the ref raises the
+        method's exception as a RayTaskError, or ActorDiedError/RayActorError
+        when the actor is dead or the call was lost with its worker."""
         return self._handle._submit(self._name, args, kwargs)
 
     def __call__(self, *a, **k):

@@ -34,7 +34,9 @@ def _base36(n):
 
 
 class ObjectRef:
-    """A reference to an object: its ID and its owner's RPC address."""
+    """A reference to an object, as Ray's ObjectRef: ``id`` (str) and
+    ``owner``, the RPC address (``host:port``) of the process that owns it.
+    It pickles, so it may be passed in arguments, values and returns."""
 
     __slots__ = ("id", "owner", "__weakref__")
 
@@ -55,6 +57,7 @@ class ObjectRef:
         return hash(self.id)
 
     def hex(self):
+        """The object's ID (str), as Ray's ``ObjectRef.hex()``."""
         return self.id
 
 

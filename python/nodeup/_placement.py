@@ -34,6 +34,7 @@ class PlacementGroup:
 
     @property
     def bundle_count(self):
+        """The number of bundles (int), as Ray's ``pg.bundle_count``."""
         return len(self.bundle_specs)
 
     def __reduce__(self):
