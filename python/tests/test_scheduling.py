@@ -89,3 +89,16 @@ def test_placement_group_that_cannot_be_placed_and_bad_arguments(ray):
         placement_group([{"CPU": 0}])
     with pytest.raises(ValueError, match="out of range"):
         PlacementGroupSchedulingStrategy(pg, 2)
+
+
+def test_named_placement_group_is_found_by_name(ray, node):
+    from nodeup.util import get_placement_group
+    pg = placement_group([{"CPU": 1}], name="pg-named")
+    assert pg.wait(60)
+    found = get_placement_group("pg-named")
+    assert found == pg and found.bundle_specs == [{"CPU": 1.0}]
+    with pytest.raises(ValueError, match="taken"):
+        placement_group([{"CPU": 1}], name="pg-named")
+    with pytest.raises(ValueError, match="pg-none"):
+        get_placement_group("pg-none")
+    remove_placement_group(pg)
