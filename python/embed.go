@@ -19,7 +19,7 @@ import (
 	"sync"
 )
 
-//go:embed nodeup/*.py
+//go:embed nodeup/*.py nodeup/util/*.py
 var files embed.FS
 
 // Hash is the hex sha256 over the package's file names and contents: the

@@ -2,21 +2,24 @@ package pyembed
 
 import (
 	"bytes"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
-// The binary carries exactly python/nodeup/*.py: Install writes each file
+// The binary carries exactly python/nodeup's .py files (nodeup/util
+// too): Install writes each file
 // byte for byte, and nothing else.
 func TestInstallWritesTheSources(t *testing.T) {
 	dir := t.TempDir()
 	if err := Install(dir); err != nil {
 		t.Fatal(err)
 	}
-	srcs, err := filepath.Glob(filepath.Join("nodeup", "*.py"))
-	if err != nil || len(srcs) == 0 {
-		t.Fatalf("no sources in python/nodeup: %v", err)
+	srcs := pySources(t, "nodeup")
+	if len(srcs) == 0 {
+		t.Fatal("no sources in python/nodeup")
 	}
 	for _, src := range srcs {
 		want, err := os.ReadFile(src)
@@ -31,10 +34,33 @@ func TestInstallWritesTheSources(t *testing.T) {
 			t.Errorf("installed %s differs from the source", src)
 		}
 	}
-	installed, _ := filepath.Glob(filepath.Join(dir, "nodeup", "*"))
+	installed := pySources(t, filepath.Join(dir, "nodeup"))
 	if len(installed) != len(srcs) {
-		t.Errorf("installed %d files, want the %d sources", len(installed), len(srcs))
+		t.Errorf("installed %d files, want the %d sources (subpackages such as nodeup/util included)", len(installed), len(srcs))
 	}
+}
+
+// pySources lists the .py files under root, subdirectories included
+// (caches such as __pycache__ left out).
+func pySources(t *testing.T, root string) []string {
+	t.Helper()
+	var out []string
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && d.Name() == "__pycache__" {
+			return filepath.SkipDir
+		}
+		if !d.IsDir() && strings.HasSuffix(p, ".py") {
+			out = append(out, p)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
 
 // Path extracts once into a directory keyed by the content hash, and a

@@ -7,18 +7,16 @@ import secrets
 
 from . import _core
 from . import _localnode
+from . import _options
 from . import _protocol as P
 from . import _state
 from . import _transport
 from . import exceptions
-from ._actor import ActorClass, ActorHandle
+from ._actor import ActorClass, ActorHandle, get_actor, kill
 from ._core import ObjectRef
 
 __all__ = ["init", "shutdown", "is_initialized", "remote", "get", "put", "wait", "cluster_resources",
-           "available_resources", "nodes", "ObjectRef", "ActorHandle", "exceptions"]
-
-_TASK_OPTIONS = {"num_cpus", "num_gpus", "memory", "resources", "max_retries", "retry_exceptions",
-                 "num_returns", "name"}
+           "available_resources", "nodes", "ObjectRef", "ActorHandle", "exceptions", "get_actor", "kill", "cancel"]
 
 
 def _current_address_file():
@@ -59,7 +57,8 @@ def _find_address(address):
 
 
 def is_initialized():
-    """True once init has connected this process (or it is a worker)."""
+    """True once init has connected this process (or it is a worker), as
+    Ray's ray.is_initialized."""
     return _state.get_core() is not None
 
 
@@ -68,8 +67,11 @@ def init(address=None, namespace=None, ignore_reinit_error=False, **_ignored):
     default: $NODEUP_ADDRESS, else the node last started on this machine,
     else a node of its own started with the nodeup binary on PATH or
     $NODEUP_BIN and stopped at shutdown; ``"auto"`` never starts one),
-    registers a Python job there and starts serving the objects it owns.
-    Raises ConnectionError when no node is found, reachable or startable."""
+    registers a Python job there and starts serving the objects it owns,
+    as Ray's ray.init. ``namespace`` (str) is where named actors and
+    placement groups are created and looked up (default "default").
+    Raises ConnectionError when no node is found, reachable or startable;
+    RuntimeError when called twice without ``ignore_reinit_error``."""
     if is_initialized():
         if ignore_reinit_error or _state.is_worker():
             return
@@ -96,14 +98,17 @@ def init(address=None, namespace=None, ignore_reinit_error=False, **_ignored):
     if addr.startswith(_transport.UNIX_PREFIX) and reg.get("NodeAddr"):
         node_addr, sock = reg["NodeAddr"], addr  # the node's name stays host:port
     core = _core.Core(node_addr, job, reg.get("BindIP") or "127.0.0.1", reg.get("ArenaPath", ""),
-                      reg.get("NodeID", ""), reg.get("NodeName", ""), node_socket=sock)
-    core.namespace = namespace or ""
+                      reg.get("NodeID", ""), reg.get("NodeName", ""), node_socket=sock,
+                      job_token=reg.get("JobToken") or "")
+    core.namespace = namespace or _options.DEFAULT_NAMESPACE
     core.local_node = local
     _state.set_core(core)
 
 
 def shutdown():
-    """Ends the job: the node stops its workers and frees its objects."""
+    """Ends the job, as Ray's ray.shutdown: the node stops its workers,
+    frees its objects and kills its non-detached actors; a node init
+    started is stopped. It runs at exit too; a second call does nothing."""
     core = _state.get_core()
     if core is None or _state.is_worker():
         return
@@ -127,40 +132,13 @@ def _core_or_raise():
     return core
 
 
-def _resources(opts, default_cpus):
-    res = {}
-    cpus = opts.get("num_cpus", default_cpus)
-    for name, amount in (("CPU", cpus), ("GPU", opts.get("num_gpus"))):
-        if amount:
-            res[name] = amount
-    if opts.get("memory"):
-        res["memory"] = opts["memory"]
-    for k, v in (opts.get("resources") or {}).items():
-        if k in ("CPU", "GPU", "memory"):
-            raise ValueError(f"resources={{{k!r}: …}}: use num_cpus, num_gpus or memory for {k}")
-        res[k] = v
-    out = {}
-    for k, v in res.items():
-        if not isinstance(v, (int, float)) or v < 0:
-            raise ValueError(f"resource {k}={v!r}: want a non-negative number")
-        out[k] = int(round(v * P.UNIT))
-    return out
-
-
-def _check_options(opts):
-    bad = set(opts) - _TASK_OPTIONS
-    if bad:
-        raise ValueError(f"unsupported task options {sorted(bad)}; supported so far: {sorted(_TASK_OPTIONS)}")
-    n = opts.get("num_returns", 1)
-    if not isinstance(n, int) or n < 1:
-        raise ValueError(f"num_returns={n!r}: want an int >= 1")
-
-
 class RemoteFunction:
-    """A function made remote with @remote: call ``.remote(*args)``."""
+    """A function made remote with @remote, as Ray's RemoteFunction:
+    ``f.remote(*args, **kwargs)`` submits a task; ``f.options(...)`` gives
+    a copy with other options. Bad options raise ValueError here."""
 
     def __init__(self, fn, opts):
-        _check_options(opts)
+        _options.check(opts, "task")
         self._fn = fn
         self._opts = opts
         self._code = None
@@ -171,7 +149,8 @@ class RemoteFunction:
         raise TypeError(f"remote function {self.__name__} cannot be called directly; use {self.__name__}.remote()")
 
     def options(self, **opts):
-        """Returns a copy with opts over this function's options."""
+        """Returns a copy with opts over this function's options, as Ray's
+        ``f.options``; ValueError for an unsupported or bad option."""
         merged = dict(self._opts)
         merged.update(opts)
         rf = RemoteFunction(self._fn, merged)
@@ -179,14 +158,19 @@ class RemoteFunction:
         return rf
 
     def remote(self, *args, **kwargs):
+        """Submits the task and returns its ObjectRef at once (a list of
+        ``num_returns`` refs when that is over 1), as Ray's ``f.remote``.
+        ObjectRefs among the top-level arguments are passed as their
+        values. RuntimeError before init."""
         core = _core_or_raise()
         if self._code is None:
             self._code = _core.dumps(self._fn)
         o = self._opts
         name = o.get("name") or getattr(self._fn, "__qualname__", self.__name__)
         n = o.get("num_returns", 1)
-        refs = core.submit(self._code, name, args, kwargs, n, _resources(o, 1), o.get("max_retries", 3),
-                           o.get("retry_exceptions", False))
+        demand, strategy = _options.demand(o, "task")
+        refs = core.submit(self._code, name, args, kwargs, n, demand, o.get("max_retries", 3),
+                           o.get("retry_exceptions", False), strategy)
         return refs[0] if n == 1 else refs
 
 
@@ -201,12 +185,14 @@ def remote(*args, **opts):
 
 def _make_remote(obj, opts):
     if isinstance(obj, type):
-        return ActorClass(obj, opts, _resources)
+        return ActorClass(obj, opts)
     return RemoteFunction(obj, opts)
 
 
 def put(value):
-    """Stores value (cloudpickled; over 100 KiB in the node's object store) and returns its ObjectRef."""
+    """Stores value (cloudpickled; over 100 KiB in the node's object store)
+    and returns its ObjectRef, as Ray's ray.put. RuntimeError before init;
+    errors of pickling propagate."""
     return _core_or_raise().put(value)
 
 
@@ -232,6 +218,23 @@ def wait(refs, num_returns=1, timeout=None):
     if not 0 <= num_returns <= len(refs):
         raise ValueError(f"wait: num_returns={num_returns} must be 0..{len(refs)}")
     return _core_or_raise().wait(list(refs), num_returns, timeout)
+
+
+def cancel(ref, force=False):
+    """Cancels the task or actor call that produces ``ref`` (an ObjectRef
+    this process got from ``.remote()``), as Ray's ray.cancel: afterwards
+    ``get(ref)`` raises TaskCancelledError. A task still queued never runs;
+    a running task gets TaskCancelledError raised in its worker thread (at
+    its next Python bytecode), or with ``force=True`` its worker process
+    exits at once (and every task it ran with it); a cancelled task is not
+    retried. An actor call still queued here never runs; one already sent
+    runs on. A finished task, a put's ref and an unknown ref are left
+    alone. Raises TypeError for a non-ObjectRef; ValueError for a ref
+    another process owns, or force on an actor call; RuntimeError when the
+    task's worker could not be told (its refs are cancelled all the same)."""
+    if not isinstance(ref, ObjectRef):
+        raise TypeError(f"cancel takes an ObjectRef, not {type(ref).__name__}")
+    _core_or_raise().cancel(ref, force)
 
 
 def _amounts(rs):

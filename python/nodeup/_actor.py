@@ -2,57 +2,106 @@
 leader places the actor (Actor.Create); calls go straight to its worker
 process (Actor.Call), numbered per caller session so that they run in order."""
 
-import queue
+import collections
 import secrets
 import threading
 
 from . import _core
+from . import _options
 from . import _protocol as P
-from .exceptions import RayActorError
+from .exceptions import ActorDiedError, RayActorError
 
-_ACTOR_OPTIONS = {"num_cpus", "num_gpus", "memory", "resources", "name", "namespace", "lifetime",
-                  "get_if_exists", "max_restarts", "max_task_retries"}
 
 
 class ActorClass:
-    """A class made remote: ``Cls.remote(*args)`` creates an actor."""
+    """A class made remote with @remote, as Ray's ActorClass:
+    ``Cls.remote(*args, **kwargs)`` creates an actor and returns its
+    ActorHandle; ``Cls.options(...)`` gives a copy with other options. Bad
+    options raise ValueError here."""
 
-    def __init__(self, cls, opts, resources_of):
-        bad = set(opts) - _ACTOR_OPTIONS
-        if bad:
-            raise ValueError(f"unsupported actor options {sorted(bad)}; supported so far: {sorted(_ACTOR_OPTIONS)}")
+    def __init__(self, cls, opts):
+        _options.check(opts, "actor")
         self._cls = cls
         self._opts = opts
-        self._resources_of = resources_of
         self.__name__ = cls.__name__
 
     def __call__(self, *a, **k):
         raise TypeError(f"actor class {self.__name__} cannot be instantiated directly; use {self.__name__}.remote()")
 
     def options(self, **opts):
+        """Returns a copy with opts over this class's options, as Ray's
+        ``Cls.options``; ValueError for an unsupported or bad option."""
         merged = dict(self._opts)
         merged.update(opts)
-        return ActorClass(self._cls, merged, self._resources_of)
+        return ActorClass(self._cls, merged)
 
     def remote(self, *args, **kwargs):
+        """Creates the actor (Actor.Create at the leader, which places it)
+        and returns its ActorHandle, as Ray's ``Cls.remote``; the
+        constructor runs in the actor's own worker process with
+        ``args``/``kwargs`` (top-level ObjectRefs resolved). With
+        ``get_if_exists`` and a live actor of that name, that actor's handle.
+        Raises ValueError when the name is taken, RuntimeError before init."""
         from . import _core_or_raise
         core = _core_or_raise()
         o = self._opts
         # One Arg: the pickled (args, kwargs); the worker resolves the top-level refs.
+        demand, strategy = _options.demand(o, "actor")
         ctor = core._arg((tuple(args), dict(kwargs)))
         req = {"ActorID": secrets.token_hex(12), "JobID": core.job_id, "Class": self._cls.__qualname__,
-               "Name": o.get("name") or "", "Namespace": o.get("namespace") or getattr(core, "namespace", ""),
+               "Name": o.get("name") or "", "Namespace": o.get("namespace") or core.namespace,
+               "JobNamespace": "" if core.namespace == _options.DEFAULT_NAMESPACE else core.namespace,
                "GetIfExists": bool(o.get("get_if_exists")), "Detached": o.get("lifetime") == "detached",
                "MaxRestarts": o.get("max_restarts", 0), "MaxTaskRetries": o.get("max_task_retries", 0),
-               "MaxConcurrency": 1, "Resources": self._resources_of(o, 0), "Strategy": {"Kind": ""},
+               "MaxConcurrency": 1, "Resources": demand, "Strategy": strategy,
                "Constructor": "__init__", "Args": [ctor], "BinaryHash": "", "BinaryNode": "",
                "OwnerAddr": core.address, "Language": P.LANGUAGE, "Code": _core.dumps(self._cls)}
-        rep = core.pool.call(core.node_addr, "Actor.Create", req)
+        try:
+            rep = core.pool.call(core.node_addr, "Actor.Create", req)
+        except P.RpcError as e:
+            if e.code == "already_exists":  # the name is taken (Ray raises ValueError)
+                raise ValueError(e.message) from None
+            raise
         return ActorHandle(rep["ActorID"], self._cls.__qualname__)
 
 
+def get_actor(name, namespace=None):
+    """The handle of the live actor named ``name`` in ``namespace`` (default:
+    the driver's, ``init(namespace=...)``, else "default"), as Ray's
+    ray.get_actor. Raises ValueError when there is none (never created,
+    dead, or its job ended and it was not detached)."""
+    from . import _core_or_raise
+    core = _core_or_raise()
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"get_actor: name={name!r}: want a non-empty str")
+    ns = namespace or core.namespace
+    try:
+        info = core.pool.call(core.node_addr, "Actor.Get", {"ActorID": "", "Namespace": ns, "Name": name,
+                                                            "WaitMillis": 0, "NotIncarnation": -1}, timeout=30)
+    except P.RpcError as e:
+        if e.code == "not_found":
+            raise ValueError(f"Failed to look up actor with name {name!r} in namespace {ns!r}: {e.message}") from None
+        raise
+    return ActorHandle(info["ActorID"], info.get("Class") or "")
+
+
+def kill(actor, no_restart=True):
+    """Ends ``actor`` (an ActorHandle) at once, as Ray's ray.kill: with
+    no_restart (default) it is dead, and its pending and later calls raise
+    ActorDiedError; otherwise its worker is killed and it restarts if
+    max_restarts allows. Raises ValueError for anything but a handle."""
+    from . import _core_or_raise
+    core = _core_or_raise()
+    if not isinstance(actor, ActorHandle):
+        raise ValueError(f"kill takes an actor handle, not {type(actor).__name__}")
+    core.pool.call(core.node_addr, "Actor.Kill", {"ActorID": actor._actor_id, "NoRestart": bool(no_restart)},
+                   timeout=30)
+
+
 class ActorHandle:
-    """A handle to an actor: ``handle.method.remote(*args)`` calls it."""
+    """A handle to an actor, as Ray's ``ActorHandle``: ``handle.method.remote(*args)``
+    calls it and returns an ObjectRef. Handles pickle (as the actor's ID
+    and class name), so they may be passed to tasks and other actors."""
 
     def __init__(self, actor_id, class_name):
         self._actor_id = actor_id
@@ -65,6 +114,12 @@ class ActorHandle:
 
     def __repr__(self):
         return f"Actor({self._class_name}, {self._actor_id})"
+
+    def __eq__(self, other):
+        return isinstance(other, ActorHandle) and other._actor_id == self._actor_id
+
+    def __hash__(self):
+        return hash(self._actor_id)
 
     def __getattr__(self, name):
         if name.startswith("_"):
@@ -79,75 +134,155 @@ class ActorHandle:
         with self._lock:
             if self._sender is None or self._sender.core is not core:
                 self._sender = _Sender(core, self._actor_id, self._class_name)
-            self._sender.q.put((method, args, kwargs, ref.id, out))
+            call = _Call(method, args, kwargs, ref.id, out)
+            with core.lock:
+                core.works[call.tid] = (self._sender, call)
+            self._sender.put(call)
         return ref
 
 
 class ActorMethod:
+    """A method of an actor, as Ray's ActorMethod: ``handle.m.remote(...)``."""
+
     def __init__(self, handle, name):
         self._handle = handle
         self._name = name
 
     def remote(self, *args, **kwargs):
+        """Calls the method and returns its ObjectRef at once; calls of one
+        handle run in submission order. ``get`` of the ref raises the
+        method's exception as a RayTaskError, or ActorDiedError/RayActorError
+        when the actor is dead or the call was lost with its worker."""
         return self._handle._submit(self._name, args, kwargs)
 
     def __call__(self, *a, **k):
         raise TypeError(f"actor method {self._name} cannot be called directly; use .{self._name}.remote()")
 
 
+class _Call:
+    """One method call: its arguments until resolved (wargs after), its
+    result object, how often it was resent, and why it was lost (the
+    error of a connection that failed with it out, None if never sent)."""
+
+    __slots__ = ("method", "args", "kwargs", "oid", "tid", "out", "wargs", "retries", "lost")
+
+    def __init__(self, method, args, kwargs, oid, out):
+        self.method, self.args, self.kwargs, self.oid, self.out = method, args, kwargs, oid, out
+        self.tid = oid.rsplit(".", 1)[0]
+        self.wargs, self.retries, self.lost = None, 0, None
+
+
 class _Sender:
     """Sends one handle's calls in submission order: arguments resolved,
-    then numbered 0, 1, 2, … in one session, each awaited on its own thread."""
+    then numbered 0, 1, 2, … in one session per actor incarnation, each
+    awaited on its own thread. A call whose worker connection fails is
+    queued again at the front; the sender then asks the leader where the
+    actor lives now (Actor.Get, past the failed incarnation): a dead actor
+    fails it with ActorDiedError; a restarted one gets it again if it never
+    reached the worker or max_task_retries allows, as Go's actorConn."""
 
     def __init__(self, core, actor_id, class_name):
         self.core = core
         self.actor_id = actor_id
         self.class_name = class_name
-        self.session = secrets.token_hex(8)
-        self.seq = 0
-        self.info = None
-        self.q = queue.Queue()
+        self.cond = threading.Condition()
+        self.calls = collections.deque()
+        self.info = None  # the ActorInfo calls go to; None: ask the leader
+        self.stale = -1  # the incarnation whose worker failed a call (-1: none)
+        self.inc = None  # the incarnation of the session
+        self.session, self.seq = "", 0
         threading.Thread(target=self._loop, name=f"nodeup-actor-{actor_id}", daemon=True).start()
+
+    def put(self, call, front=False):
+        with self.cond:
+            if front:
+                self.calls.appendleft(call)
+            else:
+                self.calls.append(call)
+            self.cond.notify()
+
+    def drop(self, call):
+        """Removes call if it is still queued here (not yet sent); True if it was."""
+        with self.cond:
+            try:
+                self.calls.remove(call)
+                return True
+            except ValueError:
+                return False
 
     def _where(self):
         while self.info is None:
             info = self.core.pool.call(self.core.node_addr, "Actor.Get",
                                        {"ActorID": self.actor_id, "Namespace": "", "Name": "",
-                                        "WaitMillis": 10000, "NotIncarnation": -1}, timeout=30)
+                                        "WaitMillis": 10000, "NotIncarnation": self.stale}, timeout=30)
             if info.get("State") == "DEAD":
-                raise RayActorError(f"actor {self.class_name} ({self.actor_id}) is dead: {info.get('DeathCause')}")
+                raise ActorDiedError(f"actor {self.class_name} ({self.actor_id}) is dead: {info.get('DeathCause')}")
             if info.get("State") == "ALIVE" and info.get("WorkerAddr"):
-                self.info = info
+                # Alive past the failed incarnation, or still in it after a
+                # whole wait (then the connection failed, not the actor).
+                self.info, self.stale = info, -1
+                if info.get("Incarnation", 0) != self.inc:
+                    self.inc = info.get("Incarnation", 0)
+                    self.session, self.seq = secrets.token_hex(8), 0
         return self.info
 
     def _loop(self):
         core = self.core
         while True:
-            method, args, kwargs, oid, out = self.q.get()
+            with self.cond:
+                while not self.calls:
+                    self.cond.wait()
+                call = self.calls.popleft()
             try:
-                wargs = [core._arg(a) for a in args] + [core._arg(v) for v in kwargs.values()]
+                if call.wargs is None:
+                    call.wargs = [core._arg(a) for a in call.args] + [core._arg(v) for v in call.kwargs.values()]
                 info = self._where()
             except _core._ArgFailed as f:
-                core._finish(out, error=f.obj.error, task_name=f.obj.task_name)
+                core._done(call.tid)
+                core._finish(call.out, error=f.obj.error, task_name=f.obj.task_name)
                 continue
             except Exception as e:
-                core._finish(out, error=e if isinstance(e, RayActorError) else RayActorError(str(e)))
+                core._done(call.tid)
+                core._finish(call.out, error=e if isinstance(e, RayActorError) else RayActorError(str(e)))
                 continue
-            name = f"{self.class_name}.{method}"
-            spec = {"TaskID": oid.rsplit(".", 1)[0], "JobID": core.job_id, "Name": name, "Function": method,
-                    "Args": wargs, "NumReturns": 1, "Owner": core.address, "Attempt": 0,
-                    "KwargNames": list(kwargs.keys()) or None}
+            name = f"{self.class_name}.{call.method}"
+            if call.lost is not None:
+                # It may have run on the instance that died: resend only
+                # while max_task_retries allows (-1: always).
+                mtr = int(info.get("MaxTaskRetries") or 0)
+                if 0 <= mtr <= call.retries:
+                    core._done(call.tid)
+                    core._finish(call.out, error=ActorDiedError(
+                        f"actor {self.class_name} ({self.actor_id}): its worker was lost while running call {name} "
+                        f"({call.lost}); it restarted, and max_task_retries={mtr} allows no retry"))
+                    continue
+                call.retries += 1
+                call.lost = None
+            spec = {"TaskID": call.tid, "JobID": core.job_id, "Name": name,
+                    "Function": call.method, "Args": call.wargs, "NumReturns": 1, "Owner": core.address,
+                    "Attempt": call.retries, "KwargNames": list(call.kwargs.keys()) or None}
             req = {"ActorID": self.actor_id, "Incarnation": info.get("Incarnation", 0), "Session": self.session,
                    "Seq": self.seq, "Spec": spec}
             self.seq += 1
-            threading.Thread(target=self._call, args=(info, req, name, out), daemon=True).start()
+            threading.Thread(target=self._call, args=(info, req, name, call), daemon=True).start()
 
-    def _call(self, info, req, name, out):
+    def _call(self, info, req, name, call):
         core = self.core
         try:
             rep = core.pool.call(info["WorkerAddr"], "Actor.Call", req)
-        except Exception as e:
-            core._finish(out, error=RayActorError(f"call {name} on actor {self.actor_id}: {e}"))
+        except P.TransportError as e:
+            if core.closed:
+                return
+            with self.cond:
+                if self.info is info:
+                    self.info, self.stale = None, info.get("Incarnation", 0)
+            if not e.unsent:
+                call.lost = e
+            self.put(call, front=True)
             return
-        core.complete([out], rep, name)
-
+        except Exception as e:
+            core._done(call.tid)
+            core._finish(call.out, error=RayActorError(f"call {name} on actor {self.actor_id}: {e}"))
+            return
+        core._done(call.tid)
+        core.complete([call.out], rep, name)

@@ -15,10 +15,12 @@ import weakref
 
 import cloudpickle
 
+from . import _jobauth
+from . import _options
 from . import _protocol as P
 from . import _state
 from .exceptions import (GetTimeoutError, ObjectLostError, RayTaskError,
-                         WorkerCrashedError)
+                         TaskCancelledError, WorkerCrashedError)
 
 log = logging.getLogger("nodeup")
 
@@ -35,7 +37,9 @@ def _base36(n):
 
 
 class ObjectRef:
-    """A reference to an object: its ID and its owner's RPC address."""
+    """A reference to an object, as Ray's ObjectRef: ``id`` (str) and
+    ``owner``, the RPC address (``host:port``) of the process that owns it.
+    It pickles, so it may be passed in arguments, values and returns."""
 
     __slots__ = ("id", "owner", "__weakref__")
 
@@ -61,6 +65,7 @@ class ObjectRef:
         return hash(self.id)
 
     def hex(self):
+        """The object's ID (str), as Ray's ``ObjectRef.hex()``."""
         return self.id
 
 
@@ -87,14 +92,18 @@ class Core:
     sends); node_socket: its Unix socket (unix://PATH), dialed for calls to
     it when given (a secure node trusts local callers by their credentials
     there and refuses plaintext TCP); job_id: the job; bind_ip: where to
-    serve; arena_path: the node's object store file."""
+    serve; arena_path: the node's object store file; job_token: the job's
+    token (JobRegisterReply.JobToken, or NODEUP_JOB_TOKEN in a worker),
+    presented to other core workers and required of callers of this
+    process's port ("" on an --insecure cluster: the port is open)."""
 
     def __init__(self, node_addr, job_id, bind_ip, arena_path, node_id="", node_name="", handlers=None,
-                 node_socket=None):
+                 node_socket=None, job_token=""):
         self.node_addr = node_addr
         self.job_id = job_id
         self.node_id = node_id
         self.node_name = node_name
+        self.namespace = _options.DEFAULT_NAMESPACE  # named actors' namespace (init(namespace=...); NODEUP_NAMESPACE in a worker)
         self.prefix = secrets.token_hex(6)
         self.counter = 0
         self.lock = threading.Lock()
@@ -109,10 +118,11 @@ class Core:
         # self.lock, so it only queues (SimpleQueue.put is reentrant).
         self._unreferenced = queue.SimpleQueue()
         threading.Thread(target=self._freer, daemon=True, name="nodeup-free").start()
+        self.works = {}  # task ID -> the _Task, or (sender, call) of an actor call, until it finishes (cancel)
         self.qcond = threading.Condition()  # guards queues
         self.queues = {}  # resource shape -> _KeyQueue
         self.closed = False
-        self.pool = P.Pool()
+        self.pool = P.Pool(job_token)
         if node_socket:
             self.pool.route(node_addr, node_socket)
         self.arena_path = arena_path
@@ -120,7 +130,11 @@ class Core:
         self.local = threading.local()  # lease_id of the task this thread runs
         h = {"Object.Get": self._serve_get, "Object.GetMany": self._serve_get_many}
         h.update(handlers or {})
-        self.server = P.Server(bind_ip, h)
+        auth = None
+        if job_token:
+            auth = _jobauth.JobAuth(job_token, lambda tok: self.pool.call(
+                self.node_addr, "Auth.Check", {"Token": tok}, timeout=_jobauth.AUTH_CHECK_TIMEOUT)).auth()
+        self.server = P.Server(bind_ip, h, auth=auth)
         self.address = self.server.address
 
     # ---- IDs and object table
@@ -354,14 +368,18 @@ class Core:
 
     # ---- submitting tasks (docs/protocol.md, Task lifecycle)
 
-    def submit(self, code, name, args, kwargs, num_returns, resources, max_retries, retry_exceptions=False):
+    def submit(self, code, name, args, kwargs, num_returns, resources, max_retries, retry_exceptions=False,
+               strategy=None):
         """Submits a task and returns its num_returns refs at once. The task
         waits for the refs among its arguments that this process owns,
         then joins the queue of its resource shape."""
         tid = self._next()
         refs = [ObjectRef(f"{tid}.{i}", self.address) for i in range(num_returns)]
         outs = [self._new_obj(r.id) for r in refs]
-        t = _Task(tid, code, name, num_returns, resources, max_retries, retry_exceptions, outs)
+        t = _Task(tid, code, name, num_returns, resources, max_retries, retry_exceptions, outs,
+                  strategy or {"Kind": ""})
+        with self.lock:
+            self.works[tid] = t
         waits = any(isinstance(v, ObjectRef) and v.owner == self.address and not self._state(v).ready.is_set()
                     for v in list(args) + list(kwargs.values()))
         if waits:
@@ -375,8 +393,10 @@ class Core:
         try:
             wargs = [self._arg(a) for a in args] + [self._arg(v) for v in kwargs.values()]
         except _ArgFailed as f:
-            for o in t.outs:
-                self._finish(o, error=f.obj.error, task_name=f.obj.task_name)
+            self._done(t.tid)
+            if not t.cancelled:
+                for o in t.outs:
+                    self._finish(o, error=f.obj.error, task_name=f.obj.task_name)
             return
         except Exception as e:
             self._fail_task(t, failure_of(e, self))
@@ -387,15 +407,69 @@ class Core:
         self._enqueue(t)
 
     def _fail_task(self, t, fail):
+        self._done(t.tid)
         for o in t.outs:
             if not o.ready.is_set():
                 self._finish(o, error=fail, task_name=t.name)
 
+    def _done(self, tid):
+        with self.lock:
+            self.works.pop(tid, None)
+
+    # ---- cancel (docs/protocol.md, Task.Cancel; Go's worker.Cancel)
+
+    def cancel(self, ref, force=False, timeout=5.0):
+        """Cancels the task or actor call producing ref, as Go's
+        worker.Cancel: a queued task is dropped; a pushed one is told to its
+        worker (Task.Cancel: interrupted there, or with force its worker
+        exits); a queued actor call is dropped, a sent one runs on. Its refs
+        then raise TaskCancelledError at get. A finished task, a put's ref
+        or an unknown one are left alone. Raises ValueError for a ref this
+        process does not own or force on an actor call, RuntimeError when
+        the worker could not be told (its refs are cancelled all the same)."""
+        if ref.owner != self.address:
+            raise ValueError(f"cancel {ref.id}: it is owned by the process at {ref.owner}; only the process that "
+                             f"submitted a task can cancel it")
+        tid = ref.id.rsplit(".", 1)[0]
+        with self.lock:
+            w = self.works.get(tid)
+        if w is None:
+            return
+        if isinstance(w, tuple):
+            sender, call = w
+            if force:
+                raise ValueError(f"cancel {ref.id}: force is not supported for actor calls (as Ray); cancel without it")
+            if sender.drop(call):
+                self._done(tid)
+                self._finish(call.out, error=TaskCancelledError(f"actor call {call.method} ({tid}) was cancelled"))
+            return
+        t = w
+        with self.qcond:
+            if t.cancelled:
+                return
+            t.cancelled = True
+            lease = t.lease
+            q = self.queues.get(t.key)
+            if lease is None and q is not None and t in q.tasks:
+                q.tasks.remove(t)
+        self._fail_task(t, TaskCancelledError(f"task {t.name} ({tid}) was cancelled"))
+        if lease is None:
+            return
+        try:
+            self.pool.call(lease["WorkerAddr"], "Task.Cancel", {"TaskID": tid, "Force": bool(force)}, timeout=timeout)
+        except P.TransportError:
+            if not force:  # a forced worker may exit before it answers
+                raise RuntimeError(f"cancel task {t.name}: tell its worker at {lease['WorkerAddr']}: unreachable")
+        except P.RpcError as e:
+            raise RuntimeError(f"cancel task {t.name}: tell its worker at {lease['WorkerAddr']}: {e}") from e
+
     def _enqueue(self, t, front=False):
         with self.qcond:
+            if t.cancelled:
+                return
             q = self.queues.get(t.key)
             if q is None:
-                q = self.queues[t.key] = _KeyQueue(t.resources, t.name)
+                q = self.queues[t.key] = _KeyQueue(t.resources, t.name, t.strategy)
             if front:
                 q.tasks.appendleft(t)
             else:
@@ -431,9 +505,9 @@ class Core:
             return {"Inline": None, "RefID": oid, "Owner": self.address, "IsRef": True}
         return {"Inline": data, "RefID": "", "Owner": "", "IsRef": False}
 
-    def _lease(self, resources, name):
+    def _lease(self, resources, name, strategy):
         req = {"JobID": self.job_id, "BinaryHash": "", "BinaryNode": "", "Env": None, "Resources": resources,
-               "Strategy": {"Kind": ""}, "Spilled": False, "TaskName": name, "NoQueueIfNot": False,
+               "Strategy": strategy, "Spilled": False, "TaskName": name, "NoQueueIfNot": False,
                "Language": P.LANGUAGE}
         addr, warned = self.node_addr, False
         while True:
@@ -464,7 +538,7 @@ class Core:
         """Leases a worker for q's shape, runs q's tasks on it one after
         another, and gives it back after LEASE_LINGER seconds without work."""
         try:
-            lease = self._lease(q.resources, q.name)
+            lease = self._lease(q.resources, q.name, q.strategy)
         except Exception as e:  # e.g. worker_failed: the queued tasks fail, never hang
             with self.qcond:
                 q.requests -= 1
@@ -490,7 +564,14 @@ class Core:
                         q.holders -= 1
                         break
                 t = q.tasks.popleft()
+                t.lease = lease
             keep = self._push(lease, t)
+            t.lease = None
+            if keep and q.spread:  # SPREAD: one task per lease, each lease placed anew (as Go's)
+                with self.qcond:
+                    q.holders -= 1
+                    self._pump(q)
+                break
             if not keep:
                 with self.qcond:
                     q.holders -= 1
@@ -505,9 +586,12 @@ class Core:
             rep = self.pool.call(lease["WorkerAddr"], "Task.Push", {"LeaseID": lease["LeaseID"], "Spec": t.spec})
         except P.TransportError as e:
             t.crashes += 1
-            if t.max_retries >= 0 and t.crashes > t.max_retries:
+            if t.cancelled:  # e.g. cancel(force=True) ended the worker: not retried
+                pass
+            elif t.max_retries >= 0 and t.crashes > t.max_retries:
                 err = WorkerCrashedError(f"task {t.name}: the worker process died while running it "
                                          f"({t.crashes} times; max_retries={t.max_retries}): {e}")
+                self._done(t.tid)
                 for o in t.outs:
                     self._finish(o, error=err)
             else:
@@ -520,7 +604,10 @@ class Core:
                 self._enqueue(t, front=True)
                 self._return(lease)
                 return False
-            self._fail_task(t, {"Message": str(e), "Stack": "", "Panic": False})
+            if not t.cancelled:
+                self._fail_task(t, {"Message": str(e), "Stack": "", "Panic": False})
+            return True
+        if t.cancelled:  # cancelled while it ran: what it brought back is discarded
             return True
         if rep.get("NotRun"):
             self._enqueue(t, front=True)
@@ -529,6 +616,7 @@ class Core:
             t.spec["Attempt"] += 1
             self._enqueue(t)
             return True
+        self._done(t.tid)
         self.complete(t.outs, rep, t.name)
         return True
 
@@ -575,21 +663,26 @@ LEASE_LINGER = 0.05  # seconds a lease without work is kept for the next task of
 
 class _Task:
     __slots__ = ("tid", "code", "name", "num_returns", "resources", "key", "max_retries", "retry_exceptions",
-                 "outs", "spec", "crashes")
+                 "outs", "spec", "crashes", "cancelled", "lease", "strategy")
 
-    def __init__(self, tid, code, name, num_returns, resources, max_retries, retry_exceptions, outs):
+    def __init__(self, tid, code, name, num_returns, resources, max_retries, retry_exceptions, outs, strategy):
         self.tid, self.code, self.name, self.num_returns = tid, code, name, num_returns
-        self.resources, self.key = resources, tuple(sorted(resources.items()))
+        self.strategy = strategy
+        self.resources = resources
+        self.key = (tuple(sorted(resources.items())), _options.strategy_key(strategy))
         self.max_retries, self.retry_exceptions, self.outs = max_retries, retry_exceptions, outs
         self.spec, self.crashes = None, 0
+        self.cancelled = False  # cancel: never run (again), its results discarded
+        self.lease = None  # the lease it was pushed on, while out
 
 
 class _KeyQueue:
     """The tasks of one resource shape waiting for a lease, and the leases
     asked for (requests), running its tasks (holders) and lingering (idle)."""
 
-    def __init__(self, resources, name):
-        self.resources, self.name = resources, name
+    def __init__(self, resources, name, strategy):
+        self.resources, self.name, self.strategy = resources, name, strategy
+        self.spread = strategy.get("Kind") == "SPREAD"
         self.tasks = collections.deque()
         self.requests = self.holders = self.idle = 0
 

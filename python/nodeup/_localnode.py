@@ -19,6 +19,29 @@ def find_binary():
     return shutil.which("nodeup")
 
 
+def node_alive(address, timeout=2.0):
+    """True when the node at ``address`` (``host:port`` or ``unix://PATH``)
+    serves a cluster view holding an alive node; raises OSError,
+    P.TransportError or P.RpcError while it does not answer."""
+    c = P.Conn(address, timeout=min(timeout, 1.0))
+    try:
+        nodes = c.call("Sched.ClusterView", {}, timeout=timeout).get("Nodes") or []
+    finally:
+        c.close()
+    return any(n.get("Alive") for n in nodes)
+
+
+def stop_process(proc, grace=30.0):
+    """Ends a node process: SIGTERM, then SIGKILL after ``grace`` seconds."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(grace)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
 class LocalNode:
     """`nodeup start --head` on 127.0.0.1 with free ports and a temporary
     data dir. Its TMPDIR is that dir too, so the address it records stays
@@ -45,15 +68,9 @@ class LocalNode:
                     # socket, as a secure node refuses plaintext TCP.
                     lines = f.read().split()
                 addr = lines[-1] if lines else ""
-                if addr:
-                    c = P.Conn(addr, timeout=1)
-                    try:
-                        nodes = c.call("Sched.ClusterView", {}, timeout=2).get("Nodes") or []
-                    finally:
-                        c.close()
-                    if any(n.get("Alive") for n in nodes):
-                        self.address = addr
-                        return
+                if addr and node_alive(addr):
+                    self.address = addr
+                    return
             except (OSError, P.TransportError, P.RpcError) as e:
                 last = e
             time.sleep(0.05)
@@ -62,12 +79,6 @@ class LocalNode:
                               f"{timeout} s (exit status {self.proc.returncode}, last error {last}); see {self.log.name}")
 
     def stop(self):
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop_process(self.proc)
         self.log.close()
         shutil.rmtree(self.dir, ignore_errors=True)

@@ -5,8 +5,10 @@ Frames: a 4-byte big-endian length, then a msgpack header array
 with the preamble byte 0x01 and the hello ``NU`` + uint16 version.
 """
 
+import select
 import struct
 import threading
+import time
 
 import msgpack
 
@@ -17,8 +19,9 @@ PREAMBLE_RPC = b"\x01"
 HELLO = b"NU" + struct.pack(">H", PROTOCOL_VERSION)
 # MAX_TOKEN_SIZE bounds a token a client presents in its hello (rpc.MaxTokenSize).
 MAX_TOKEN_SIZE = 1024
-MAX_FRAME = 64 << 20
+MAX_FRAME = 64 << 20  # rpc.MaxFrameSize: a longer length prefix closes the connection unread
 MAX_PENDING = 4096  # requests running per served connection (rpc.Limits.MaxPending); more: "overloaded"
+CODE_PERMISSION_DENIED = "permission_denied"  # rpc.CodePermissionDenied
 INLINE_MAX = 100 << 10  # wire.InlineMax: larger values go to the object store
 UNIT = 10000  # sched.Unit: resource amounts are fixed-point 1/10000
 LANGUAGE = "python"  # wire.LanguagePython
@@ -36,7 +39,13 @@ class RpcError(Exception):
 
 
 class TransportError(ConnectionError):
-    """The call was not delivered or its answer not received: the peer is gone."""
+    """The call was not delivered or its answer not received: the peer is
+    gone. ``unsent`` is True when the connection could not even be opened,
+    so the call surely did not run."""
+
+    def __init__(self, message, unsent=False):
+        super().__init__(message)
+        self.unsent = unsent
 
 
 def pack(value):
@@ -82,6 +91,18 @@ def _frame(seq, kind, method="", error="", code="", body=b""):
     return struct.pack(">I", len(payload)) + payload
 
 
+def hello_bytes(token=""):
+    """A client's hello (rpc.AppendHelloToken): ``NU`` + version, or with a
+    token ``NT`` + version + uint16 length + the token's bytes. Raises
+    ValueError for a token over MAX_TOKEN_SIZE bytes."""
+    if not token:
+        return HELLO
+    b = token.encode()
+    if len(b) > MAX_TOKEN_SIZE:
+        raise ValueError(f"token of {len(b)} bytes: the most a hello carries is {MAX_TOKEN_SIZE}")
+    return b"NT" + struct.pack(">HH", PROTOCOL_VERSION, len(b)) + b
+
+
 def _check_hello(peer_hello, peer):
     if peer_hello[:2] != b"NU":
         raise TransportError(f"peer {peer} sent no protocol hello")
@@ -102,16 +123,19 @@ class _Waiter:
 
 
 class Conn:
-    """One client connection, multiplexing concurrent calls by sequence number."""
+    """One client connection, multiplexing concurrent calls by sequence
+    number; ``token`` ("" for none) is presented in its hello, as Go's
+    rpc.WithToken."""
 
-    def __init__(self, address, timeout=10.0):
+    def __init__(self, address, timeout=10.0, token=""):
         self.address = address
+        hello = hello_bytes(token)
         try:
             self.sock = _transport.dial(address, timeout)
-            self.sock.sendall(PREAMBLE_RPC + HELLO)
+            self.sock.sendall(PREAMBLE_RPC + hello)
             _check_hello(_recv_exact(self.sock, 4), address)
         except (OSError, EOFError) as e:
-            raise TransportError(f"dial {address}: {e}") from e
+            raise TransportError(f"dial {address}: {e}", unsent=True) from e
         self.lock = threading.Lock()
         self.pending = {}
         self.seq = 0
@@ -183,12 +207,16 @@ class Conn:
 
 
 class Pool:
-    """One pooled connection per address, dialed again after it fails."""
+    """One pooled connection per address, dialed again after it fails.
+    ``token`` (the job token, "" for none) is presented on every TCP
+    connection; a Unix-socket route presents none, as the node trusts the
+    socket's local user (Go's coreWorker.useJobToken)."""
 
-    def __init__(self):
+    def __init__(self, token=""):
         self.lock = threading.Lock()
         self.conns = {}
         self.routes = {}  # address -> the address dialed for it (the node's Unix socket)
+        self.token = token
 
     def route(self, address, via):
         """Dials ``via`` (e.g. the node's ``unix://`` socket) for calls to
@@ -202,7 +230,7 @@ class Pool:
             if c is not None and c.closed is None:
                 return c
             via = self.routes.get(address, address)
-        c = Conn(via)
+        c = Conn(via, token="" if via.startswith(_transport.UNIX_PREFIX) else self.token)
         with self.lock:
             old = self.conns.get(address)
             if old is not None and old.closed is None:
@@ -221,14 +249,111 @@ class Pool:
             c.close()
 
 
+class Limits:
+    """What one peer can make a Server hold, as Go's rpc.Limits: at most
+    ``max_conns`` connections; ``max_pending`` running requests and
+    ``max_pending_bytes`` bytes of their bodies per connection (more:
+    ``overloaded``); a connection that starts no frame for ``idle_timeout``
+    seconds while none of its requests runs is closed; a frame (and the
+    hello) must arrive within ``frame_timeout`` seconds of its first byte,
+    plus one second per MiB of payload."""
+
+    def __init__(self, max_conns=4096, max_pending=None, max_pending_bytes=64 << 20, idle_timeout=300.0,
+                 frame_timeout=30.0):
+        self.max_conns = max_conns
+        self.max_pending = max_pending  # None: MAX_PENDING when the connection opens
+        self.max_pending_bytes = max_pending_bytes
+        self.idle_timeout = idle_timeout
+        self.frame_timeout = frame_timeout
+
+
+MIN_FRAME_RATE = 1 << 20  # bytes/s a large frame may take once frame_timeout is used up (rpc.minFrameRate)
+
+
+class Principal:
+    """Who a served connection is, decided once at its hello (rpc.Principal):
+    ``name`` and ``role`` for refusals, ``grants`` a set of role names it may
+    act as, ``note`` why a presented token was not accepted ("" if none)."""
+
+    __slots__ = ("name", "role", "grants", "note")
+
+    def __init__(self, name, role, grants=frozenset(), note=""):
+        self.name, self.role, self.grants, self.note = name, role, frozenset(grants), note
+
+
+class Auth:
+    """How a Server authenticates connections and authorizes calls (Go's
+    rpc.Auth): ``authenticate(token) -> Principal`` runs once per
+    connection after the hello ("" when none was presented);
+    ``require(method) -> role name or None`` is a method's requirement (None:
+    refused to everyone); ``hint`` ends every refusal."""
+
+    def __init__(self, authenticate, require, hint=""):
+        self.authenticate, self.require, self.hint = authenticate, require, hint
+
+    def denied(self, p, method):
+        """The refusal message for p calling method, None when allowed; the
+        shape of Go's rpc.denied."""
+        need = self.require(method)
+        if need is not None and need in p.grants:
+            return None
+        if need is None:
+            msg = f"{method} has no role in the method table, so it is refused to everyone (a nodeup bug: report it)"
+        else:
+            msg = f"{method} needs role {need}; this connection is {p.name} with role {p.role}"
+        if p.note:
+            msg += f" ({p.note})"
+        if self.hint:
+            msg += f": {self.hint}"
+        return msg
+
+
+class _Deadline(Exception):
+    pass
+
+
+def _readable(sock, seconds):
+    """Whether sock has bytes (or EOF) to read within seconds. Polling
+    leaves the socket blocking, so that replies written by other threads
+    never meet a read timeout mid-frame."""
+    p = select.poll()
+    p.register(sock, select.POLLIN | select.POLLHUP | select.POLLERR)
+    return bool(p.poll(max(0, int(seconds * 1000) + 1)))
+
+
+def _recv_until(sock, n, deadline):
+    """Reads exactly n bytes by deadline (time.monotonic()); raises EOFError
+    or _Deadline. A peer dribbling bytes cannot stretch it (slowloris)."""
+    buf = bytearray(n)
+    view = memoryview(buf)
+    got = 0
+    while got < n:
+        left = deadline - time.monotonic()
+        if left <= 0 or not _readable(sock, left):
+            raise _Deadline()
+        k = sock.recv_into(view[got:], n - got)
+        if k == 0:
+            raise EOFError("connection closed")
+        got += k
+    return bytes(buf)
+
+
 class Server:
     """Serves handlers {method: fn(request) -> reply} on bind_ip:0; each
-    request runs on its own thread and is answered in completion order."""
+    request runs on its own thread and is answered in completion order.
+    Every byte read is treated as hostile: ``limits`` (Limits) bound
+    memory and time, and ``auth`` (Auth, None: every call allowed) checks
+    each call against the connection's principal, refusing it with
+    ``permission_denied`` as Go's rpc.Server."""
 
-    def __init__(self, bind_ip, handlers):
+    def __init__(self, bind_ip, handlers, auth=None, limits=None):
         self.handlers = handlers
+        self.auth = auth
+        self.limits = limits or Limits()
         self.sock, self.address = _transport.listen(bind_ip)
         self.stopped = False
+        self.clock = threading.Lock()
+        self.conns = 0
         threading.Thread(target=self._accept_loop, name="nodeup-server", daemon=True).start()
 
     def _accept_loop(self):
@@ -237,50 +362,118 @@ class Server:
                 c, _ = self.sock.accept()
             except OSError:
                 return
+            with self.clock:
+                over = self.conns >= self.limits.max_conns
+                if not over:
+                    self.conns += 1
+            if over:  # as rpc.ErrTooManyConns: closed at once
+                c.close()
+                continue
             threading.Thread(target=self._serve, args=(c,), name="nodeup-serve", daemon=True).start()
 
+    def _hello(self, c):
+        """Reads preamble and hello within frame_timeout and answers ours;
+        returns the token presented ("" for none), None to close."""
+        deadline = time.monotonic() + self.limits.frame_timeout
+        if _recv_until(c, 1, deadline) != PREAMBLE_RPC:
+            return None
+        peer_hello = _recv_until(c, 4, deadline)
+        token = ""
+        if peer_hello[:2] == b"NT" and peer_hello[2:] == HELLO[2:]:
+            (n,) = struct.unpack(">H", _recv_until(c, 2, deadline))
+            if not 0 < n <= MAX_TOKEN_SIZE:
+                return None
+            try:
+                token = _recv_until(c, n, deadline).decode()
+            except UnicodeDecodeError:
+                token = "\ufffd"  # no token of ours: refused by its check
+            peer_hello = HELLO
+        c.sendall(HELLO)
+        if peer_hello != HELLO:
+            return None
+        return token
+
+    def _next_frame(self, c, state):
+        """The next frame, or None when the connection idled out: waits for
+        its first byte while idle (no request running) for at most
+        idle_timeout since the last activity, then reads the rest within
+        frame_timeout plus a second per MiB."""
+        lim = self.limits
+        while True:
+            with state.lock:
+                busy = state.running > 0
+                since = state.last
+            wait = lim.idle_timeout if busy else since + lim.idle_timeout - time.monotonic()
+            if wait <= 0:
+                return None
+            if not _readable(c, wait):
+                continue  # busy then, or more activity since: look again
+            first = c.recv(1)
+            if not first:
+                raise EOFError("connection closed")
+            break
+        deadline = time.monotonic() + lim.frame_timeout
+        (n,) = struct.unpack(">I", first + _recv_until(c, 3, deadline))
+        if n < 1 or n > MAX_FRAME:  # before anything is allocated for it
+            raise ValueError(f"frame length {n} outside 1..{MAX_FRAME}")
+        payload = _recv_until(c, n, deadline + n / MIN_FRAME_RATE)
+        with state.lock:
+            state.last = time.monotonic()
+        u = msgpack.Unpacker(raw=False, max_buffer_size=n)
+        u.feed(payload)
+        header = u.unpack()
+        if not isinstance(header, list) or len(header) != 5:
+            raise ValueError("frame header is not a 5-element array")
+        seq, kind, method = header[0], header[1], header[2] or ""
+        if not isinstance(method, str):
+            raise ValueError("frame method is not a string")
+        return seq, kind, method, payload[u.tell():]
+
     def _serve(self, c):
-        wlock = threading.Lock()
+        state = _ConnState()
         try:
-            c.settimeout(30)
-            if _recv_exact(c, 1) != PREAMBLE_RPC:
-                return
-            peer_hello = _recv_exact(c, 4)
-            if peer_hello[:2] == b"NT" and peer_hello[2:] == HELLO[2:]:
-                # A hello carrying a token (the node's calls present the
-                # job's token): its length, then its bytes. Python workers
-                # do not check it yet (docs/security.md).
-                (n,) = struct.unpack(">H", _recv_exact(c, 2))
-                if not 0 < n <= MAX_TOKEN_SIZE:
-                    return
-                _recv_exact(c, n)
-                peer_hello = HELLO
-            c.sendall(HELLO)
-            if peer_hello != HELLO:
-                return
             c.settimeout(None)
-            running = [0]  # requests of this connection running now
+            token = self._hello(c)
+            if token is None:
+                return
+            principal = self.auth.authenticate(token) if self.auth is not None else None
+            max_pending = self.limits.max_pending or MAX_PENDING
+            with state.lock:
+                state.last = time.monotonic()
             while True:
-                seq, kind, method, _, _, body = _read_frame(c)
+                frame = self._next_frame(c, state)
+                if frame is None:
+                    return  # idle: closed, as rpc's errIdle
+                seq, kind, method, body = frame
                 if kind != KIND_REQUEST:
                     return
-                with wlock:
-                    over = running[0] >= MAX_PENDING
-                    if over:
-                        c.sendall(_frame(seq, KIND_ERROR, error=f"{MAX_PENDING} requests already run on this connection",
-                                         code="overloaded"))
+                if principal is not None:
+                    msg = self.auth.denied(principal, method)
+                    if msg is not None:
+                        with state.lock:
+                            c.sendall(_frame(seq, KIND_ERROR, error=msg, code=CODE_PERMISSION_DENIED))
                         continue
-                    running[0] += 1
-                threading.Thread(target=self._run, args=(c, wlock, running, seq, method, body), daemon=True).start()
+                with state.lock:
+                    over = state.running >= max_pending or (
+                        state.running > 0 and state.bytes + len(body) > self.limits.max_pending_bytes)
+                    if over:
+                        c.sendall(_frame(seq, KIND_ERROR, error=f"{state.running} requests ({state.bytes} bytes) "
+                                         f"already run on this connection", code="overloaded"))
+                        continue
+                    state.running += 1
+                    state.bytes += len(body)
+                threading.Thread(target=self._run, args=(c, state, seq, method, body), daemon=True).start()
         except Exception:
             pass
         finally:
+            with self.clock:
+                self.conns -= 1
             try:
                 c.close()
             except OSError:
                 pass
 
-    def _run(self, c, wlock, running, seq, method, body):
+    def _run(self, c, state, seq, method, body):
         h = self.handlers.get(method)
         try:
             if h is None:
@@ -292,8 +485,10 @@ class Server:
         except Exception as e:
             out = _frame(seq, KIND_ERROR, error=f"{type(e).__name__}: {e}", code="internal")
         try:
-            with wlock:
-                running[0] -= 1
+            with state.lock:
+                state.running -= 1
+                state.bytes -= len(body)
+                state.last = time.monotonic()
                 c.sendall(out)
         except OSError:
             pass
@@ -304,3 +499,16 @@ class Server:
             self.sock.close()
         except OSError:
             pass
+
+
+class _ConnState:
+    """A served connection's requests running now, their body bytes, and
+    when it last did anything (monotonic s); lock also serializes writes."""
+
+    __slots__ = ("lock", "running", "bytes", "last")
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.running = 0
+        self.bytes = 0
+        self.last = 0.0

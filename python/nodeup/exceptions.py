@@ -2,7 +2,7 @@
 
 
 class RayError(Exception):
-    """Base of every nodeup error."""
+    """Base of every nodeup error, as Ray's ``ray.exceptions.RayError``."""
 
 
 class RayTaskError(RayError):
@@ -58,24 +58,34 @@ class RayTaskError(RayError):
 
 
 class GetTimeoutError(RayError, TimeoutError):
-    """``get`` did not finish within its timeout."""
+    """``get`` did not finish within its timeout (s); also a TimeoutError,
+    as Ray's ``ray.exceptions.GetTimeoutError``."""
 
 
 class WorkerCrashedError(RayError):
     """The worker process died while running the task, more often than
-    ``max_retries`` allowed."""
+    ``max_retries`` allowed, as Ray's ``ray.exceptions.WorkerCrashedError``."""
 
 
 class ObjectLostError(RayError):
-    """The object's value is gone (its owner or its store copy died)."""
+    """The object's value is gone (its owner or its store copy died), as
+    Ray's ``ray.exceptions.ObjectLostError``."""
 
 
 class TaskCancelledError(RayError):
-    """The task was cancelled."""
+    """The task was cancelled (``cancel``) before it finished: raised at
+    ``get`` of its refs, and in a running task's thread by its worker, as
+    Ray's ``ray.exceptions.TaskCancelledError``."""
 
 
 class RayActorError(RayError):
-    """The actor died."""
+    """The actor died, or a call on it could not be run (Ray's
+    ``ray.exceptions.RayActorError``)."""
 
 
-ActorDiedError = RayActorError
+class ActorDiedError(RayActorError):
+    """The actor is dead: killed (``kill``), its constructor raised, its job
+    ended (a non-detached actor), or its worker died with no restarts
+    left; or a call was lost with the worker and ``max_task_retries`` did
+    not allow running it again. As Ray's ``ray.exceptions.ActorDiedError``,
+    a subclass of ``RayActorError``."""

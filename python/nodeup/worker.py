@@ -2,6 +2,7 @@
 the node (docs/protocol.md, Worker processes). It serves Task.Push and
 Object.Get, registers with its node, and exits when the node is gone."""
 
+import ctypes
 import hashlib
 import os
 import pickle
@@ -12,6 +13,7 @@ import time
 from . import _core
 from . import _protocol as P
 from . import _state
+from .exceptions import TaskCancelledError
 
 
 class _Executor:
@@ -23,8 +25,10 @@ class _Executor:
                                env.get("NODEUP_ARENA_PATH", ""), env.get("NODEUP_NODE_ID", ""),
                                env.get("NODEUP_NODE_NAME", ""),
                                handlers={"Task.Push": self.push, "Actor.Construct": self.construct,
-                                         "Actor.Call": self.call},
-                               node_socket=env.get("NODEUP_NODE_SOCKET") or None)
+                                         "Actor.Call": self.call, "Task.Cancel": self.cancel},
+                               node_socket=env.get("NODEUP_NODE_SOCKET") or None,
+                               job_token=env.get("NODEUP_JOB_TOKEN", ""))
+        self.core.namespace = env.get("NODEUP_NAMESPACE") or self.core.namespace
         self.actor_id = env.get("NODEUP_ACTOR_ID", "")
         self.actor = None  # the instance, once constructed
         self.actor_cond = threading.Condition()
@@ -32,6 +36,9 @@ class _Executor:
         self.funcs = {}
         self.flock = threading.Lock()
         self.lease_locks = {}
+        self.rlock = threading.Lock()  # guards running and cancelled
+        self.running = {}  # task ID -> ident of the thread running its function
+        self.cancelled = set()  # IDs of tasks cancelled before they started here
 
     def function(self, code):
         key = hashlib.sha256(code).digest()
@@ -57,7 +64,12 @@ class _Executor:
             entry[1] += 1
         try:
             with entry[0]:  # the tasks of one lease run one after another
-                return self.run(lease, req.get("Spec") or {}, None)
+                spec = req.get("Spec") or {}
+                with self.rlock:
+                    if spec.get("TaskID") in self.cancelled:
+                        self.cancelled.discard(spec.get("TaskID"))
+                        return {"NotRun": True}
+                return self.run(lease, spec, None)
         finally:
             with self.flock:
                 entry[1] -= 1
@@ -100,12 +112,40 @@ class _Executor:
                 self.sessions[session] = max(self.sessions[session], seq + 1)
                 self.actor_cond.notify_all()
 
+    def cancel(self, req):
+        """Task.Cancel (docs/protocol.md): a task not started here never
+        starts (its push answers NotRun); a running one gets
+        TaskCancelledError raised in its thread (at its next Python
+        bytecode: a blocking C call finishes first), or with Force this
+        process exits at once, as Ray's force=True."""
+        req = req or {}
+        tid = req.get("TaskID") or ""
+        with self.rlock:
+            ident = self.running.get(tid)
+            if ident is None:
+                if len(self.cancelled) >= 1024:  # cancels of tasks that never came (Go keeps 1,024 too)
+                    self.cancelled.clear()
+                self.cancelled.add(tid)
+                return {}
+            if not req.get("Force"):
+                ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(ident), ctypes.py_object(TaskCancelledError))
+                return {}
+
+        def exit_soon():  # after the answer is on its way
+            time.sleep(0.05)
+            print(f"nodeup worker: task {tid} cancelled with force: exiting", file=sys.stderr)
+            os._exit(1)
+
+        threading.Thread(target=exit_soon, daemon=True).start()
+        return {}
+
     def run(self, lease, spec, fn=None):
         start = time.monotonic_ns()
         core = self.core
         core.local.lease_id = lease
         try:
-            if fn is None:
+            task = fn is None  # a task, not an actor call: cancel may interrupt it
+            if task:
                 if not spec.get("Code"):
                     raise AttributeError(f"no method or function {spec.get('Function')!r}")
                 fn = self.function(spec["Code"])
@@ -115,7 +155,16 @@ class _Executor:
             if names:
                 kwargs = dict(zip(names, args[len(args) - len(names):]))
                 args = args[:len(args) - len(names)]
-            result = fn(*args, **kwargs)
+            if task:
+                with self.rlock:
+                    self.running[spec.get("TaskID") or ""] = threading.get_ident()
+                try:
+                    result = fn(*args, **kwargs)
+                finally:
+                    with self.rlock:
+                        self.running.pop(spec.get("TaskID") or "", None)
+            else:
+                result = fn(*args, **kwargs)
             n = int(spec.get("NumReturns") or 1)
             values = [result] if n == 1 else list(result)
             if len(values) != n:

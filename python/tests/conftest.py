@@ -17,7 +17,7 @@ if PYDIR not in sys.path:
     sys.path.insert(0, PYDIR)
 
 import nodeup  # noqa: E402
-from nodeup import _protocol  # noqa: E402
+from nodeup import _localnode  # noqa: E402
 
 
 def free_port():
@@ -67,20 +67,10 @@ class Node:
     def _ready(self):
         if self.proc.poll() is not None:
             raise AssertionError(f"node exited with {self.proc.returncode}; see {self.log.name}")
-        c = _protocol.Conn(self.socket, timeout=1)
-        try:
-            nodes = c.call("Sched.ClusterView", {}, timeout=2).get("Nodes") or []
-            return any(n.get("Alive") for n in nodes)
-        finally:
-            c.close()
+        return _localnode.node_alive(self.socket)
 
     def stop(self):
-        self.proc.terminate()
-        try:
-            self.proc.wait(30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        _localnode.stop_process(self.proc)
         self.log.close()
 
 

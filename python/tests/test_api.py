@@ -151,6 +151,42 @@ def test_remote_function_not_callable_and_bad_options():
         square(3)
     with pytest.raises(ValueError):
         nodeup.remote(num_cpus=1, placement_group=object())(lambda: 1)
+    with pytest.raises(ValueError, match="unsupported"):
+        nodeup.remote(num_cpus=1, no_such_option=1)(lambda: 1)
+
+
+
+@pytest.mark.parametrize("opts,match", [
+    ({"max_retries": -2}, "max_retries"),
+    ({"num_returns": 0}, "num_returns"),
+    ({"num_cpus": -1}, "non-negative"),
+    ({"resources": {"CPU": 1}}, "use num_cpus"),
+    ({"resources": ["TPU"]}, "want a dict"),
+    ({"name": 3}, "want a str"),
+    ({"max_restarts": 1}, "unsupported task options"),
+])
+def test_task_options_are_checked_at_definition(opts, match):
+    with pytest.raises(ValueError, match=match):
+        nodeup.remote(**opts)(lambda: 1)
+    with pytest.raises(ValueError, match=match):
+        nodeup.remote(lambda: 1).options(**opts)
+
+
+@pytest.mark.parametrize("opts,match", [
+    ({"lifetime": "forever"}, "lifetime"),
+    ({"max_restarts": -2}, "max_restarts"),
+    ({"get_if_exists": True}, "needs a name"),
+    ({"num_gpus": "one"}, "non-negative"),
+    ({"num_returns": 2}, "unsupported actor options"),
+    ({"scheduling_strategy": "PACK"}, "scheduling_strategy"),
+])
+def test_actor_options_are_checked_at_definition(opts, match):
+    class C:
+        pass
+    with pytest.raises(ValueError, match=match):
+        nodeup.remote(**opts)(C)
+    with pytest.raises(ValueError, match=match):
+        nodeup.remote(C).options(**opts)
 
 
 def test_init_finds_the_node_from_its_current_address_file(node):
@@ -173,11 +209,12 @@ def test_example_hello(node):
 def test_python_install_writes_the_package(tmp_path):
     out = subprocess.run([NODEUP, "python", "install", "--target", str(tmp_path)], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
-    for name in os.listdir(os.path.join(PYDIR, "nodeup")):
-        if name.endswith(".py"):
-            with open(os.path.join(PYDIR, "nodeup", name), "rb") as a, open(tmp_path / "nodeup" / name, "rb") as b:
-                assert a.read() == b.read(), name
-    out = subprocess.run([sys.executable, "-c", "import nodeup; print(nodeup.__file__)"],
+    for sub in ("nodeup", os.path.join("nodeup", "util")):  # subpackages too
+        for name in os.listdir(os.path.join(PYDIR, sub)):
+            if name.endswith(".py"):
+                with open(os.path.join(PYDIR, sub, name), "rb") as a, open(tmp_path / sub / name, "rb") as b:
+                    assert a.read() == b.read(), name
+    out = subprocess.run([sys.executable, "-c", "import nodeup, nodeup.util; print(nodeup.__file__)"],
                          env=dict(os.environ, PYTHONPATH=str(tmp_path)), capture_output=True, text=True)
     assert out.returncode == 0 and out.stdout.startswith(str(tmp_path)), out.stderr
     path = subprocess.run([NODEUP, "python", "path"], capture_output=True, text=True, check=True).stdout.strip()

@@ -1,0 +1,116 @@
+"""Task and actor options, validated in one place (``check``, run by
+``@remote`` and ``.options``), and turned into what the node is asked for:
+resources and scheduling strategy (wire LeaseRequest/ActorCreateRequest
+Resources and Strategy)."""
+
+from . import _protocol as P
+
+DEFAULT_NAMESPACE = "default"  # named actors' namespace when none is set (Go's worker.DefaultNamespace)
+DEFAULT = {"Kind": ""}  # wire.StrategyDefault: local first, spill when busy
+
+_COMMON = {"num_cpus", "num_gpus", "memory", "resources", "name", "scheduling_strategy", "placement_group",
+           "placement_group_bundle_index"}
+TASK_OPTIONS = _COMMON | {"max_retries", "retry_exceptions", "num_returns"}
+ACTOR_OPTIONS = _COMMON | {"namespace", "lifetime", "get_if_exists", "max_restarts", "max_task_retries"}
+# num_cpus when none is given: a task takes a CPU, an actor none (as Ray's defaults).
+DEFAULT_CPUS = {"task": 1, "actor": 0}
+
+
+def _int_at_least(opts, key, low):
+    v = opts.get(key)
+    if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < low):
+        raise ValueError(f"{key}={v!r}: want an int >= {low}")
+
+
+def check(opts, kind):
+    """Validates the options of a task (kind "task") or actor ("actor");
+    raises ValueError naming the bad option and what is accepted."""
+    allowed = TASK_OPTIONS if kind == "task" else ACTOR_OPTIONS
+    bad = set(opts) - allowed
+    if bad:
+        raise ValueError(f"unsupported {kind} options {sorted(bad)}; supported so far: {sorted(allowed)}")
+    _int_at_least(opts, "num_returns", 1)
+    _int_at_least(opts, "max_retries", -1)
+    _int_at_least(opts, "max_restarts", -1)
+    _int_at_least(opts, "max_task_retries", -1)
+    for key in ("name", "namespace"):
+        v = opts.get(key)
+        if v is not None and not isinstance(v, str):
+            raise ValueError(f"{key}={v!r}: want a str")
+    if opts.get("lifetime") not in (None, "detached", "non_detached"):
+        raise ValueError(f"lifetime={opts['lifetime']!r}: want None, 'detached' or 'non_detached'")
+    if kind == "actor" and opts.get("get_if_exists") and not opts.get("name"):
+        raise ValueError("get_if_exists=True needs a name")
+    resources(opts, DEFAULT_CPUS[kind])
+    scheduling(opts, {})
+
+
+def resources(opts, default_cpus):
+    """The fixed-point demand (1/P.UNIT units; memory in bytes) of
+    num_cpus (default ``default_cpus``), num_gpus, memory and resources;
+    ValueError for a negative or non-numeric amount, or CPU/GPU/memory
+    given in ``resources``."""
+    res = {}
+    cpus = opts.get("num_cpus", default_cpus)
+    for name, amount in (("CPU", cpus), ("GPU", opts.get("num_gpus"))):
+        if amount:
+            res[name] = amount
+    if opts.get("memory"):
+        res["memory"] = opts["memory"]
+    extra = opts.get("resources") or {}
+    if not isinstance(extra, dict):
+        raise ValueError(f"resources={extra!r}: want a dict of resource name -> amount")
+    for k, v in extra.items():
+        if k in ("CPU", "GPU", "memory"):
+            raise ValueError(f"resources={{{k!r}: …}}: use num_cpus, num_gpus or memory for {k}")
+        res[k] = v
+    out = {}
+    for k, v in res.items():
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
+            raise ValueError(f"resource {k}={v!r}: want a non-negative number")
+        out[k] = int(round(v * P.UNIT))
+    return out
+
+
+def demand(opts, kind):
+    """(resources, strategy) as the node is asked for them: ``resources``
+    renamed into a placement group's bundle when the options put the work
+    in one (see ``scheduling``)."""
+    return scheduling(opts, resources(opts, DEFAULT_CPUS[kind]))
+
+
+def scheduling(opts, demand):
+    """Returns (demand, strategy): ``demand`` (fixed-point resource map)
+    renamed into a placement group's bundle when the options put the work
+    in one, and the wire Strategy map. Accepts ``scheduling_strategy`` None,
+    "DEFAULT", "SPREAD", NodeAffinitySchedulingStrategy or
+    PlacementGroupSchedulingStrategy, and Ray's older
+    ``placement_group``/``placement_group_bundle_index``. Raises
+    ValueError for anything else or both forms at once."""
+    from ._placement import PlacementGroup, demand_in
+    from .util.scheduling_strategies import NodeAffinitySchedulingStrategy, PlacementGroupSchedulingStrategy
+    st = opts.get("scheduling_strategy")
+    pg = opts.get("placement_group")
+    if pg is not None and pg != "default":
+        if st is not None and st != "DEFAULT":
+            raise ValueError("placement_group cannot be combined with scheduling_strategy: "
+                             "use scheduling_strategy=PlacementGroupSchedulingStrategy(pg, index)")
+        if not isinstance(pg, PlacementGroup):
+            raise ValueError(f"placement_group={pg!r}: want a PlacementGroup")
+        st = PlacementGroupSchedulingStrategy(pg, opts.get("placement_group_bundle_index", -1))
+    if st is None or st == "DEFAULT":
+        return demand, dict(DEFAULT)
+    if st == "SPREAD":
+        return demand, {"Kind": "SPREAD"}
+    if isinstance(st, NodeAffinitySchedulingStrategy):
+        return demand, {"Kind": "NODE_AFFINITY", "NodeID": st.node_id, "Soft": st.soft}
+    if isinstance(st, PlacementGroupSchedulingStrategy):
+        return demand_in(st.placement_group.id, st.placement_group_bundle_index, demand), dict(DEFAULT)
+    raise ValueError(f"scheduling_strategy={st!r}: accepted are None, 'DEFAULT', 'SPREAD', "
+                     "NodeAffinitySchedulingStrategy and PlacementGroupSchedulingStrategy")
+
+
+def strategy_key(strategy):
+    """A hashable key of a wire Strategy map, for per-shape queues."""
+    return (strategy.get("Kind", ""), strategy.get("NodeID", ""), bool(strategy.get("Soft")))
+
