@@ -100,7 +100,7 @@ func jobCommand() *ucli.Command {
 			{
 				Name: "stop", Usage: "stop a job: SIGTERM to its process group, SIGKILL after the grace period", ArgsUsage: "<job-id>",
 				Flags: append(clientFlags(),
-					&ucli.DurationFlag{Name: "grace", Usage: "wait this long after SIGTERM before SIGKILL (default: the node's, 10s)"},
+					&ucli.DurationFlag{Name: "grace", Usage: "wait this long after SIGTERM before SIGKILL (default: the node's, 3s as Ray's)"},
 					&ucli.BoolFlag{Name: "no-wait", Usage: "return once the job was signalled"}),
 				Action: func(c *ucli.Context) error {
 					id, err := oneJobID(c, "stop")

@@ -367,3 +367,102 @@ func TestNodeStopKillsItsJobsAndLeavesNoGoroutines(t *testing.T) {
 		goleak.IgnoreTopFunction("github.com/vmihailenco/msgpack/v5.cachedValue.func1"),
 		goleak.IgnoreTopFunction("github.com/hashicorp/memberlist.(*Memberlist).probeNode"))
 }
+
+// groupMembers lists the live (not zombie) processes in process group
+// pgid, from /proc.
+func groupMembers(pgid int) []int {
+	ents, _ := os.ReadDir("/proc")
+	var pids []int
+	for _, e := range ents {
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// Fields after the command: state ppid pgrp ...
+		f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+		var pid int
+		if len(f) < 3 || f[0] == "Z" || f[2] != fmt.Sprint(pgid) {
+			continue
+		}
+		if _, err := fmt.Sscan(e.Name(), &pid); err == nil {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// job stop ends an entrypoint that traps SIGTERM and whose children
+// ignore it: SIGTERM to the whole group, SIGKILL after the grace period,
+// nothing of the group left, the job STOPPED.
+func TestJobStopKillsTheWholeGroupAfterGrace(t *testing.T) {
+	nd := testCluster(t, 1, insecure)[0]
+	waitFormed(t, []*Node{nd}, 1, 1)
+	ctx := context.Background()
+	script := `trap 'echo TERM trapped' TERM
+(trap '' TERM; exec sleep 1000) &
+sleep 1000 &
+echo started
+while :; do wait; done`
+	rec, err := nd.jobSubmit(ctx, &wire.JobSubmitRequest{ID: "stubborn", Entrypoint: []string{"/bin/sh", "-c", script}})
+	if err != nil || rec.Status != wire.JobRunning {
+		t.Fatalf("submit: %+v, %v", rec, err)
+	}
+	pgid := rec.PID
+	testutil.Until(t, 10*time.Second, "the entrypoint and its two children run", func() error {
+		logs, err := nd.jobLogs(ctx, &wire.JobLogsRequest{ID: "stubborn"})
+		if err != nil {
+			return err
+		}
+		if m := groupMembers(pgid); !strings.Contains(string(logs.Data), "started") || len(m) < 3 {
+			return fmt.Errorf("log %q, group %d holds %v", logs.Data, pgid, m)
+		}
+		return nil
+	})
+	const grace = 300 * time.Millisecond
+	start := time.Now()
+	if _, err := nd.jobStop(ctx, &wire.JobStopRequest{ID: "stubborn", GraceNanos: int64(grace)}); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Until(t, 10*time.Second, "job stubborn STOPPED", func() error {
+		if r := jobOn(t, nd, "stubborn"); r.Status != wire.JobStopped {
+			return fmt.Errorf("%s: %s", r.Status, r.Message)
+		}
+		return nil
+	})
+	took := time.Since(start)
+	if m := groupMembers(pgid); len(m) > 0 {
+		t.Fatalf("process group %d still holds %v after the job was STOPPED", pgid, m)
+	}
+	if took < grace {
+		t.Errorf("STOPPED after %s, before the %s grace period: SIGKILL came early", took, grace)
+	}
+	logs, _ := nd.jobLogs(ctx, &wire.JobLogsRequest{ID: "stubborn"})
+	if !strings.Contains(string(logs.Data), "TERM trapped") {
+		t.Errorf("the entrypoint never saw SIGTERM before SIGKILL: log %q", logs.Data)
+	}
+}
+
+// An entrypoint that exits while a child it started in the background
+// still holds its output ends the job (as Ray's: the job is its
+// entrypoint), and the child goes with it.
+func TestJobEndsWithItsEntrypointNotItsChildren(t *testing.T) {
+	nd := testCluster(t, 1, insecure)[0]
+	waitFormed(t, []*Node{nd}, 1, 1)
+	ctx := context.Background()
+	rec, err := nd.jobSubmit(ctx, &wire.JobSubmitRequest{ID: "leaves-child", Entrypoint: []string{"/bin/sh", "-c", "sleep 1000 & echo bye"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	testutil.Until(t, 10*time.Second, "job leaves-child SUCCEEDED", func() error {
+		if r := jobOn(t, nd, "leaves-child"); r.Status != wire.JobSucceeded {
+			return fmt.Errorf("%s: %s", r.Status, r.Message)
+		}
+		return nil
+	})
+	testutil.Until(t, 5*time.Second, "the background child gone", func() error {
+		if m := groupMembers(rec.PID); len(m) > 0 {
+			return fmt.Errorf("group %d holds %v", rec.PID, m)
+		}
+		return nil
+	})
+}

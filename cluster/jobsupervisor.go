@@ -41,6 +41,12 @@ type jobSupervisor struct {
 	since time.Time
 }
 
+// jobOutputDelay is how long, once the entrypoint exited, its job waits
+// for the rest of its process group to close the output pipe before the
+// pipe is closed and the group SIGKILLed: the job is its entrypoint, as
+// Ray's.
+const jobOutputDelay = time.Second
+
 // jobProc is one running entrypoint.
 type jobProc struct {
 	rec      *wire.JobRecord // as recorded RUNNING
@@ -174,6 +180,9 @@ func (s *jobSupervisor) start(ctx context.Context, rec *wire.JobRecord, wd strin
 	cmd := exec.Command(rec.Entrypoint[0], rec.Entrypoint[1:]...)
 	cmd.Dir, cmd.Env, cmd.Stdout, cmd.Stderr = wd, s.jobEnv(rec), out, out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// A child the entrypoint left in the background keeps the output pipe
+	// open; without this, Wait (and so the job) would last as long as it.
+	cmd.WaitDelay = jobOutputDelay
 	if err := cmd.Start(); err != nil {
 		fmt.Fprintf(out, "nodeup: could not start %q: %v\n", rec.Entrypoint[0], err)
 		logf.Close()
@@ -215,7 +224,7 @@ func (s *jobSupervisor) wait(p *jobProc, cmd *exec.Cmd, logf *os.File) {
 	switch {
 	case p.stopping.Load():
 		end.Status, end.Message = wire.JobStopped, "stopped by nodeup job stop"
-	case err == nil:
+	case err == nil || errors.Is(err, exec.ErrWaitDelay):
 		end.Status, end.Message = wire.JobSucceeded, "the entrypoint exited with code 0"
 	case errors.As(err, &ee) && end.ExitCode >= 0:
 		end.Status, end.Message = wire.JobFailed, fmt.Sprintf("the entrypoint exited with code %d", end.ExitCode)
