@@ -301,26 +301,37 @@ func (n *Node) jobNodeAddr(rec *wire.JobRecord) (string, error) {
 	return nd.Address, nil
 }
 
+// onJobNode calls method with fwd (the request, Local set) on the node
+// that runs rec, into resp, and reports true when that node is another:
+// the answer is then resp or the error. local is the request's own Local:
+// a hop that reached a node that does not run the job is refused, not
+// passed on again.
+func (n *Node) onJobNode(ctx context.Context, rec *wire.JobRecord, local bool, method string, fwd, resp any) (bool, error) {
+	addr, err := n.jobNodeAddr(rec)
+	if err != nil {
+		return true, err
+	}
+	if addr == "" {
+		return false, nil
+	}
+	if local {
+		return true, badInput("job %s runs on node %s, not this one", rec.ID, rec.NodeName)
+	}
+	if err := n.pool.Call(ctx, addr, method, fwd, resp); err != nil {
+		return true, fmt.Errorf("job %s: %s on node %s: %w", rec.ID, method, rec.NodeName, err)
+	}
+	return true, nil
+}
+
 func (n *Node) jobLogs(ctx context.Context, req *wire.JobLogsRequest) (*wire.JobLogsResponse, error) {
 	rec, err := n.jobByID(req.ID)
 	if err != nil {
 		return nil, err
 	}
-	addr, err := n.jobNodeAddr(rec)
-	if err != nil {
-		return nil, err
-	}
-	if addr != "" {
-		if req.Local {
-			return nil, badInput("job %s runs on node %s, not this one", rec.ID, rec.NodeName)
-		}
-		fwd := *req
-		fwd.Local = true
-		var resp wire.JobLogsResponse
-		if err := n.pool.Call(ctx, addr, wire.MethodJobLogs, &fwd, &resp); err != nil {
-			return nil, fmt.Errorf("job %s: logs from node %s: %w", rec.ID, rec.NodeName, err)
-		}
-		return &resp, nil
+	fwd, resp := *req, new(wire.JobLogsResponse)
+	fwd.Local = true
+	if there, err := n.onJobNode(ctx, rec, req.Local, wire.MethodJobLogs, &fwd, resp); there || err != nil {
+		return resp, err
 	}
 	return n.jobs.readLog(rec.ID, req.Offset, req.Max)
 }
@@ -336,21 +347,10 @@ func (n *Node) jobStop(ctx context.Context, req *wire.JobStopRequest) (*wire.Job
 	if req.GraceNanos < 0 {
 		return nil, badInput("job stop: grace period %s: must not be negative", time.Duration(req.GraceNanos))
 	}
-	addr, err := n.jobNodeAddr(rec)
-	if err != nil {
-		return nil, err
-	}
-	if addr != "" {
-		if req.Local {
-			return nil, badInput("job %s runs on node %s, not this one", rec.ID, rec.NodeName)
-		}
-		fwd := *req
-		fwd.Local = true
-		var resp wire.JobRecord
-		if err := n.pool.Call(ctx, addr, wire.MethodJobStop, &fwd, &resp); err != nil {
-			return nil, fmt.Errorf("job %s: stop on node %s: %w", rec.ID, rec.NodeName, err)
-		}
-		return &resp, nil
+	fwd, resp := *req, new(wire.JobRecord)
+	fwd.Local = true
+	if there, err := n.onJobNode(ctx, rec, req.Local, wire.MethodJobStop, &fwd, resp); there || err != nil {
+		return resp, err
 	}
 	grace := time.Duration(req.GraceNanos)
 	if grace == 0 {
@@ -423,6 +423,18 @@ func (n *Node) fetchChunks(ctx context.Context, src string, m *wire.JobManifest)
 	return nil
 }
 
+// failJob records j FAILED with why (exit code -1, no process), and logs
+// the outcome: a job whose process is gone with its node or its run.
+func (n *Node) failJob(ctx context.Context, j *wire.JobRecord, why string) {
+	failed := j.Copy()
+	failed.Status, failed.Message, failed.ExitCode, failed.EndedAt, failed.PID = wire.JobFailed, why, -1, time.Now().UnixNano(), 0
+	if err := n.writeJob(ctx, failed, false); err != nil {
+		n.logger.Warn("record a job FAILED", "job", j.ID, "why", why, "err", err)
+		return
+	}
+	n.logger.Info("job failed", "job", j.ID, "why", why)
+}
+
 // reapJobs runs on the leader: every jobReapInterval, a job that is not
 // final and whose node is dead, left or gone from the table is recorded
 // FAILED with that reason (its supervisor died with the node).
@@ -448,18 +460,10 @@ func (n *Node) reapJobs(ctx context.Context) {
 				continue
 			}
 			why := fmt.Sprintf("node %s died while the job ran", j.NodeName)
-			if nd == nil {
-				why = fmt.Sprintf("node %s left the cluster while the job ran", j.NodeName)
-			} else if nd.Status == store.NodeLeft {
+			if nd == nil || nd.Status == store.NodeLeft {
 				why = fmt.Sprintf("node %s left the cluster while the job ran", j.NodeName)
 			}
-			failed := j.Copy()
-			failed.Status, failed.Message, failed.ExitCode, failed.EndedAt, failed.PID = wire.JobFailed, why, -1, time.Now().UnixNano(), 0
-			if err := n.writeJob(ctx, failed, false); err != nil {
-				n.logger.Warn("mark a job on a dead node failed", "job", j.ID, "err", err)
-				continue
-			}
-			n.logger.Info("job failed: its node is gone", "job", j.ID, "node", j.NodeName)
+			n.failJob(ctx, j, why)
 		}
 	}
 }

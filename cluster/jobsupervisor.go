@@ -381,14 +381,7 @@ func (s *jobSupervisor) failOrphans(ctx context.Context) {
 			if j.Status.Final() || j.NodeID != s.n.ID() || began >= s.since.UnixNano() || s.running(j.ID) != nil {
 				continue
 			}
-			failed := j.Copy()
-			failed.Status, failed.ExitCode, failed.EndedAt, failed.PID = wire.JobFailed, -1, time.Now().UnixNano(), 0
-			failed.Message = fmt.Sprintf("node %s restarted while the job ran", s.n.Name())
-			if err := s.n.writeJob(ctx, failed, false); err != nil {
-				s.n.logger.Warn("record an orphaned job failed", "job", j.ID, "err", err)
-				continue
-			}
-			s.n.logger.Info("job failed: this node restarted while it ran", "job", j.ID)
+			s.n.failJob(ctx, j, fmt.Sprintf("node %s restarted while the job ran", s.n.Name()))
 		}
 	}
 }
