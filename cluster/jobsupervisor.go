@@ -233,7 +233,14 @@ func (s *jobSupervisor) wait(p *jobProc, cmd *exec.Cmd, logf *os.File) {
 	}
 	// Whatever the entrypoint left in its group goes with it.
 	_ = syscall.Kill(-p.pgid, syscall.SIGKILL)
-	s.record(end)
+	if s.n.ctx.Err() != nil && !p.stopping.Load() {
+		// The node is stopping and killed it (killAll): the leader records
+		// the job FAILED with the node's fate once it sees the node gone,
+		// not "signal: killed" from a node whose Raft still runs a moment.
+		s.n.logger.Info("job killed: the node stops", "job", end.ID)
+	} else {
+		s.record(end)
+	}
 	s.mu.Lock()
 	delete(s.procs, end.ID)
 	s.mu.Unlock()
