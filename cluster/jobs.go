@@ -38,13 +38,24 @@ func (n *Node) jobEndpoints() {
 	rpc.Handle(n.rpcServer, wire.MethodJobStop, n.jobStop)
 	rpc.Handle(n.rpcServer, wire.MethodJobRun, n.jobRun)
 	rpc.Handle(n.rpcServer, wire.MethodJobChunk, n.jobChunk)
+	rpc.Handle(n.rpcServer, wire.MethodJobDelete, n.jobDelete)
 	handleLeader(n, wire.MethodJobWrite, func(ctx context.Context, req *wire.JobWriteRequest) (*wire.Empty, error) {
-		_, err := n.apply(store.JobWriteType, &store.JobWriteRequest{Job: req.Job, Create: req.Create})
-		if err != nil {
+		if err := n.applyJobWrite(req); err != nil {
 			return nil, jobErr(err)
 		}
 		return &wire.Empty{}, nil
 	})
+}
+
+// applyJobWrite applies req here, the leader.
+func (n *Node) applyJobWrite(req *wire.JobWriteRequest) error {
+	var err error
+	if req.Delete {
+		_, err = n.apply(store.JobDeleteType, &store.JobDeleteRequest{ID: req.Job.ID})
+	} else {
+		_, err = n.apply(store.JobWriteType, &store.JobWriteRequest{Job: req.Job, Create: req.Create})
+	}
+	return err
 }
 
 // jobErr gives the store's job errors their wire codes.
@@ -55,6 +66,8 @@ func jobErr(err error) error {
 		return &rpc.Error{Code: wire.CodeAlreadyExists, Message: err.Error(), Err: err}
 	case errors.Is(err, store.ErrJobNotFound):
 		return &rpc.Error{Code: wire.CodeNotFound, Message: err.Error(), Err: err}
+	case errors.Is(err, store.ErrJobNotFinal):
+		return &rpc.Error{Code: wire.CodeBadInput, Message: err.Error() + " (stop it first: nodeup job stop)", Err: err}
 	case errors.As(err, &re):
 		return err
 	}
@@ -63,8 +76,14 @@ func jobErr(err error) error {
 
 // writeJob records rec through the leader (see store.JobWriteRequest).
 func (n *Node) writeJob(ctx context.Context, rec *wire.JobRecord, create bool) error {
+	return n.jobWrite(ctx, &wire.JobWriteRequest{Job: *rec, Create: create})
+}
+
+// jobWrite applies req at the leader: here when this node leads, else
+// forwarded to it.
+func (n *Node) jobWrite(ctx context.Context, req *wire.JobWriteRequest) error {
 	if n.IsLeader() {
-		_, err := n.apply(store.JobWriteType, &store.JobWriteRequest{Job: *rec, Create: create})
+		err := n.applyJobWrite(req)
 		if err == nil {
 			return nil
 		}
@@ -73,7 +92,7 @@ func (n *Node) writeJob(ctx context.Context, rec *wire.JobRecord, create bool) e
 			return jobErr(err)
 		}
 	}
-	return n.forward(ctx, wire.MethodJobWrite, &wire.JobWriteRequest{Job: *rec, Create: create}, &wire.Empty{})
+	return n.forward(ctx, wire.MethodJobWrite, req, &wire.Empty{})
 }
 
 func (n *Node) jobMissing(ctx context.Context, req *wire.JobMissingRequest) (*wire.JobMissingResponse, error) {
@@ -235,10 +254,16 @@ func (n *Node) jobSubmit(ctx context.Context, req *wire.JobSubmitRequest) (*wire
 // state holds job id past PENDING, so the caller's next Job.Get or
 // Job.Logs here finds it: a follower trails the leader's commit.
 func (n *Node) waitJobSeen(ctx context.Context, id string) {
+	n.waitJobState(ctx, id, func(rec *wire.JobRecord) bool { return rec != nil && rec.Status != wire.JobPending })
+}
+
+// waitJobState waits (up to a few seconds) until done holds for job id's
+// record (nil: none) in this node's copy of the state.
+func (n *Node) waitJobState(ctx context.Context, id string, done func(*wire.JobRecord) bool) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	for {
-		if rec, err := n.fsm.State().JobByID(id); err != nil || (rec != nil && rec.Status != wire.JobPending) {
+		if rec, err := n.fsm.State().JobByID(id); err != nil || done(rec) {
 			return
 		}
 		select {
@@ -369,6 +394,74 @@ func (n *Node) jobStop(ctx context.Context, req *wire.JobStopRequest) (*wire.Job
 	return stopped, nil
 }
 
+// jobDelete deletes a finished job, as Ray's delete_job: its log and
+// unpacked working dir on its node (skipped when that node is gone or
+// dead: its files went or go with it), then its record through Raft. A
+// PENDING or RUNNING job is refused, naming its status.
+func (n *Node) jobDelete(ctx context.Context, req *wire.JobDeleteRequest) (*wire.JobRecord, error) {
+	if req.Local {
+		return n.jobDeleteFiles(ctx, req.ID)
+	}
+	rec, err := n.jobByID(req.ID)
+	if err != nil {
+		return nil, err
+	}
+	if !rec.Status.Final() {
+		return nil, badInputWrap(store.ErrJobNotFinal, "job %s is %s: only a finished job (SUCCEEDED, FAILED, STOPPED) can be deleted; stop it first (nodeup job stop %s)", rec.ID, rec.Status, rec.ID)
+	}
+	nd, err := n.fsm.State().NodeByID(rec.NodeID)
+	if err != nil {
+		return nil, err
+	}
+	if nd != nil && nd.Status.Live() {
+		fwd := &wire.JobDeleteRequest{ID: rec.ID, Local: true}
+		if _, err := n.onJobNode(ctx, rec, false, wire.MethodJobDelete, fwd, new(wire.JobRecord)); err != nil {
+			return nil, err
+		}
+		if nd.ID == n.ID() {
+			if _, err := n.jobDeleteFiles(ctx, rec.ID); err != nil {
+				return nil, err
+			}
+		}
+	} else {
+		n.logger.Info("job delete: its node is gone, its files with it", "job", rec.ID, "node", rec.NodeName)
+	}
+	if err := n.jobWrite(ctx, &wire.JobWriteRequest{Job: wire.JobRecord{ID: rec.ID}, Delete: true}); err != nil {
+		return nil, err
+	}
+	n.waitJobState(ctx, rec.ID, func(r *wire.JobRecord) bool { return r == nil })
+	n.logger.Info("job deleted", "job", rec.ID)
+	return rec, nil
+}
+
+// jobDeleteFiles removes finished job id's log and unpacked working dir
+// here, the job's node. This node's copy of the record may trail the
+// entry node's, so it waits a moment for the end; a job that still runs
+// here is refused.
+func (n *Node) jobDeleteFiles(ctx context.Context, id string) (*wire.JobRecord, error) {
+	n.waitJobState(ctx, id, func(r *wire.JobRecord) bool { return r == nil || r.Status.Final() })
+	rec, err := n.jobByID(id)
+	if err != nil {
+		return nil, err
+	}
+	if rec.NodeID != n.ID() {
+		return nil, badInput("job %s runs on node %s, not this one", rec.ID, rec.NodeName)
+	}
+	if !rec.Status.Final() || n.jobs.running(id) != nil {
+		return nil, badInputWrap(store.ErrJobNotFinal, "job %s is %s here: only a finished job's files can be deleted", rec.ID, rec.Status)
+	}
+	if err := n.jobs.removeFiles(rec); err != nil {
+		return nil, fmt.Errorf("job %s: delete its files on node %s: %w", rec.ID, n.Name(), err)
+	}
+	return rec, nil
+}
+
+// badInputWrap is a bad_input answer whose cause is err (for errors.Is
+// here; the wire carries the message).
+func badInputWrap(err error, format string, a ...any) error {
+	return &rpc.Error{Code: wire.CodeBadInput, Message: fmt.Sprintf(format, a...), Err: err}
+}
+
 // jobRun runs a job here: fetch the working dir's chunks this node lacks
 // from the entry node, unpack it (once per manifest), start the
 // entrypoint under the supervisor and record it RUNNING.
@@ -397,6 +490,7 @@ func (n *Node) jobRun(ctx context.Context, req *wire.JobRunRequest) (*wire.JobRe
 		if wd, err = n.jobs.unpack(m); err != nil {
 			return nil, badInput("job %s: %v", req.Job.ID, err)
 		}
+		defer n.jobs.pin(wd, -1) // start has it in procs by then
 	} else if err := os.MkdirAll(wd, 0o755); err != nil {
 		return nil, err
 	}

@@ -17,7 +17,9 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/nodeup/nodeup/internal/testutil"
+	"github.com/nodeup/nodeup/rpc"
 	"github.com/nodeup/nodeup/sched"
+	"github.com/nodeup/nodeup/store"
 	"github.com/nodeup/nodeup/wire"
 )
 
@@ -325,6 +327,7 @@ func TestJobWorkingDirsArePruned(t *testing.T) {
 		if again, err := nd.jobs.unpack(m); err != nil || again != wd {
 			t.Fatalf("second unpack of the same dir: %s, %v; want the cached %s", again, err, wd)
 		}
+		nd.jobs.pin(wd, -2)
 		if i == 0 {
 			first = wd
 			nd.jobs.mu.Lock()
@@ -465,4 +468,81 @@ func TestJobEndsWithItsEntrypointNotItsChildren(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// job delete, through a node that does not run the job, removes a
+// finished job's record from every node (through Raft) and its log and
+// unpacked working dir from the node that ran it; a RUNNING job and an
+// unknown one are refused, naming the status or the ID.
+func TestJobDeleteRemovesRecordLogAndWorkingDir(t *testing.T) {
+	nodes := testCluster(t, 2, func(i int, c *Config) {
+		c.Insecure = true
+		c.Resources[fmt.Sprintf("n%d", i)] = sched.QuantityOf(1)
+	})
+	waitFormed(t, nodes, 2, 2)
+	entry, runner := nodes[0], nodes[1]
+	ctx := context.Background()
+	m := chunkUp(t, entry, craftTar(t, tarEntry{"data.txt", tar.TypeReg, "hello\n"}))
+	if _, err := entry.jobSubmit(ctx, &wire.JobSubmitRequest{ID: "done", Entrypoint: []string{"cat", "data.txt"},
+		Resources: map[string]float64{runner.Name(): 1}, Manifest: m}); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Until(t, 10*time.Second, "job done SUCCEEDED on both nodes", func() error {
+		for _, nd := range nodes {
+			if r := jobOn(t, nd, "done"); r.Status != wire.JobSucceeded {
+				return fmt.Errorf("on %s: %s: %s", nd.Name(), r.Status, r.Message)
+			}
+		}
+		return nil
+	})
+	rec := jobOn(t, runner, "done")
+	wd, log := runner.jobs.wdPath(rec.WorkingDir), runner.jobs.logPath("done")
+	for _, p := range []string{wd, log} {
+		if _, err := os.Stat(p); err != nil {
+			t.Fatalf("before delete: %v", err)
+		}
+	}
+
+	// A running job is refused, naming its status; its files stay.
+	if _, err := entry.jobSubmit(ctx, &wire.JobSubmitRequest{ID: "long", Entrypoint: []string{"sleep", "600"},
+		Resources: map[string]float64{runner.Name(): 1}}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := entry.jobDelete(ctx, &wire.JobDeleteRequest{ID: "long"})
+	if !errors.Is(err, store.ErrJobNotFinal) || !strings.Contains(err.Error(), "RUNNING") {
+		t.Fatalf("delete of a running job: %v, want ErrJobNotFinal naming RUNNING", err)
+	}
+	// The Local hop refuses it too, should a client send one itself.
+	if _, err := runner.jobDelete(ctx, &wire.JobDeleteRequest{ID: "long", Local: true}); err == nil || !strings.Contains(err.Error(), "RUNNING") {
+		t.Fatalf("local delete of a running job: %v", err)
+	}
+	if _, err := os.Stat(runner.jobs.logPath("long")); err != nil {
+		t.Fatalf("a refused delete removed the running job's log: %v", err)
+	}
+	var re *rpc.Error
+	if _, err := entry.jobDelete(ctx, &wire.JobDeleteRequest{ID: "nope"}); !errors.As(err, &re) || re.Code != wire.CodeNotFound || !strings.Contains(err.Error(), "nope") {
+		t.Fatalf("delete of an unknown job: %v, want not_found naming it", err)
+	}
+
+	got, err := entry.jobDelete(ctx, &wire.JobDeleteRequest{ID: "done"})
+	if err != nil || got.ID != "done" {
+		t.Fatalf("delete: %+v, %v", got, err)
+	}
+	testutil.Until(t, 10*time.Second, "job done gone from both nodes", func() error {
+		for _, nd := range nodes {
+			if r, _ := nd.fsm.State().JobByID("done"); r != nil {
+				return fmt.Errorf("%s still has %s", nd.Name(), r.Status)
+			}
+		}
+		return nil
+	})
+	for _, p := range []string{wd, log} {
+		if _, err := os.Stat(p); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s after delete: %v, want it gone", p, err)
+		}
+	}
+	// The ID is free again.
+	if _, err := entry.jobSubmit(ctx, &wire.JobSubmitRequest{ID: "done", Entrypoint: []string{"true"}}); err != nil {
+		t.Fatalf("resubmit a deleted job's ID: %v", err)
+	}
 }

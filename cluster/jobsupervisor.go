@@ -35,6 +35,10 @@ type jobSupervisor struct {
 
 	mu    sync.Mutex
 	procs map[string]*jobProc
+	// pins counts, per unpacked working dir, the Job.Run calls between
+	// unpack and start: neither pruneDirs nor a job delete removes it
+	// before its job's process holds it.
+	pins map[string]int
 
 	// since is when this supervisor started: a job the table says runs
 	// here and that began before it is an orphan of an earlier run.
@@ -58,7 +62,7 @@ type jobProc struct {
 
 func newJobSupervisor(n *Node) *jobSupervisor {
 	root := n.dir.file("jobs")
-	return &jobSupervisor{n: n, root: root, chunks: &jobChunks{dir: filepath.Join(root, "chunks"), max: chunkCacheDirs * n.cfg.MaxWorkingDirBytes, size: -1}, procs: map[string]*jobProc{}, since: time.Now()}
+	return &jobSupervisor{n: n, root: root, chunks: &jobChunks{dir: filepath.Join(root, "chunks"), max: chunkCacheDirs * n.cfg.MaxWorkingDirBytes, size: -1}, procs: map[string]*jobProc{}, pins: map[string]int{}, since: time.Now()}
 }
 
 func (s *jobSupervisor) emptyDir() string { return filepath.Join(s.root, "empty") }
@@ -75,16 +79,20 @@ func (s *jobSupervisor) running(id string) *wire.JobRecord {
 	return nil
 }
 
+// wdPath is the dir a working dir of content hash h unpacks to.
+func (s *jobSupervisor) wdPath(h string) string { return filepath.Join(s.root, "wd", h) }
+
 // unpack returns the dir m unpacks to, unpacking it first if this node
 // has not yet (into a temporary dir renamed into place, so a half-unpacked
-// dir is never used).
+// dir is never used). The dir is pinned until the caller's unpin.
 func (s *jobSupervisor) unpack(m *wire.JobManifest) (string, error) {
 	s.unpackMu.Lock()
 	defer s.unpackMu.Unlock()
-	dst := filepath.Join(s.root, "wd", manifestHash(m))
+	dst := s.wdPath(manifestHash(m))
 	if _, err := os.Stat(dst); err == nil {
 		now := time.Now()
 		_ = os.Chtimes(dst, now, now) // newest: the last pruneDirs takes
+		s.pin(dst, 1)
 		return dst, nil
 	}
 	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
@@ -106,8 +114,56 @@ func (s *jobSupervisor) unpack(m *wire.JobManifest) (string, error) {
 		os.RemoveAll(tmp)
 		return "", err
 	}
+	s.pin(dst, 1)
 	s.pruneDirs(dst)
 	return dst, nil
+}
+
+// pin adds d (1 or -1) to wd's pins.
+func (s *jobSupervisor) pin(wd string, d int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.pins[wd] += d; s.pins[wd] <= 0 {
+		delete(s.pins, wd)
+	}
+}
+
+// inUse reports the working dirs a running job or a pin holds; s.mu held.
+func (s *jobSupervisor) inUse() map[string]bool {
+	used := map[string]bool{}
+	for _, p := range s.procs {
+		used[p.wd] = true
+	}
+	for wd := range s.pins {
+		used[wd] = true
+	}
+	return used
+}
+
+// removeFiles deletes finished job rec's log and its unpacked working dir
+// unless a running job (or one starting) uses that dir too; the chunks
+// stay in their cache, bounded on their own.
+func (s *jobSupervisor) removeFiles(rec *wire.JobRecord) error {
+	if err := os.Remove(s.logPath(rec.ID)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	if rec.WorkingDir == "" {
+		return nil
+	}
+	if err := wire.CheckChunkHash(rec.WorkingDir); err != nil {
+		return fmt.Errorf("working dir %q: %w", rec.WorkingDir, err)
+	}
+	s.unpackMu.Lock()
+	defer s.unpackMu.Unlock()
+	wd := s.wdPath(rec.WorkingDir)
+	s.mu.Lock()
+	used := s.inUse()[wd]
+	s.mu.Unlock()
+	if used {
+		s.n.logger.Info("job delete: another job uses its working dir; kept", "job", rec.ID, "dir", wd)
+		return nil
+	}
+	return os.RemoveAll(wd)
 }
 
 // pruneDirs keeps at most 2*chunkCacheDirs unpacked working dirs: the
@@ -119,11 +175,9 @@ func (s *jobSupervisor) pruneDirs(keep string) {
 		return
 	}
 	s.mu.Lock()
-	inUse := map[string]bool{keep: true}
-	for _, p := range s.procs {
-		inUse[p.wd] = true
-	}
+	inUse := s.inUse()
 	s.mu.Unlock()
+	inUse[keep] = true
 	type dir struct {
 		path string
 		mod  time.Time

@@ -76,6 +76,7 @@ var MethodRoles = map[string]pki.Role{
 	MethodJobUpload:     pki.RoleSubmit,
 	MethodJobSubmit:     pki.RoleSubmit,
 	MethodJobStop:       pki.RoleSubmit,
+	MethodJobDelete:     pki.RoleSubmit,
 	MethodJobGet:        pki.RoleRead,
 	MethodJobList:       pki.RoleRead,
 	MethodJobLogs:       pki.RoleRead,
