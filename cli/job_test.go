@@ -3,7 +3,6 @@ package cli
 import (
 	"archive/tar"
 	"bytes"
-	"context"
 	"io"
 	"os"
 	"path/filepath"
@@ -65,11 +64,7 @@ func TestPackDirExcludes(t *testing.T) {
 // runJob runs `nodeup job args...` and returns its stdout.
 func runJob(t *testing.T, args ...string) (string, error) {
 	t.Helper()
-	app := App()
-	var out, errOut bytes.Buffer
-	app.Writer, app.ErrWriter = &out, &errOut
-	err := app.RunContext(context.Background(), append([]string{"nodeup", "job"}, args...))
-	return out.String(), err
+	return run(t, append([]string{"job"}, args...)...)
 }
 
 // From the CLI: a job that ignores SIGTERM is STOPPED by job stop after
