@@ -436,10 +436,11 @@ func (n *Node) jobDelete(ctx context.Context, req *wire.JobDeleteRequest) (*wire
 
 // jobDeleteFiles removes finished job id's log and unpacked working dir
 // here, the job's node. This node's copy of the record may trail the
-// entry node's, so it waits a moment for the end; a job that still runs
-// here is refused.
+// entry node's, and the supervisor lets go of a job just after recording
+// its end, so it waits a moment for both; a job that still runs here is
+// refused.
 func (n *Node) jobDeleteFiles(ctx context.Context, id string) (*wire.JobRecord, error) {
-	n.waitJobState(ctx, id, func(r *wire.JobRecord) bool { return r == nil || r.Status.Final() })
+	n.waitJobState(ctx, id, func(r *wire.JobRecord) bool { return r == nil || r.Status.Final() && n.jobs.running(id) == nil })
 	rec, err := n.jobByID(id)
 	if err != nil {
 		return nil, err

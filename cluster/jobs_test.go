@@ -546,3 +546,36 @@ func TestJobDeleteRemovesRecordLogAndWorkingDir(t *testing.T) {
 		t.Fatalf("resubmit a deleted job's ID: %v", err)
 	}
 }
+
+// A delete that comes between the supervisor's record of a job's end and
+// its letting go of the process waits for the latter instead of refusing
+// a job whose status it names as finished.
+func TestJobDeleteWaitsForTheSupervisorToLetGo(t *testing.T) {
+	nd := testCluster(t, 1, insecure)[0]
+	waitFormed(t, []*Node{nd}, 1, 1)
+	ctx := context.Background()
+	rec := &wire.JobRecord{ID: "ending", Status: wire.JobPending, Entrypoint: []string{"true"}, NodeID: nd.ID(), NodeName: nd.Name(), SubmittedAt: time.Now().UnixNano()}
+	if err := nd.writeJob(ctx, rec, true); err != nil {
+		t.Fatal(err)
+	}
+	nd.jobs.mu.Lock()
+	nd.jobs.procs["ending"] = &jobProc{rec: rec, done: make(chan struct{})}
+	nd.jobs.mu.Unlock()
+	done := rec.Copy()
+	done.Status, done.EndedAt = wire.JobSucceeded, time.Now().UnixNano()
+	if err := nd.writeJob(ctx, done, false); err != nil {
+		t.Fatal(err)
+	}
+	letGo := time.AfterFunc(300*time.Millisecond, func() {
+		nd.jobs.mu.Lock()
+		delete(nd.jobs.procs, "ending")
+		nd.jobs.mu.Unlock()
+	})
+	defer letGo.Stop()
+	if _, err := nd.jobDelete(ctx, &wire.JobDeleteRequest{ID: "ending"}); err != nil {
+		t.Fatalf("delete of a job whose end is recorded: %v", err)
+	}
+	if r, _ := nd.fsm.State().JobByID("ending"); r != nil {
+		t.Fatalf("record after delete: %+v", r)
+	}
+}
