@@ -111,6 +111,9 @@ func parseJobSubmit(body io.Reader) (*wire.JobSubmitRequest, error) {
 		if err := json.Unmarshal(raw, &req.Entrypoint); err != nil {
 			return nil, fmt.Errorf(`"entrypoint" %s: want a command string or an array of strings: %w`, truncate(string(raw), 64), err)
 		}
+		if len(req.Entrypoint) == 0 {
+			return nil, errors.New(`"entrypoint" is an empty array: want the command and its arguments`)
+		}
 	default:
 		return nil, fmt.Errorf(`"entrypoint" %s: want a command string or an array of strings`, truncate(string(raw), 64))
 	}

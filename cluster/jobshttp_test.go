@@ -144,3 +144,21 @@ func TestJobsHTTPAPI(t *testing.T) {
 		t.Fatalf("GET a deleted job: %d %v, want 404", code, resp)
 	}
 }
+
+// FuzzParseJobSubmit feeds arbitrary bodies to POST /v1/jobs's parser: it
+// never panics, and what it accepts has an entrypoint.
+func FuzzParseJobSubmit(f *testing.F) {
+	for _, s := range []string{
+		`{"entrypoint": "echo hi", "runtime_env": {"env_vars": {"A": "b"}}}`,
+		`{"entrypoint": ["sleep", "1"], "submission_id": "x", "entrypoint_num_cpus": 1, "entrypoint_resources": {"GPU": 1}}`,
+		`{"entrypoint": 5}`, `{"entrypoint": null}`, `{"entrypoint": []}`, `[]`, `{"entrypoint": "x"} {}`, ``,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		req, err := parseJobSubmit(strings.NewReader(string(body)))
+		if err == nil && len(req.Entrypoint) == 0 {
+			t.Fatalf("accepted %q with no entrypoint", body)
+		}
+	})
+}
