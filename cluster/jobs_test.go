@@ -224,6 +224,14 @@ func TestJobSubmitRunsOnTheResourceNodeAndSurvivesLeaderLoss(t *testing.T) {
 	if r := jobOn(t, runner, "reads-data"); r.Status != wire.JobFailed || r.ExitCode != 7 || r.CreateIndex == 0 {
 		t.Fatalf("reads-data after the leader's loss: %s exit %d", r.Status, r.ExitCode)
 	}
+	// A job whose node is dead is deleted all the same: its files went
+	// with the node, its record goes through the new leader.
+	if _, err := runner.jobDelete(ctx, &wire.JobDeleteRequest{ID: "on-leader"}); err != nil {
+		t.Fatalf("delete of a job whose node died: %v", err)
+	}
+	if r, _ := runner.fsm.State().JobByID("on-leader"); r != nil {
+		t.Fatalf("on-leader after delete: %s", r.Status)
+	}
 }
 
 func processExists(pid int) bool {
