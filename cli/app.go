@@ -69,6 +69,8 @@ func App() *ucli.App {
 			benchCommand(),
 			pythonCommand(),
 			jobCommand(),
+			killCommand(),
+			removeCommand(),
 		},
 	}
 	for _, cmd := range app.Commands {

@@ -35,7 +35,7 @@ const jobPollInterval = 200 * time.Millisecond
 func jobCommand() *ucli.Command {
 	return &ucli.Command{
 		Name:  "job",
-		Usage: "submit a job (an entrypoint and its working dir) to the cluster, and follow, list and stop jobs",
+		Usage: "submit a job (an entrypoint and its working dir) to the cluster, and follow, list, stop and delete jobs",
 		Subcommands: []*ucli.Command{
 			{
 				Name:      "submit",
@@ -100,7 +100,7 @@ func jobCommand() *ucli.Command {
 			{
 				Name: "stop", Usage: "stop a job: SIGTERM to its process group, SIGKILL after the grace period", ArgsUsage: "<job-id>",
 				Flags: append(clientFlags(),
-					&ucli.DurationFlag{Name: "grace", Usage: "wait this long after SIGTERM before SIGKILL (default: the node's, 10s)"},
+					&ucli.DurationFlag{Name: "grace", Usage: "wait this long after SIGTERM before SIGKILL (default: the node's, 3s as Ray's)"},
 					&ucli.BoolFlag{Name: "no-wait", Usage: "return once the job was signalled"}),
 				Action: func(c *ucli.Context) error {
 					id, err := oneJobID(c, "stop")
@@ -121,6 +121,22 @@ func jobCommand() *ucli.Command {
 						}
 					}
 					fmt.Fprintf(c.App.Writer, "job %s %s\n", rec.ID, rec.Status)
+					return nil
+				},
+			},
+			{
+				Name: "delete", Usage: "delete a finished job: its record, its log and its working dir on its node (as ray job delete)", ArgsUsage: "<job-id>",
+				Flags: clientFlags(),
+				Action: func(c *ucli.Context) error {
+					id, err := oneJobID(c, "delete")
+					if err != nil {
+						return err
+					}
+					var rec wire.JobRecord
+					if err := call(c, wire.MethodJobDelete, &wire.JobDeleteRequest{ID: id}, &rec); err != nil {
+						return err
+					}
+					fmt.Fprintf(c.App.Writer, "job %s deleted (was %s)\n", rec.ID, rec.Status)
 					return nil
 				},
 			},

@@ -7,7 +7,13 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
+	"time"
+
+	"github.com/nodeup/nodeup/cluster"
+	"github.com/nodeup/nodeup/cluster/clustertest"
+	"github.com/nodeup/nodeup/internal/testutil"
 )
 
 // packDir writes the working dir as a tar of relative, slash-separated
@@ -52,5 +58,37 @@ func TestPackDirExcludes(t *testing.T) {
 	want := []string{"data/", "data/a.txt", "driver", "link", "sub/", "sub/deep/", "sub/deep/keep.txt"}
 	if !reflect.DeepEqual(names, want) {
 		t.Fatalf("packed %q, want %q", names, want)
+	}
+}
+
+// runJob runs `nodeup job args...` and returns its stdout.
+func runJob(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	return run(t, append([]string{"job"}, args...)...)
+}
+
+// From the CLI: a job that ignores SIGTERM is STOPPED by job stop after
+// its grace period; job delete refuses it while it runs, naming RUNNING,
+// and deletes it once stopped, after which status finds no such job.
+func TestJobStopAndDeleteFromTheCLI(t *testing.T) {
+	nd := clustertest.Start(t, 1, func(_ int, c *cluster.Config) { c.Insecure = true })[0]
+	addr := nd.SocketAddr()
+	// The node's own registration in Raft trails its start a moment.
+	testutil.Until(t, 10*time.Second, "job deaf submitted", func() error {
+		_, err := runJob(t, "submit", "--address", addr, "--no-wait", "--job-id", "deaf", "--", "/bin/sh", "-c", "trap '' TERM; sleep 1000")
+		return err
+	})
+	if _, err := runJob(t, "delete", "--address", addr, "deaf"); err == nil || !strings.Contains(err.Error(), "RUNNING") {
+		t.Fatalf("delete of a running job: %v, want refused naming RUNNING", err)
+	}
+	out, err := runJob(t, "stop", "--address", addr, "--grace", "200ms", "deaf")
+	if err != nil || !strings.Contains(out, "job deaf STOPPED") {
+		t.Fatalf("stop: %q, %v", out, err)
+	}
+	if out, err := runJob(t, "delete", "--address", addr, "deaf"); err != nil || !strings.Contains(out, "job deaf deleted (was STOPPED)") {
+		t.Fatalf("delete: %q, %v", out, err)
+	}
+	if _, err := runJob(t, "status", "--address", addr, "deaf"); err == nil || !strings.Contains(err.Error(), "no such job") {
+		t.Fatalf("status of a deleted job: %v, want no such job", err)
 	}
 }

@@ -118,7 +118,8 @@ type Config struct {
 	// wire.DefaultMaxWorkingDirBytes (100 MiB, as Ray's).
 	MaxWorkingDirBytes int64
 	// JobStopGrace is how long `nodeup job stop` waits after SIGTERM
-	// before it SIGKILLs the job's process group; 0 means 10 s.
+	// before it SIGKILLs the job's process group; 0 means 3 s, Ray's
+	// RAY_JOB_STOP_WAIT_TIME_S default.
 	JobStopGrace time.Duration
 	// MaxJobLogBytes bounds each job's log file; output past it is
 	// dropped and the log says so. 0 means 64 MiB.
@@ -146,7 +147,7 @@ func (c Config) Defaults() Config {
 		c.MaxWorkingDirBytes = wire.DefaultMaxWorkingDirBytes
 	}
 	if c.JobStopGrace <= 0 {
-		c.JobStopGrace = 10 * time.Second
+		c.JobStopGrace = 3 * time.Second
 	}
 	if c.MaxJobLogBytes <= 0 {
 		c.MaxJobLogBytes = 64 << 20

@@ -38,13 +38,24 @@ func (n *Node) jobEndpoints() {
 	rpc.Handle(n.rpcServer, wire.MethodJobStop, n.jobStop)
 	rpc.Handle(n.rpcServer, wire.MethodJobRun, n.jobRun)
 	rpc.Handle(n.rpcServer, wire.MethodJobChunk, n.jobChunk)
+	rpc.Handle(n.rpcServer, wire.MethodJobDelete, n.jobDelete)
 	handleLeader(n, wire.MethodJobWrite, func(ctx context.Context, req *wire.JobWriteRequest) (*wire.Empty, error) {
-		_, err := n.apply(store.JobWriteType, &store.JobWriteRequest{Job: req.Job, Create: req.Create})
-		if err != nil {
+		if err := n.applyJobWrite(req); err != nil {
 			return nil, jobErr(err)
 		}
 		return &wire.Empty{}, nil
 	})
+}
+
+// applyJobWrite applies req here, the leader.
+func (n *Node) applyJobWrite(req *wire.JobWriteRequest) error {
+	var err error
+	if req.Delete {
+		_, err = n.apply(store.JobDeleteType, &store.JobDeleteRequest{ID: req.Job.ID})
+	} else {
+		_, err = n.apply(store.JobWriteType, &store.JobWriteRequest{Job: req.Job, Create: req.Create})
+	}
+	return err
 }
 
 // jobErr gives the store's job errors their wire codes.
@@ -55,6 +66,8 @@ func jobErr(err error) error {
 		return &rpc.Error{Code: wire.CodeAlreadyExists, Message: err.Error(), Err: err}
 	case errors.Is(err, store.ErrJobNotFound):
 		return &rpc.Error{Code: wire.CodeNotFound, Message: err.Error(), Err: err}
+	case errors.Is(err, store.ErrJobNotFinal):
+		return &rpc.Error{Code: wire.CodeBadInput, Message: err.Error() + " (stop it first: nodeup job stop)", Err: err}
 	case errors.As(err, &re):
 		return err
 	}
@@ -63,8 +76,14 @@ func jobErr(err error) error {
 
 // writeJob records rec through the leader (see store.JobWriteRequest).
 func (n *Node) writeJob(ctx context.Context, rec *wire.JobRecord, create bool) error {
+	return n.jobWrite(ctx, &wire.JobWriteRequest{Job: *rec, Create: create})
+}
+
+// jobWrite applies req at the leader: here when this node leads, else
+// forwarded to it.
+func (n *Node) jobWrite(ctx context.Context, req *wire.JobWriteRequest) error {
 	if n.IsLeader() {
-		_, err := n.apply(store.JobWriteType, &store.JobWriteRequest{Job: *rec, Create: create})
+		err := n.applyJobWrite(req)
 		if err == nil {
 			return nil
 		}
@@ -73,7 +92,7 @@ func (n *Node) writeJob(ctx context.Context, rec *wire.JobRecord, create bool) e
 			return jobErr(err)
 		}
 	}
-	return n.forward(ctx, wire.MethodJobWrite, &wire.JobWriteRequest{Job: *rec, Create: create}, &wire.Empty{})
+	return n.forward(ctx, wire.MethodJobWrite, req, &wire.Empty{})
 }
 
 func (n *Node) jobMissing(ctx context.Context, req *wire.JobMissingRequest) (*wire.JobMissingResponse, error) {
@@ -235,10 +254,16 @@ func (n *Node) jobSubmit(ctx context.Context, req *wire.JobSubmitRequest) (*wire
 // state holds job id past PENDING, so the caller's next Job.Get or
 // Job.Logs here finds it: a follower trails the leader's commit.
 func (n *Node) waitJobSeen(ctx context.Context, id string) {
+	n.waitJobState(ctx, id, func(rec *wire.JobRecord) bool { return rec != nil && rec.Status != wire.JobPending })
+}
+
+// waitJobState waits (up to a few seconds) until done holds for job id's
+// record (nil: none) in this node's copy of the state.
+func (n *Node) waitJobState(ctx context.Context, id string, done func(*wire.JobRecord) bool) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	for {
-		if rec, err := n.fsm.State().JobByID(id); err != nil || (rec != nil && rec.Status != wire.JobPending) {
+		if rec, err := n.fsm.State().JobByID(id); err != nil || done(rec) {
 			return
 		}
 		select {
@@ -301,26 +326,37 @@ func (n *Node) jobNodeAddr(rec *wire.JobRecord) (string, error) {
 	return nd.Address, nil
 }
 
+// onJobNode calls method with fwd (the request, Local set) on the node
+// that runs rec, into resp, and reports true when that node is another:
+// the answer is then resp or the error. local is the request's own Local:
+// a hop that reached a node that does not run the job is refused, not
+// passed on again.
+func (n *Node) onJobNode(ctx context.Context, rec *wire.JobRecord, local bool, method string, fwd, resp any) (bool, error) {
+	addr, err := n.jobNodeAddr(rec)
+	if err != nil {
+		return true, err
+	}
+	if addr == "" {
+		return false, nil
+	}
+	if local {
+		return true, badInput("job %s runs on node %s, not this one", rec.ID, rec.NodeName)
+	}
+	if err := n.pool.Call(ctx, addr, method, fwd, resp); err != nil {
+		return true, fmt.Errorf("job %s: %s on node %s: %w", rec.ID, method, rec.NodeName, err)
+	}
+	return true, nil
+}
+
 func (n *Node) jobLogs(ctx context.Context, req *wire.JobLogsRequest) (*wire.JobLogsResponse, error) {
 	rec, err := n.jobByID(req.ID)
 	if err != nil {
 		return nil, err
 	}
-	addr, err := n.jobNodeAddr(rec)
-	if err != nil {
-		return nil, err
-	}
-	if addr != "" {
-		if req.Local {
-			return nil, badInput("job %s runs on node %s, not this one", rec.ID, rec.NodeName)
-		}
-		fwd := *req
-		fwd.Local = true
-		var resp wire.JobLogsResponse
-		if err := n.pool.Call(ctx, addr, wire.MethodJobLogs, &fwd, &resp); err != nil {
-			return nil, fmt.Errorf("job %s: logs from node %s: %w", rec.ID, rec.NodeName, err)
-		}
-		return &resp, nil
+	fwd, resp := *req, new(wire.JobLogsResponse)
+	fwd.Local = true
+	if there, err := n.onJobNode(ctx, rec, req.Local, wire.MethodJobLogs, &fwd, resp); there || err != nil {
+		return resp, err
 	}
 	return n.jobs.readLog(rec.ID, req.Offset, req.Max)
 }
@@ -336,21 +372,10 @@ func (n *Node) jobStop(ctx context.Context, req *wire.JobStopRequest) (*wire.Job
 	if req.GraceNanos < 0 {
 		return nil, badInput("job stop: grace period %s: must not be negative", time.Duration(req.GraceNanos))
 	}
-	addr, err := n.jobNodeAddr(rec)
-	if err != nil {
-		return nil, err
-	}
-	if addr != "" {
-		if req.Local {
-			return nil, badInput("job %s runs on node %s, not this one", rec.ID, rec.NodeName)
-		}
-		fwd := *req
-		fwd.Local = true
-		var resp wire.JobRecord
-		if err := n.pool.Call(ctx, addr, wire.MethodJobStop, &fwd, &resp); err != nil {
-			return nil, fmt.Errorf("job %s: stop on node %s: %w", rec.ID, rec.NodeName, err)
-		}
-		return &resp, nil
+	fwd, resp := *req, new(wire.JobRecord)
+	fwd.Local = true
+	if there, err := n.onJobNode(ctx, rec, req.Local, wire.MethodJobStop, &fwd, resp); there || err != nil {
+		return resp, err
 	}
 	grace := time.Duration(req.GraceNanos)
 	if grace == 0 {
@@ -367,6 +392,75 @@ func (n *Node) jobStop(ctx context.Context, req *wire.JobStopRequest) (*wire.Job
 		return nil, err
 	}
 	return stopped, nil
+}
+
+// jobDelete deletes a finished job, as Ray's delete_job: its log and
+// unpacked working dir on its node (skipped when that node is gone or
+// dead: its files went or go with it), then its record through Raft. A
+// PENDING or RUNNING job is refused, naming its status.
+func (n *Node) jobDelete(ctx context.Context, req *wire.JobDeleteRequest) (*wire.JobRecord, error) {
+	if req.Local {
+		return n.jobDeleteFiles(ctx, req.ID)
+	}
+	rec, err := n.jobByID(req.ID)
+	if err != nil {
+		return nil, err
+	}
+	if !rec.Status.Final() {
+		return nil, badInputWrap(store.ErrJobNotFinal, "job %s is %s: only a finished job (SUCCEEDED, FAILED, STOPPED) can be deleted; stop it first (nodeup job stop %s)", rec.ID, rec.Status, rec.ID)
+	}
+	nd, err := n.fsm.State().NodeByID(rec.NodeID)
+	if err != nil {
+		return nil, err
+	}
+	if nd != nil && nd.Status.Live() {
+		fwd := &wire.JobDeleteRequest{ID: rec.ID, Local: true}
+		if _, err := n.onJobNode(ctx, rec, false, wire.MethodJobDelete, fwd, new(wire.JobRecord)); err != nil {
+			return nil, err
+		}
+		if nd.ID == n.ID() {
+			if _, err := n.jobDeleteFiles(ctx, rec.ID); err != nil {
+				return nil, err
+			}
+		}
+	} else {
+		n.logger.Info("job delete: its node is gone, its files with it", "job", rec.ID, "node", rec.NodeName)
+	}
+	if err := n.jobWrite(ctx, &wire.JobWriteRequest{Job: wire.JobRecord{ID: rec.ID}, Delete: true}); err != nil {
+		return nil, err
+	}
+	n.waitJobState(ctx, rec.ID, func(r *wire.JobRecord) bool { return r == nil })
+	n.logger.Info("job deleted", "job", rec.ID)
+	return rec, nil
+}
+
+// jobDeleteFiles removes finished job id's log and unpacked working dir
+// here, the job's node. This node's copy of the record may trail the
+// entry node's, and the supervisor lets go of a job just after recording
+// its end, so it waits a moment for both; a job that still runs here is
+// refused.
+func (n *Node) jobDeleteFiles(ctx context.Context, id string) (*wire.JobRecord, error) {
+	n.waitJobState(ctx, id, func(r *wire.JobRecord) bool { return r == nil || r.Status.Final() && n.jobs.running(id) == nil })
+	rec, err := n.jobByID(id)
+	if err != nil {
+		return nil, err
+	}
+	if rec.NodeID != n.ID() {
+		return nil, badInput("job %s runs on node %s, not this one", rec.ID, rec.NodeName)
+	}
+	if !rec.Status.Final() || n.jobs.running(id) != nil {
+		return nil, badInputWrap(store.ErrJobNotFinal, "job %s is %s here: only a finished job's files can be deleted", rec.ID, rec.Status)
+	}
+	if err := n.jobs.removeFiles(rec); err != nil {
+		return nil, fmt.Errorf("job %s: delete its files on node %s: %w", rec.ID, n.Name(), err)
+	}
+	return rec, nil
+}
+
+// badInputWrap is a bad_input answer whose cause is err (for errors.Is
+// here; the wire carries the message).
+func badInputWrap(err error, format string, a ...any) error {
+	return &rpc.Error{Code: wire.CodeBadInput, Message: fmt.Sprintf(format, a...), Err: err}
 }
 
 // jobRun runs a job here: fetch the working dir's chunks this node lacks
@@ -397,6 +491,7 @@ func (n *Node) jobRun(ctx context.Context, req *wire.JobRunRequest) (*wire.JobRe
 		if wd, err = n.jobs.unpack(m); err != nil {
 			return nil, badInput("job %s: %v", req.Job.ID, err)
 		}
+		defer n.jobs.pin(wd, -1) // start has it in procs by then
 	} else if err := os.MkdirAll(wd, 0o755); err != nil {
 		return nil, err
 	}
@@ -421,6 +516,18 @@ func (n *Node) fetchChunks(ctx context.Context, src string, m *wire.JobManifest)
 		}
 	}
 	return nil
+}
+
+// failJob records j FAILED with why (exit code -1, no process), and logs
+// the outcome: a job whose process is gone with its node or its run.
+func (n *Node) failJob(ctx context.Context, j *wire.JobRecord, why string) {
+	failed := j.Copy()
+	failed.Status, failed.Message, failed.ExitCode, failed.EndedAt, failed.PID = wire.JobFailed, why, -1, time.Now().UnixNano(), 0
+	if err := n.writeJob(ctx, failed, false); err != nil {
+		n.logger.Warn("record a job FAILED", "job", j.ID, "why", why, "err", err)
+		return
+	}
+	n.logger.Info("job failed", "job", j.ID, "why", why)
 }
 
 // reapJobs runs on the leader: every jobReapInterval, a job that is not
@@ -448,18 +555,10 @@ func (n *Node) reapJobs(ctx context.Context) {
 				continue
 			}
 			why := fmt.Sprintf("node %s died while the job ran", j.NodeName)
-			if nd == nil {
-				why = fmt.Sprintf("node %s left the cluster while the job ran", j.NodeName)
-			} else if nd.Status == store.NodeLeft {
+			if nd == nil || nd.Status == store.NodeLeft {
 				why = fmt.Sprintf("node %s left the cluster while the job ran", j.NodeName)
 			}
-			failed := j.Copy()
-			failed.Status, failed.Message, failed.ExitCode, failed.EndedAt, failed.PID = wire.JobFailed, why, -1, time.Now().UnixNano(), 0
-			if err := n.writeJob(ctx, failed, false); err != nil {
-				n.logger.Warn("mark a job on a dead node failed", "job", j.ID, "err", err)
-				continue
-			}
-			n.logger.Info("job failed: its node is gone", "job", j.ID, "node", j.NodeName)
+			n.failJob(ctx, j, why)
 		}
 	}
 }

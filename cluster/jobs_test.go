@@ -17,7 +17,9 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/nodeup/nodeup/internal/testutil"
+	"github.com/nodeup/nodeup/rpc"
 	"github.com/nodeup/nodeup/sched"
+	"github.com/nodeup/nodeup/store"
 	"github.com/nodeup/nodeup/wire"
 )
 
@@ -222,6 +224,14 @@ func TestJobSubmitRunsOnTheResourceNodeAndSurvivesLeaderLoss(t *testing.T) {
 	if r := jobOn(t, runner, "reads-data"); r.Status != wire.JobFailed || r.ExitCode != 7 || r.CreateIndex == 0 {
 		t.Fatalf("reads-data after the leader's loss: %s exit %d", r.Status, r.ExitCode)
 	}
+	// A job whose node is dead is deleted all the same: its files went
+	// with the node, its record goes through the new leader.
+	if _, err := runner.jobDelete(ctx, &wire.JobDeleteRequest{ID: "on-leader"}); err != nil {
+		t.Fatalf("delete of a job whose node died: %v", err)
+	}
+	if r, _ := runner.fsm.State().JobByID("on-leader"); r != nil {
+		t.Fatalf("on-leader after delete: %s", r.Status)
+	}
 }
 
 func processExists(pid int) bool {
@@ -325,6 +335,7 @@ func TestJobWorkingDirsArePruned(t *testing.T) {
 		if again, err := nd.jobs.unpack(m); err != nil || again != wd {
 			t.Fatalf("second unpack of the same dir: %s, %v; want the cached %s", again, err, wd)
 		}
+		nd.jobs.pin(wd, -2)
 		if i == 0 {
 			first = wd
 			nd.jobs.mu.Lock()
@@ -366,4 +377,213 @@ func TestNodeStopKillsItsJobsAndLeavesNoGoroutines(t *testing.T) {
 	goleak.VerifyNone(t, ignore,
 		goleak.IgnoreTopFunction("github.com/vmihailenco/msgpack/v5.cachedValue.func1"),
 		goleak.IgnoreTopFunction("github.com/hashicorp/memberlist.(*Memberlist).probeNode"))
+}
+
+// groupMembers lists the live (not zombie) processes in process group
+// pgid, from /proc.
+func groupMembers(pgid int) []int {
+	ents, _ := os.ReadDir("/proc")
+	var pids []int
+	for _, e := range ents {
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// Fields after the command: state ppid pgrp ...
+		f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+		var pid int
+		if len(f) < 3 || f[0] == "Z" || f[2] != fmt.Sprint(pgid) {
+			continue
+		}
+		if _, err := fmt.Sscan(e.Name(), &pid); err == nil {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// job stop ends an entrypoint that traps SIGTERM and whose children
+// ignore it: SIGTERM to the whole group, SIGKILL after the grace period,
+// nothing of the group left, the job STOPPED.
+func TestJobStopKillsTheWholeGroupAfterGrace(t *testing.T) {
+	nd := testCluster(t, 1, insecure)[0]
+	waitFormed(t, []*Node{nd}, 1, 1)
+	ctx := context.Background()
+	script := `trap 'echo TERM trapped' TERM
+(trap '' TERM; exec sleep 1000) &
+sleep 1000 &
+echo started
+while :; do wait; done`
+	rec, err := nd.jobSubmit(ctx, &wire.JobSubmitRequest{ID: "stubborn", Entrypoint: []string{"/bin/sh", "-c", script}})
+	if err != nil || rec.Status != wire.JobRunning {
+		t.Fatalf("submit: %+v, %v", rec, err)
+	}
+	pgid := rec.PID
+	testutil.Until(t, 10*time.Second, "the entrypoint and its two children run", func() error {
+		logs, err := nd.jobLogs(ctx, &wire.JobLogsRequest{ID: "stubborn"})
+		if err != nil {
+			return err
+		}
+		if m := groupMembers(pgid); !strings.Contains(string(logs.Data), "started") || len(m) < 3 {
+			return fmt.Errorf("log %q, group %d holds %v", logs.Data, pgid, m)
+		}
+		return nil
+	})
+	const grace = 300 * time.Millisecond
+	start := time.Now()
+	if _, err := nd.jobStop(ctx, &wire.JobStopRequest{ID: "stubborn", GraceNanos: int64(grace)}); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Until(t, 10*time.Second, "job stubborn STOPPED", func() error {
+		if r := jobOn(t, nd, "stubborn"); r.Status != wire.JobStopped {
+			return fmt.Errorf("%s: %s", r.Status, r.Message)
+		}
+		return nil
+	})
+	took := time.Since(start)
+	if m := groupMembers(pgid); len(m) > 0 {
+		t.Fatalf("process group %d still holds %v after the job was STOPPED", pgid, m)
+	}
+	if took < grace {
+		t.Errorf("STOPPED after %s, before the %s grace period: SIGKILL came early", took, grace)
+	}
+	logs, _ := nd.jobLogs(ctx, &wire.JobLogsRequest{ID: "stubborn"})
+	if !strings.Contains(string(logs.Data), "TERM trapped") {
+		t.Errorf("the entrypoint never saw SIGTERM before SIGKILL: log %q", logs.Data)
+	}
+}
+
+// An entrypoint that exits while a child it started in the background
+// still holds its output ends the job (as Ray's: the job is its
+// entrypoint), and the child goes with it.
+func TestJobEndsWithItsEntrypointNotItsChildren(t *testing.T) {
+	nd := testCluster(t, 1, insecure)[0]
+	waitFormed(t, []*Node{nd}, 1, 1)
+	ctx := context.Background()
+	rec, err := nd.jobSubmit(ctx, &wire.JobSubmitRequest{ID: "leaves-child", Entrypoint: []string{"/bin/sh", "-c", "sleep 1000 & echo bye"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	testutil.Until(t, 10*time.Second, "job leaves-child SUCCEEDED", func() error {
+		if r := jobOn(t, nd, "leaves-child"); r.Status != wire.JobSucceeded {
+			return fmt.Errorf("%s: %s", r.Status, r.Message)
+		}
+		return nil
+	})
+	testutil.Until(t, 5*time.Second, "the background child gone", func() error {
+		if m := groupMembers(rec.PID); len(m) > 0 {
+			return fmt.Errorf("group %d holds %v", rec.PID, m)
+		}
+		return nil
+	})
+}
+
+// job delete, through a node that does not run the job, removes a
+// finished job's record from every node (through Raft) and its log and
+// unpacked working dir from the node that ran it; a RUNNING job and an
+// unknown one are refused, naming the status or the ID.
+func TestJobDeleteRemovesRecordLogAndWorkingDir(t *testing.T) {
+	nodes := testCluster(t, 2, func(i int, c *Config) {
+		c.Insecure = true
+		c.Resources[fmt.Sprintf("n%d", i)] = sched.QuantityOf(1)
+	})
+	waitFormed(t, nodes, 2, 2)
+	entry, runner := nodes[0], nodes[1]
+	ctx := context.Background()
+	m := chunkUp(t, entry, craftTar(t, tarEntry{"data.txt", tar.TypeReg, "hello\n"}))
+	if _, err := entry.jobSubmit(ctx, &wire.JobSubmitRequest{ID: "done", Entrypoint: []string{"cat", "data.txt"},
+		Resources: map[string]float64{runner.Name(): 1}, Manifest: m}); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Until(t, 10*time.Second, "job done SUCCEEDED on both nodes", func() error {
+		for _, nd := range nodes {
+			if r := jobOn(t, nd, "done"); r.Status != wire.JobSucceeded {
+				return fmt.Errorf("on %s: %s: %s", nd.Name(), r.Status, r.Message)
+			}
+		}
+		return nil
+	})
+	rec := jobOn(t, runner, "done")
+	wd, log := runner.jobs.wdPath(rec.WorkingDir), runner.jobs.logPath("done")
+	for _, p := range []string{wd, log} {
+		if _, err := os.Stat(p); err != nil {
+			t.Fatalf("before delete: %v", err)
+		}
+	}
+
+	// A running job is refused, naming its status; its files stay.
+	if _, err := entry.jobSubmit(ctx, &wire.JobSubmitRequest{ID: "long", Entrypoint: []string{"sleep", "600"},
+		Resources: map[string]float64{runner.Name(): 1}}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := entry.jobDelete(ctx, &wire.JobDeleteRequest{ID: "long"})
+	if !errors.Is(err, store.ErrJobNotFinal) || !strings.Contains(err.Error(), "RUNNING") {
+		t.Fatalf("delete of a running job: %v, want ErrJobNotFinal naming RUNNING", err)
+	}
+	// The Local hop refuses it too, should a client send one itself.
+	if _, err := runner.jobDelete(ctx, &wire.JobDeleteRequest{ID: "long", Local: true}); err == nil || !strings.Contains(err.Error(), "RUNNING") {
+		t.Fatalf("local delete of a running job: %v", err)
+	}
+	if _, err := os.Stat(runner.jobs.logPath("long")); err != nil {
+		t.Fatalf("a refused delete removed the running job's log: %v", err)
+	}
+	var re *rpc.Error
+	if _, err := entry.jobDelete(ctx, &wire.JobDeleteRequest{ID: "nope"}); !errors.As(err, &re) || re.Code != wire.CodeNotFound || !strings.Contains(err.Error(), "nope") {
+		t.Fatalf("delete of an unknown job: %v, want not_found naming it", err)
+	}
+
+	got, err := entry.jobDelete(ctx, &wire.JobDeleteRequest{ID: "done"})
+	if err != nil || got.ID != "done" {
+		t.Fatalf("delete: %+v, %v", got, err)
+	}
+	testutil.Until(t, 10*time.Second, "job done gone from both nodes", func() error {
+		for _, nd := range nodes {
+			if r, _ := nd.fsm.State().JobByID("done"); r != nil {
+				return fmt.Errorf("%s still has %s", nd.Name(), r.Status)
+			}
+		}
+		return nil
+	})
+	for _, p := range []string{wd, log} {
+		if _, err := os.Stat(p); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s after delete: %v, want it gone", p, err)
+		}
+	}
+	// The ID is free again.
+	if _, err := entry.jobSubmit(ctx, &wire.JobSubmitRequest{ID: "done", Entrypoint: []string{"true"}}); err != nil {
+		t.Fatalf("resubmit a deleted job's ID: %v", err)
+	}
+}
+
+// A delete that comes between the supervisor's record of a job's end and
+// its letting go of the process waits for the latter instead of refusing
+// a job whose status it names as finished.
+func TestJobDeleteWaitsForTheSupervisorToLetGo(t *testing.T) {
+	nd := testCluster(t, 1, insecure)[0]
+	waitFormed(t, []*Node{nd}, 1, 1)
+	ctx := context.Background()
+	rec := &wire.JobRecord{ID: "ending", Status: wire.JobPending, Entrypoint: []string{"true"}, NodeID: nd.ID(), NodeName: nd.Name(), SubmittedAt: time.Now().UnixNano()}
+	if err := nd.writeJob(ctx, rec, true); err != nil {
+		t.Fatal(err)
+	}
+	nd.jobs.mu.Lock()
+	nd.jobs.procs["ending"] = &jobProc{rec: rec, done: make(chan struct{})}
+	nd.jobs.mu.Unlock()
+	done := rec.Copy()
+	done.Status, done.EndedAt = wire.JobSucceeded, time.Now().UnixNano()
+	if err := nd.writeJob(ctx, done, false); err != nil {
+		t.Fatal(err)
+	}
+	letGo := time.AfterFunc(300*time.Millisecond, func() {
+		nd.jobs.mu.Lock()
+		delete(nd.jobs.procs, "ending")
+		nd.jobs.mu.Unlock()
+	})
+	defer letGo.Stop()
+	if _, err := nd.jobDelete(ctx, &wire.JobDeleteRequest{ID: "ending"}); err != nil {
+		t.Fatalf("delete of a job whose end is recorded: %v", err)
+	}
+	if r, _ := nd.fsm.State().JobByID("ending"); r != nil {
+		t.Fatalf("record after delete: %+v", r)
+	}
 }

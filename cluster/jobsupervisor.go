@@ -35,11 +35,21 @@ type jobSupervisor struct {
 
 	mu    sync.Mutex
 	procs map[string]*jobProc
+	// pins counts, per unpacked working dir, the Job.Run calls between
+	// unpack and start: neither pruneDirs nor a job delete removes it
+	// before its job's process holds it.
+	pins map[string]int
 
 	// since is when this supervisor started: a job the table says runs
 	// here and that began before it is an orphan of an earlier run.
 	since time.Time
 }
+
+// jobOutputDelay is how long, once the entrypoint exited, its job waits
+// for the rest of its process group to close the output pipe before the
+// pipe is closed and the group SIGKILLed: the job is its entrypoint, as
+// Ray's.
+const jobOutputDelay = time.Second
 
 // jobProc is one running entrypoint.
 type jobProc struct {
@@ -52,7 +62,7 @@ type jobProc struct {
 
 func newJobSupervisor(n *Node) *jobSupervisor {
 	root := n.dir.file("jobs")
-	return &jobSupervisor{n: n, root: root, chunks: &jobChunks{dir: filepath.Join(root, "chunks"), max: chunkCacheDirs * n.cfg.MaxWorkingDirBytes, size: -1}, procs: map[string]*jobProc{}, since: time.Now()}
+	return &jobSupervisor{n: n, root: root, chunks: &jobChunks{dir: filepath.Join(root, "chunks"), max: chunkCacheDirs * n.cfg.MaxWorkingDirBytes, size: -1}, procs: map[string]*jobProc{}, pins: map[string]int{}, since: time.Now()}
 }
 
 func (s *jobSupervisor) emptyDir() string { return filepath.Join(s.root, "empty") }
@@ -69,16 +79,20 @@ func (s *jobSupervisor) running(id string) *wire.JobRecord {
 	return nil
 }
 
+// wdPath is the dir a working dir of content hash h unpacks to.
+func (s *jobSupervisor) wdPath(h string) string { return filepath.Join(s.root, "wd", h) }
+
 // unpack returns the dir m unpacks to, unpacking it first if this node
 // has not yet (into a temporary dir renamed into place, so a half-unpacked
-// dir is never used).
+// dir is never used). The dir is pinned until the caller's unpin.
 func (s *jobSupervisor) unpack(m *wire.JobManifest) (string, error) {
 	s.unpackMu.Lock()
 	defer s.unpackMu.Unlock()
-	dst := filepath.Join(s.root, "wd", manifestHash(m))
+	dst := s.wdPath(manifestHash(m))
 	if _, err := os.Stat(dst); err == nil {
 		now := time.Now()
 		_ = os.Chtimes(dst, now, now) // newest: the last pruneDirs takes
+		s.pin(dst, 1)
 		return dst, nil
 	}
 	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
@@ -100,8 +114,56 @@ func (s *jobSupervisor) unpack(m *wire.JobManifest) (string, error) {
 		os.RemoveAll(tmp)
 		return "", err
 	}
+	s.pin(dst, 1)
 	s.pruneDirs(dst)
 	return dst, nil
+}
+
+// pin adds d (1 or -1) to wd's pins.
+func (s *jobSupervisor) pin(wd string, d int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.pins[wd] += d; s.pins[wd] <= 0 {
+		delete(s.pins, wd)
+	}
+}
+
+// inUse reports the working dirs a running job or a pin holds; s.mu held.
+func (s *jobSupervisor) inUse() map[string]bool {
+	used := map[string]bool{}
+	for _, p := range s.procs {
+		used[p.wd] = true
+	}
+	for wd := range s.pins {
+		used[wd] = true
+	}
+	return used
+}
+
+// removeFiles deletes finished job rec's log and its unpacked working dir
+// unless a running job (or one starting) uses that dir too; the chunks
+// stay in their cache, bounded on their own.
+func (s *jobSupervisor) removeFiles(rec *wire.JobRecord) error {
+	if err := os.Remove(s.logPath(rec.ID)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	if rec.WorkingDir == "" {
+		return nil
+	}
+	if err := wire.CheckChunkHash(rec.WorkingDir); err != nil {
+		return fmt.Errorf("working dir %q: %w", rec.WorkingDir, err)
+	}
+	s.unpackMu.Lock()
+	defer s.unpackMu.Unlock()
+	wd := s.wdPath(rec.WorkingDir)
+	s.mu.Lock()
+	used := s.inUse()[wd]
+	s.mu.Unlock()
+	if used {
+		s.n.logger.Info("job delete: another job uses its working dir; kept", "job", rec.ID, "dir", wd)
+		return nil
+	}
+	return os.RemoveAll(wd)
 }
 
 // pruneDirs keeps at most 2*chunkCacheDirs unpacked working dirs: the
@@ -113,11 +175,9 @@ func (s *jobSupervisor) pruneDirs(keep string) {
 		return
 	}
 	s.mu.Lock()
-	inUse := map[string]bool{keep: true}
-	for _, p := range s.procs {
-		inUse[p.wd] = true
-	}
+	inUse := s.inUse()
 	s.mu.Unlock()
+	inUse[keep] = true
 	type dir struct {
 		path string
 		mod  time.Time
@@ -174,6 +234,9 @@ func (s *jobSupervisor) start(ctx context.Context, rec *wire.JobRecord, wd strin
 	cmd := exec.Command(rec.Entrypoint[0], rec.Entrypoint[1:]...)
 	cmd.Dir, cmd.Env, cmd.Stdout, cmd.Stderr = wd, s.jobEnv(rec), out, out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// A child the entrypoint left in the background keeps the output pipe
+	// open; without this, Wait (and so the job) would last as long as it.
+	cmd.WaitDelay = jobOutputDelay
 	if err := cmd.Start(); err != nil {
 		fmt.Fprintf(out, "nodeup: could not start %q: %v\n", rec.Entrypoint[0], err)
 		logf.Close()
@@ -215,7 +278,7 @@ func (s *jobSupervisor) wait(p *jobProc, cmd *exec.Cmd, logf *os.File) {
 	switch {
 	case p.stopping.Load():
 		end.Status, end.Message = wire.JobStopped, "stopped by nodeup job stop"
-	case err == nil:
+	case err == nil || errors.Is(err, exec.ErrWaitDelay):
 		end.Status, end.Message = wire.JobSucceeded, "the entrypoint exited with code 0"
 	case errors.As(err, &ee) && end.ExitCode >= 0:
 		end.Status, end.Message = wire.JobFailed, fmt.Sprintf("the entrypoint exited with code %d", end.ExitCode)
@@ -224,7 +287,14 @@ func (s *jobSupervisor) wait(p *jobProc, cmd *exec.Cmd, logf *os.File) {
 	}
 	// Whatever the entrypoint left in its group goes with it.
 	_ = syscall.Kill(-p.pgid, syscall.SIGKILL)
-	s.record(end)
+	if s.n.ctx.Err() != nil && !p.stopping.Load() {
+		// The node is stopping and killed it (killAll): the leader records
+		// the job FAILED with the node's fate once it sees the node gone,
+		// not "signal: killed" from a node whose Raft still runs a moment.
+		s.n.logger.Info("job killed: the node stops", "job", end.ID)
+	} else {
+		s.record(end)
+	}
 	s.mu.Lock()
 	delete(s.procs, end.ID)
 	s.mu.Unlock()
@@ -372,14 +442,7 @@ func (s *jobSupervisor) failOrphans(ctx context.Context) {
 			if j.Status.Final() || j.NodeID != s.n.ID() || began >= s.since.UnixNano() || s.running(j.ID) != nil {
 				continue
 			}
-			failed := j.Copy()
-			failed.Status, failed.ExitCode, failed.EndedAt, failed.PID = wire.JobFailed, -1, time.Now().UnixNano(), 0
-			failed.Message = fmt.Sprintf("node %s restarted while the job ran", s.n.Name())
-			if err := s.n.writeJob(ctx, failed, false); err != nil {
-				s.n.logger.Warn("record an orphaned job failed", "job", j.ID, "err", err)
-				continue
-			}
-			s.n.logger.Info("job failed: this node restarted while it ran", "job", j.ID)
+			s.n.failJob(ctx, j, fmt.Sprintf("node %s restarted while the job ran", s.n.Name()))
 		}
 	}
 }

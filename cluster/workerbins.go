@@ -50,17 +50,24 @@ func badInputErr(err error) *rpc.Error {
 	return &rpc.Error{Code: wire.CodeBadInput, Message: err.Error(), Err: err}
 }
 
+// haveBinary reports whether the cache holds hash; an error is a hash
+// that names no cache file (binPath's).
+func (p *workerPool) haveBinary(hash string) (bool, error) {
+	dst, err := p.binPath(hash)
+	if err != nil {
+		return false, err
+	}
+	_, err = os.Stat(dst)
+	return err == nil, nil
+}
+
 // cacheLocal copies a driver's executable into the content-addressed cache,
 // checking its hash.
 func (p *workerPool) cacheLocal(path, hash string) error {
 	p.binMu.Lock()
 	defer p.binMu.Unlock()
-	dst, err := p.binPath(hash)
-	if err != nil {
+	if have, err := p.haveBinary(hash); have || err != nil {
 		return err
-	}
-	if _, err := os.Stat(dst); err == nil {
-		return nil
 	}
 	f, err := os.Open(path)
 	if err != nil {
@@ -111,12 +118,8 @@ var maxBinarySize int64 = 2 << 30
 func (p *workerPool) fetch(ctx context.Context, from, hash string) error {
 	p.binMu.Lock()
 	defer p.binMu.Unlock()
-	dst, err := p.binPath(hash)
-	if err != nil {
+	if have, err := p.haveBinary(hash); have || err != nil {
 		return err
-	}
-	if _, err := os.Stat(dst); err == nil {
-		return nil
 	}
 	pr, pw := io.Pipe()
 	started := p.host.goFunc("binary-fetch", func() {
@@ -145,7 +148,7 @@ func (p *workerPool) fetch(ctx context.Context, from, hash string) error {
 	if !started {
 		return fmt.Errorf("fetch job binary %s from %s: node stopping", hash[:12], from)
 	}
-	err = p.store(pr, hash)
+	err := p.store(pr, hash)
 	pr.Close()
 	return err
 }
@@ -153,11 +156,9 @@ func (p *workerPool) fetch(ctx context.Context, from, hash string) error {
 // ensureBinary makes sure the job's binary is in the cache, fetching it from
 // the node that has it.
 func (p *workerPool) ensureBinary(ctx context.Context, job, hash, from string) error {
-	path, err := p.binPath(hash)
-	if err != nil {
+	if have, err := p.haveBinary(hash); err != nil {
 		return fmt.Errorf("job %s: %w", job, err)
-	}
-	if _, err := os.Stat(path); err == nil {
+	} else if have {
 		return nil
 	}
 	if from == "" || from == p.cfg.selfAddr {

@@ -44,6 +44,8 @@ const (
 	TokenRevokeType MessageType = 10
 	// JobWriteType carries a JobWriteRequest.
 	JobWriteType MessageType = 11
+	// JobDeleteType carries a JobDeleteRequest.
+	JobDeleteType MessageType = 12
 )
 
 // String returns the name of the message type, or "MessageType(n)" for an
@@ -74,6 +76,8 @@ func (t MessageType) String() string {
 		return "TokenRevoke"
 	case JobWriteType:
 		return "JobWrite"
+	case JobDeleteType:
+		return "JobDelete"
 	}
 	return fmt.Sprintf("MessageType(%d)", uint8(t))
 }
@@ -232,6 +236,7 @@ var requestTypes = map[MessageType]reflect.Type{
 	TokenCreateType:         reflect.TypeFor[TokenCreateRequest](),
 	TokenRevokeType:         reflect.TypeFor[TokenRevokeRequest](),
 	JobWriteType:            reflect.TypeFor[JobWriteRequest](),
+	JobDeleteType:           reflect.TypeFor[JobDeleteRequest](),
 }
 
 // requestMatches reports whether req is the request struct (or a non-nil

@@ -23,6 +23,8 @@ func TestMessageTypeNumbersAreStable(t *testing.T) {
 		PlacementGroupWriteType: 8,
 		TokenCreateType:         9,
 		TokenRevokeType:         10,
+		JobWriteType:            11,
+		JobDeleteType:           12,
 	}
 	for mt, n := range want {
 		if uint8(mt) != n {

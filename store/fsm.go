@@ -50,7 +50,7 @@ func (f *FSM) State() *StateStore {
 //     ErrInvalidRequest, ErrClusterIDMismatch, ErrNodeNotFound,
 //     ErrStaleIncarnation, ErrActorNotFound, ErrActorDead,
 //     ErrActorNameTaken, ErrTokenExists, ErrTokenNotFound, ErrJobExists,
-//     ErrJobNotFound or ErrJobFinal) when the entry is rejected, in which
+//     ErrJobNotFound, ErrJobFinal or ErrJobNotFinal) when the entry is rejected, in which
 //     case the state is unchanged;
 //   - *KVSetResult for a KVSet command;
 //   - *ActorRegisterResult for an ActorRegister command;
@@ -144,6 +144,10 @@ func (f *FSM) apply(index uint64, t MessageType, req any) (any, error) {
 	case *JobWriteRequest:
 		if err := f.state.writeJob(index, r); err != nil {
 			return nil, fmt.Errorf("apply job write for %s: %w", r.Job.ID, err)
+		}
+	case *JobDeleteRequest:
+		if err := f.state.deleteJob(index, r.ID); err != nil {
+			return nil, fmt.Errorf("apply job delete for %s: %w", r.ID, err)
 		}
 	default:
 		return nil, fmt.Errorf("apply %v: %w", t, ErrUnknownMessageType)

@@ -299,6 +299,7 @@ func FuzzApply(f *testing.F) {
 		{KVDeleteType, KVDeleteRequest{Key: "k"}},
 		{TokenCreateType, TokenCreateRequest{Token: testToken("0000000a")}},
 		{TokenRevokeType, TokenRevokeRequest{ID: "0000000a"}},
+		{JobDeleteType, JobDeleteRequest{ID: "j1"}},
 	}
 	for _, s := range seeds {
 		data, err := Encode(s.mt, s.req)

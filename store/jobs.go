@@ -31,7 +31,19 @@ var (
 	ErrJobNotFound = errors.New("job not found")
 	// ErrJobFinal means a write would change a job that already ended.
 	ErrJobFinal = errors.New("job already ended")
+	// ErrJobNotFinal means a delete named a job that has not ended
+	// (PENDING or RUNNING): as Ray's delete_job, only a finished job's
+	// record goes.
+	ErrJobNotFinal = errors.New("job not finished")
 )
+
+// JobDeleteRequest removes a finished job's record (nodeup job delete, as
+// Ray's delete_job). Errors: ErrJobNotFound when it is not recorded,
+// ErrJobNotFinal when it is PENDING or RUNNING, ErrInvalidRequest for a
+// malformed ID.
+type JobDeleteRequest struct {
+	ID string
+}
 
 // MaxJobs bounds the jobs table: a create beyond it is refused until jobs
 // are deleted (a record is a few hundred bytes).
@@ -112,5 +124,26 @@ func (s *StateStore) writeJob(index uint64, req *JobWriteRequest) error {
 		}
 		rec.ModifyIndex = index
 		return true, txn.Insert(tableJobs, rec)
+	})
+}
+
+// deleteJob applies a JobDeleteRequest for id at index.
+func (s *StateStore) deleteJob(index uint64, id string) error {
+	if err := wire.CheckJobID(id); err != nil {
+		return fmt.Errorf("%v: %w", err, ErrInvalidRequest)
+	}
+	return s.write(index, func(txn *memdb.Txn) (bool, error) {
+		raw, err := txn.First(tableJobs, "id", id)
+		if err != nil {
+			return false, err
+		}
+		if raw == nil {
+			return false, fmt.Errorf("job %s: %w", id, ErrJobNotFound)
+		}
+		cur := raw.(*JobRecord)
+		if !cur.Status.Final() {
+			return false, fmt.Errorf("job %s is %s, want SUCCEEDED, FAILED or STOPPED: %w", id, cur.Status, ErrJobNotFinal)
+		}
+		return true, txn.Delete(tableJobs, cur)
 	})
 }

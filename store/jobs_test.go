@@ -3,6 +3,7 @@ package store
 import (
 	"errors"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/nodeup/nodeup/wire"
@@ -65,4 +66,36 @@ func TestJobWriteChecksTheRecord(t *testing.T) {
 			t.Errorf("create %+v: %v, want ErrInvalidRequest", r.ID, err)
 		}
 	}
+}
+
+// A finished job's record can be deleted; a PENDING or RUNNING one, an
+// unknown one and a malformed ID are refused, the error naming the status.
+func TestJobDeleteOnlyFinished(t *testing.T) {
+	t.Parallel()
+	f := NewFSM(nil)
+	mustApply(t, f, 1, JobWriteType, JobWriteRequest{Job: testJob("j1", wire.JobPending), Create: true})
+	err := applyErr(t, f, 2, JobDeleteType, JobDeleteRequest{ID: "j1"})
+	if !errors.Is(err, ErrJobNotFinal) || !strings.Contains(err.Error(), "PENDING") {
+		t.Errorf("delete of a PENDING job: %v, want ErrJobNotFinal naming PENDING", err)
+	}
+	mustApply(t, f, 3, JobWriteType, JobWriteRequest{Job: testJob("j1", wire.JobRunning)})
+	if err := applyErr(t, f, 4, JobDeleteType, JobDeleteRequest{ID: "j1"}); !errors.Is(err, ErrJobNotFinal) || !strings.Contains(err.Error(), "RUNNING") {
+		t.Errorf("delete of a RUNNING job: %v, want ErrJobNotFinal naming RUNNING", err)
+	}
+	if r, _ := f.State().JobByID("j1"); r == nil {
+		t.Fatal("a refused delete removed the record")
+	}
+	mustApply(t, f, 5, JobWriteType, JobWriteRequest{Job: testJob("j1", wire.JobStopped)})
+	mustApply(t, f, 6, JobDeleteType, JobDeleteRequest{ID: "j1"})
+	if r, err := f.State().JobByID("j1"); r != nil || err != nil {
+		t.Fatalf("j1 after delete: %+v, %v", r, err)
+	}
+	if err := applyErr(t, f, 7, JobDeleteType, JobDeleteRequest{ID: "j1"}); !errors.Is(err, ErrJobNotFound) {
+		t.Errorf("second delete: %v, want ErrJobNotFound", err)
+	}
+	if err := applyErr(t, f, 8, JobDeleteType, JobDeleteRequest{ID: "../x"}); !errors.Is(err, ErrInvalidRequest) {
+		t.Errorf("delete of a malformed ID: %v, want ErrInvalidRequest", err)
+	}
+	// The ID can be used again.
+	mustApply(t, f, 9, JobWriteType, JobWriteRequest{Job: testJob("j1", wire.JobPending), Create: true})
 }

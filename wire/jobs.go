@@ -31,6 +31,11 @@ const (
 	// MethodJobStop: CLI → any node (forwarded to the job's node).
 	// JobStopRequest → JobRecord.
 	MethodJobStop = "Job.Stop"
+	// MethodJobDelete: CLI → any node. JobDeleteRequest → JobRecord (the
+	// record deleted): a finished job's record, log and unpacked working
+	// dir go, as Ray's delete_job; the files on the job's node (forwarded
+	// with Local set).
+	MethodJobDelete = "Job.Delete"
 	// MethodJobWrite: node → leader. JobWriteRequest → Empty: a job
 	// record's change, applied through Raft.
 	MethodJobWrite = "Job.Write"
@@ -254,10 +259,19 @@ type JobStopRequest struct {
 }
 
 // JobWriteRequest records a job's change through the leader. Create
-// refuses an ID already recorded.
+// refuses an ID already recorded; Delete removes the record of the
+// finished job Job.ID instead (the rest of Job is ignored).
 type JobWriteRequest struct {
 	Job    JobRecord
 	Create bool
+	Delete bool
+}
+
+// JobDeleteRequest deletes a finished job. Local is set on the hop to the
+// job's node, which removes its log and unpacked working dir.
+type JobDeleteRequest struct {
+	ID    string
+	Local bool
 }
 
 // JobRunRequest asks the job's node to run it: fetch the chunks it lacks

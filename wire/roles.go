@@ -76,6 +76,7 @@ var MethodRoles = map[string]pki.Role{
 	MethodJobUpload:     pki.RoleSubmit,
 	MethodJobSubmit:     pki.RoleSubmit,
 	MethodJobStop:       pki.RoleSubmit,
+	MethodJobDelete:     pki.RoleSubmit,
 	MethodJobGet:        pki.RoleRead,
 	MethodJobList:       pki.RoleRead,
 	MethodJobLogs:       pki.RoleRead,
@@ -112,6 +113,14 @@ var HTTPRoles = map[string]pki.Role{
 	"GET /v1/health": "",
 	"GET /v1/status": pki.RoleRead,
 	"GET /metrics":   pki.RoleRead,
+	// The jobs API, as the Job.* methods: reads need read; submit, stop
+	// and delete need submit.
+	"POST /v1/jobs":           pki.RoleSubmit,
+	"GET /v1/jobs":            pki.RoleRead,
+	"GET /v1/jobs/{id}":       pki.RoleRead,
+	"GET /v1/jobs/{id}/logs":  pki.RoleRead,
+	"POST /v1/jobs/{id}/stop": pki.RoleSubmit,
+	"DELETE /v1/jobs/{id}":    pki.RoleSubmit,
 }
 
 // MethodRole returns the role method needs (MethodRoles, the leader-only
