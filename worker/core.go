@@ -227,7 +227,7 @@ func (cw *coreWorker) getValueView(ctx context.Context, id, owner string) ([]byt
 			if why := cw.objects.freedReason(id); why != "" {
 				return nil, nil, &ObjectFreedError{ObjectID: id, Owner: cw.addr, Reason: why}
 			}
-			return nil, nil, &ObjectLostError{ObjectID: id, Reason: "this process owns no object with that ID"}
+			return nil, nil, &ObjectLostError{ObjectID: id, Owner: cw.addr, Reason: "this process owns no object with that ID"}
 		}
 		cw.prefetch(1, func(int) (string, string) { return id, owner })
 		if o = cw.objects.get(id); o == nil {
@@ -243,7 +243,12 @@ func (cw *coreWorker) getValueView(ctx context.Context, id, owner string) ([]byt
 		}
 	}
 	if o.loc != nil && o.err == nil {
-		return cw.readLarge(ctx, o.loc)
+		b, release, err := cw.readLarge(ctx, o.loc)
+		if err != nil && (owner == cw.addr || owner == "") {
+			// Ours, and its copy is gone: rebuilt from its lineage.
+			return cw.lostRead(ctx, id, o.loc, err)
+		}
+		return b, release, err
 	}
 	return o.value, nil, o.err
 }

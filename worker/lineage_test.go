@@ -1,0 +1,159 @@
+package worker
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/nodeup/nodeup/cluster"
+	"github.com/nodeup/nodeup/sched"
+)
+
+// lostSize is the size of the task outputs the lineage tests lose: stored,
+// not inline.
+const lostSize = 4 << 20
+
+// pattern is lostSize bytes that depend on seed.
+func pattern(seed byte) []byte {
+	b := make([]byte, lostSize)
+	for i := range b {
+		b[i] = byte(i*7) + seed
+	}
+	return b
+}
+
+// noteRun records one run of a task named name in dir (a file per run).
+func noteRun(dir, name string) error {
+	f, err := os.CreateTemp(dir, name+".*")
+	if err != nil {
+		return err
+	}
+	return f.Close()
+}
+
+// runsOf counts the runs noteRun recorded for name.
+func runsOf(t *testing.T, dir, name string) int {
+	t.Helper()
+	m, err := filepath.Glob(filepath.Join(dir, name+".*"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(m)
+}
+
+var (
+	// makeBig returns pattern(seed), noting its run under "make<seed>".
+	makeBig = Register2(func(ctx context.Context, dir string, seed byte) ([]byte, error) {
+		return pattern(seed), noteRun(dir, "make"+string('0'+seed))
+	})
+	// nextBig returns in with every byte plus one, noting its run under name.
+	nextBig = Register3(func(ctx context.Context, dir, name string, in []byte) ([]byte, error) {
+		out := make([]byte, len(in))
+		for i, c := range in {
+			out[i] = c + 1
+		}
+		return out, noteRun(dir, name)
+	})
+)
+
+// TestLostTaskOutputsAreRebuilt: task outputs whose only copies were on a
+// node that died are rebuilt by running their tasks again on another node
+// (as Ray's lineage reconstruction), their lost or freed arguments first;
+// a task with MaxRetries(0) gives an ObjectLostError naming the object and
+// the node instead.
+func TestLostTaskOutputsAreRebuilt(t *testing.T) {
+	nodes := startClusterInit(t, 3, func(i int, cfg *cluster.Config) {
+		if i > 0 {
+			cfg.Resources["rc"] = sched.QuantityOf(8) // not on the driver's node: a rerun goes to n2
+		}
+		if i == 1 {
+			cfg.Resources[sched.CPU] = sched.QuantityOf(8) // room for every first run
+		}
+	})
+	ctx := ctxT(t)
+	dir := t.TempDir()
+	// Soft affinity puts the first runs on n1; the reruns go to n2.
+	on1 := []Option{Resources(map[string]float64{"rc": 1}), NodeAffinity(nodes[1].ID(), true)}
+	mk := Must(makeBig.Options(on1...))
+	next := Must(nextBig.Options(on1...))
+	single := mk.Remote(ctx, dir, 1)
+	a1 := mk.Remote(ctx, dir, 2)
+	b1 := next.RemoteArgs(ctx, Val(dir), Val("b1"), a1)
+	a2 := mk.Remote(ctx, dir, 3)
+	b2 := next.RemoteArgs(ctx, Val(dir), Val("b2"), a2)
+	once := Must(makeBig.Options(append(on1, MaxRetries(0))...)).Remote(ctx, dir, 4)
+	all := []Ref[[]byte]{single, a1, b1, a2, b2, once}
+	if ready, _, err := Wait(ctx, all, len(all), 0); err != nil || len(ready) != len(all) {
+		t.Fatalf("wait for the first runs: %d ready, %v", len(ready), err)
+	}
+	for _, r := range all {
+		if o := globalObjects(t, r.ID()); o.loc == nil || o.loc.NodeAddr != nodes[1].RPCAddr() {
+			t.Fatalf("object %s is not stored on n1 (%s): %+v", r.ID(), nodes[1].RPCAddr(), o.loc)
+		}
+	}
+	a2.Release() // freed: b2's rebuild makes it again from the lineage b2 keeps
+	nodes[1].Kill()
+
+	want1 := pattern(1)
+	if got, err := single.Get(ctx); err != nil || !bytes.Equal(got, want1) {
+		t.Fatalf("Get of a lost output: %d bytes, %v; want the %d bytes of a rerun", len(got), err, len(want1))
+	}
+	if n := runsOf(t, dir, "make1"); n != 2 {
+		t.Fatalf("the task of a lost output ran %d times, want 2", n)
+	}
+
+	want := pattern(2)
+	for i := range want {
+		want[i]++
+	}
+	if got, err := b1.Get(ctx); err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("Get of b1 = next(a1), both lost: %d bytes, %v", len(got), err)
+	}
+	if got, err := a1.Get(ctx); err != nil || !bytes.Equal(got, pattern(2)) {
+		t.Fatalf("Get of a1 after its rebuild: %d bytes, %v", len(got), err)
+	}
+	if a, b := runsOf(t, dir, "make2"), runsOf(t, dir, "b1"); a != 2 || b != 2 {
+		t.Fatalf("chain a1→b1 ran %d and %d times, want 2 and 2", a, b)
+	}
+
+	want = pattern(3)
+	for i := range want {
+		want[i]++
+	}
+	if got, err := b2.Get(ctx); err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("Get of b2 = next(a2), a2 freed and b2 lost: %d bytes, %v", len(got), err)
+	}
+	if a, b := runsOf(t, dir, "make3"), runsOf(t, dir, "b2"); a != 2 || b != 2 {
+		t.Fatalf("chain a2→b2 ran %d and %d times, want 2 and 2", a, b)
+	}
+
+	_, err := once.Get(ctx)
+	var le *ObjectLostError
+	if !errors.As(err, &le) || le.ObjectID != once.ID() || le.Node != "n1" || !strings.Contains(err.Error(), "MaxRetries 0") {
+		t.Fatalf("Get of a lost output of a MaxRetries(0) task: %v; want an ObjectLostError naming %s, n1 and MaxRetries 0", err, once.ID())
+	}
+	if n := runsOf(t, dir, "make4"); n != 1 {
+		t.Fatalf("a MaxRetries(0) task ran %d times, want 1", n)
+	}
+	runtime.KeepAlive(all)
+}
+
+// globalObjects returns this process's table entry of id, failing t when
+// there is none.
+func globalObjects(t *testing.T, id string) *object {
+	t.Helper()
+	cw, err := current()
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := cw.objects.get(id)
+	if o == nil {
+		t.Fatalf("object %s is not in the owner's table", id)
+	}
+	return o
+}
