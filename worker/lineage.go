@@ -86,8 +86,17 @@ func (cw *coreWorker) lostRead(ctx context.Context, id string, loc *wire.ObjectL
 		verr := cw.pool.Call(vctx, cw.nodeAddr, wire.MethodClusterView, &wire.Empty{}, &v)
 		cancel()
 		if verr != nil {
-			return nil, nil, &ObjectLostError{ObjectID: id, Owner: cw.addr, Node: loc.NodeAddr,
-				Reason: fmt.Sprintf("%v (and this process's node cannot say whether the holder lives: %v)", readErr, verr)}
+			why := readErr.Error()
+			var le *ObjectLostError
+			if errors.As(readErr, &le) {
+				why = le.Reason
+			}
+			if loc.NodeAddr == cw.nodeAddr {
+				why = "this process's node held its only copy and does not answer: " + why
+			} else {
+				why += fmt.Sprintf(" (and this process's node cannot say whether the holder lives: %v)", verr)
+			}
+			return nil, nil, &ObjectLostError{ObjectID: id, Owner: cw.addr, Node: loc.NodeAddr, Reason: why}
 		}
 		dead := map[string]bool{}
 		node, alive := loc.NodeAddr, false

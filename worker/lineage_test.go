@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nodeup/nodeup/cluster"
 	"github.com/nodeup/nodeup/sched"
@@ -156,4 +157,27 @@ func globalObjects(t *testing.T, id string) *object {
 		t.Fatalf("object %s is not in the owner's table", id)
 	}
 	return o
+}
+
+// TestPutObjectLostWithItsNode: a Put object whose only copy was on a
+// node that died cannot be rebuilt (it has no lineage): Get answers at
+// once with an ObjectLostError naming the object, its owner and the node.
+func TestPutObjectLostWithItsNode(t *testing.T) {
+	nodes := startCluster(t, 1, nil)
+	ctx := ctxT(t)
+	p, err := Put(ctx, pattern(5))
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes[0].Kill() // the driver's node, where Put stored it
+	start := time.Now()
+	_, err = p.Get(ctx)
+	var le *ObjectLostError
+	if !errors.As(err, &le) || !errors.Is(err, ErrObjectLost) || le.ObjectID != p.ID() || le.Owner != p.Owner() || le.Node != nodes[0].RPCAddr() {
+		t.Fatalf("Get of a Put object lost with its node: %v; want an ObjectLostError naming %s, owner %s and node %s", err, p.ID(), p.Owner(), nodes[0].RPCAddr())
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Fatalf("the loss took %s to report", d)
+	}
+	t.Logf("after %s: %v", time.Since(start).Round(time.Millisecond), err)
 }
