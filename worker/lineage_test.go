@@ -181,3 +181,61 @@ func TestPutObjectLostWithItsNode(t *testing.T) {
 	}
 	t.Logf("after %s: %v", time.Since(start).Round(time.Millisecond), err)
 }
+
+// putter is an actor that owns objects it Puts.
+type putter struct{}
+
+func newPutter(ctx context.Context) (*putter, error) { return &putter{}, nil }
+
+// PutTwo Puts two values and returns refs to them, nested in a slice: the
+// caller borrows them.
+func (p *putter) PutTwo(ctx context.Context) ([]Ref[string], error) {
+	a, err := Put(ctx, "first")
+	if err != nil {
+		return nil, err
+	}
+	b, err := Put(ctx, "second")
+	return []Ref[string]{a, b}, err
+}
+
+var (
+	putterClass = RegisterActor0(newPutter)
+	putTwoCall  = RegisterMethod0((*putter).PutTwo)
+)
+
+// TestBorrowerSeesOwnerDied: a borrowed object whose owner process died
+// (an actor that Put it, then was killed) is an OwnerDiedError naming the
+// owner, at once rather than after a long wait.
+func TestBorrowerSeesOwnerDied(t *testing.T) {
+	startCluster(t, 2, nil)
+	ctx := ctxT(t)
+	h, err := putterClass.Remote(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	refs, err := putTwoCall.Remote(ctx, h).Get(ctx)
+	if err != nil || len(refs) != 2 {
+		t.Fatalf("PutTwo: %v, %v", refs, err)
+	}
+	cw, _ := current()
+	if refs[1].Owner() == cw.addr || refs[1].Owner() == "" {
+		t.Fatalf("ref owner %q: want the actor's address", refs[1].Owner())
+	}
+	if v, err := refs[0].Get(ctx); err != nil || v != "first" {
+		t.Fatalf("Get from the live owner: %q, %v", v, err)
+	}
+	if err := Kill(ctx, h, true); err != nil {
+		t.Fatal(err)
+	}
+	waitActorState(t, ctx, h.ID(), "DEAD")
+	start := time.Now()
+	_, err = refs[1].Get(ctx)
+	var oe *OwnerDiedError
+	if !errors.As(err, &oe) || !errors.Is(err, ErrOwnerDied) || oe.Owner != refs[1].Owner() || oe.ObjectID != refs[1].ID() {
+		t.Fatalf("Get of a ref whose owner died: %v; want an OwnerDiedError naming %s and owner %s", err, refs[1].ID(), refs[1].Owner())
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Fatalf("the owner's death took %s to report", d)
+	}
+	t.Logf("after %s: %v", time.Since(start).Round(time.Millisecond), err)
+}
