@@ -141,6 +141,7 @@ func (cw *coreWorker) registerMethods(s *rpc.Server) {
 	rpc.Handle(s, wire.MethodObjectGet, cw.handleObjectGet)
 	rpc.Handle(s, wire.MethodObjectGetMany, cw.handleObjectGetMany)
 	rpc.Handle(s, wire.MethodObjectRefRemoved, cw.handleRefRemoved)
+	rpc.Handle(s, wire.MethodObjectRecover, cw.handleObjectRecover)
 	if cw.isWorker {
 		rpc.Handle(s, wire.MethodPushTask, cw.handlePushTask)
 		rpc.Handle(s, wire.MethodLeaseRevoke, cw.handleLeaseRevoke)
@@ -244,9 +245,14 @@ func (cw *coreWorker) getValueView(ctx context.Context, id, owner string) ([]byt
 	}
 	if o.loc != nil && o.err == nil {
 		b, release, err := cw.readLarge(ctx, o.loc)
-		if err != nil && (owner == cw.addr || owner == "") {
+		switch {
+		case err == nil:
+		case owner == cw.addr || owner == "":
 			// Ours, and its copy is gone: rebuilt from its lineage.
 			return cw.lostRead(ctx, id, o.loc, err)
+		default:
+			// Borrowed: its owner rebuilds it.
+			return cw.recoverBorrowed(ctx, id, owner, o.loc, err)
 		}
 		return b, release, err
 	}

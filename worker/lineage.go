@@ -80,6 +80,17 @@ func (t *objectTable) linkArgsLocked(lin *lineage, self string) {
 // when it cannot be rebuilt (a Put object, MaxRetries used up), or when
 // the local node cannot say whether the holder is dead.
 func (cw *coreWorker) lostRead(ctx context.Context, id string, loc *wire.ObjectLoc, readErr error) ([]byte, func(), error) {
+	b, release, err := cw.recoverOwned(ctx, id, loc, readErr)
+	if err != nil || release != nil {
+		return b, release, err
+	}
+	return cw.getValueView(ctx, id, cw.addr)
+}
+
+// recoverOwned is lostRead up to the rebuild: it returns the re-read
+// value (release not nil) when the copy became readable, or nothing once
+// the object is rebuilding (pending in the table), or the loss.
+func (cw *coreWorker) recoverOwned(ctx context.Context, id string, loc *wire.ObjectLoc, readErr error) ([]byte, func(), error) {
 	for {
 		var v wire.ClusterView
 		vctx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -120,7 +131,7 @@ func (cw *coreWorker) lostRead(ctx context.Context, id string, loc *wire.ObjectL
 				return nil, nil, err
 			}
 			cw.logger.Info("object lost with its node: rebuilding it from its lineage", "object", id, "node", node)
-			return cw.getValueView(ctx, id, cw.addr)
+			return nil, nil, nil
 		}
 		sleepCtx(ctx, lostPollInterval)
 		if ctx.Err() != nil {
@@ -132,6 +143,92 @@ func (cw *coreWorker) lostRead(ctx context.Context, id string, loc *wire.ObjectL
 			return b, release, nil
 		}
 		readErr = err
+	}
+}
+
+// maxRecoverWait caps how long an owner holds a borrower's Object.Recover.
+const maxRecoverWait = 60 * time.Second
+
+// handleObjectRecover serves a borrower that could not read an object this
+// process owns at the location it was given: once the holder is declared
+// dead the object is rebuilt, and the answer (as Object.Get's) is the new
+// copy, when it is ready within WaitMillis. A copy the owner can read
+// after all is answered as it is.
+func (cw *coreWorker) handleObjectRecover(ctx context.Context, req *wire.ObjectRecoverRequest) (*wire.ObjectGetReply, error) {
+	wait := min(max(time.Duration(req.WaitMillis)*time.Millisecond, 0), maxRecoverWait)
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	o := cw.objects.get(req.ID)
+	if o == nil {
+		rep := cw.unknownReply(req.ID)
+		return &rep, nil
+	}
+	if o.ready() && o.err == nil && o.loc != nil && o.loc.Key == req.Key && o.loc.NodeAddr == req.NodeAddr {
+		readErr := &ObjectLostError{ObjectID: req.ID, Node: req.NodeAddr, Reason: "a borrower could not read it"}
+		_, release, err := cw.recoverOwned(ctx, req.ID, o.loc, readErr)
+		if release != nil {
+			release()
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return &wire.ObjectGetReply{NotReady: true}, nil
+			}
+			return &wire.ObjectGetReply{Lost: err.Error()}, nil
+		}
+		if o = cw.objects.get(req.ID); o == nil {
+			rep := cw.unknownReply(req.ID)
+			return &rep, nil
+		}
+	}
+	if o.wait(ctx) != nil {
+		return &wire.ObjectGetReply{NotReady: true}, nil
+	}
+	rep := o.reply()
+	return &rep, nil
+}
+
+// recoverBorrowed is readLarge's failure on a borrowed object: the owner
+// is asked to rebuild it (Object.Recover), and the new copy is read and
+// cached. Errors: *OwnerDiedError when the owner cannot be reached,
+// *ObjectLostError when it cannot rebuild the object.
+func (cw *coreWorker) recoverBorrowed(ctx context.Context, id, owner string, loc *wire.ObjectLoc, readErr error) ([]byte, func(), error) {
+	for {
+		var rep wire.ObjectGetReply
+		cctx, cancel := context.WithTimeout(ctx, maxRecoverWait+30*time.Second)
+		err := cw.pool.Call(cctx, owner, wire.MethodObjectRecover,
+			&wire.ObjectRecoverRequest{ID: id, Key: loc.Key, NodeAddr: loc.NodeAddr, WaitMillis: maxRecoverWait.Milliseconds()}, &rep)
+		cancel()
+		switch {
+		case err != nil && ctx.Err() != nil:
+			return nil, nil, fmt.Errorf("get %s: %w (its copy could not be read: %v)", id, ctx.Err(), readErr)
+		case err != nil && rpc.IsTransport(err):
+			return nil, nil, &OwnerDiedError{ObjectID: id, Owner: owner, Reason: err.Error()}
+		case err != nil:
+			return nil, nil, fmt.Errorf("%w; asking its owner %s to rebuild it: %v", readErr, owner, err)
+		case rep.NotReady:
+			continue
+		case rep.Lost != "":
+			return nil, nil, &ObjectLostError{ObjectID: id, Owner: owner, Node: loc.NodeAddr, Reason: rep.Lost}
+		case rep.Error != nil:
+			return nil, nil, taskErrorFrom(rep.TaskName, rep.Error)
+		case rep.Loc == nil:
+			return rep.Value, nil, nil
+		case *rep.Loc == *loc:
+			return nil, nil, readErr // the owner reads it where this process cannot
+		}
+		cw.objects.relocate(id, rep.Loc)
+		return cw.readLarge(ctx, rep.Loc)
+	}
+}
+
+// relocate points the cached entry of a borrowed object at its new copy.
+func (t *objectTable) relocate(id string, loc *wire.ObjectLoc) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if o := t.objs[id]; o != nil && o.ready() && o.loc != nil {
+		n := *o
+		n.loc = loc
+		t.objs[id] = &n
 	}
 }
 

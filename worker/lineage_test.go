@@ -65,6 +65,7 @@ var (
 // TestLostTaskOutputsAreRebuilt: task outputs whose only copies were on a
 // node that died are rebuilt by running their tasks again on another node
 // (as Ray's lineage reconstruction), their lost or freed arguments first;
+// a task submitted after the loss has its lost argument rebuilt for it;
 // a task with MaxRetries(0) gives an ObjectLostError naming the object and
 // the node instead.
 func TestLostTaskOutputsAreRebuilt(t *testing.T) {
@@ -88,7 +89,8 @@ func TestLostTaskOutputsAreRebuilt(t *testing.T) {
 	a2 := mk.Remote(ctx, dir, 3)
 	b2 := next.RemoteArgs(ctx, Val(dir), Val("b2"), a2)
 	once := Must(makeBig.Options(append(on1, MaxRetries(0))...)).Remote(ctx, dir, 4)
-	all := []Ref[[]byte]{single, a1, b1, a2, b2, once}
+	later := mk.Remote(ctx, dir, 6) // an argument of a task submitted once it is lost
+	all := []Ref[[]byte]{single, a1, b1, a2, b2, once, later}
 	if ready, _, err := Wait(ctx, all, len(all), 0); err != nil || len(ready) != len(all) {
 		t.Fatalf("wait for the first runs: %d ready, %v", len(ready), err)
 	}
@@ -131,6 +133,20 @@ func TestLostTaskOutputsAreRebuilt(t *testing.T) {
 	}
 	if a, b := runsOf(t, dir, "make3"), runsOf(t, dir, "b2"); a != 2 || b != 2 {
 		t.Fatalf("chain a2→b2 ran %d and %d times, want 2 and 2", a, b)
+	}
+
+	// A task submitted after the loss reads its lost argument as a
+	// borrower: the owner rebuilds it (Object.Recover).
+	c := Must(nextBig.Options(Resources(map[string]float64{"rc": 1}))).RemoteArgs(ctx, Val(dir), Val("c"), later)
+	want = pattern(6)
+	for i := range want {
+		want[i]++
+	}
+	if got, err := c.Get(ctx); err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("Get of c = next(later), later lost before c was submitted: %d bytes, %v", len(got), err)
+	}
+	if a, b := runsOf(t, dir, "make6"), runsOf(t, dir, "c"); a != 2 || b != 1 {
+		t.Fatalf("later and c ran %d and %d times, want 2 and 1", a, b)
 	}
 
 	_, err := once.Get(ctx)
