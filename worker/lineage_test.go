@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/nodeup/nodeup/cluster"
 	"github.com/nodeup/nodeup/sched"
+	"github.com/nodeup/nodeup/wire"
 )
 
 // lostSize is the size of the task outputs the lineage tests lose: stored,
@@ -254,4 +256,50 @@ func TestBorrowerSeesOwnerDied(t *testing.T) {
 		t.Fatalf("the owner's death took %s to report", d)
 	}
 	t.Logf("after %s: %v", time.Since(start).Round(time.Millisecond), err)
+}
+
+// TestLineageIsBounded: a chain of tasks, each taking the last one's
+// result, keeps at most maxLineageDepth generations of lineage behind a
+// result; an inline result keeps none.
+func TestLineageIsBounded(t *testing.T) {
+	tab := newObjectTable()
+	const self = "127.0.0.1:1"
+	prev := ""
+	for i := range 200 {
+		id := fmt.Sprintf("t%d-0", i)
+		spec := wire.TaskSpec{Name: "step"}
+		if prev != "" {
+			spec.Args = []wire.Arg{{IsRef: true, RefID: prev, Owner: self}}
+		}
+		lin := newLineage(spec, taskOptions{maxRetries: 3}, []string{id}, nil)
+		var args []string
+		if prev != "" {
+			args = []string{prev}
+		}
+		tab.pendingFor([]string{id}, nil, args, lin, self)
+		tab.completeLoc(id, &wire.ObjectLoc{Key: "j/" + id, NodeAddr: "n", Size: 1 << 20})
+		if prev != "" {
+			tab.mu.Lock()
+			delete(tab.objs, prev) // freed: only the lineage chain keeps it
+			tab.mu.Unlock()
+		}
+		prev = id
+	}
+	kept := 0
+	for lin := tab.get(prev).lin; lin != nil; {
+		kept++
+		var next *lineage
+		for _, l := range lin.args {
+			next = l
+		}
+		lin = next
+	}
+	if kept > maxLineageDepth || kept == 0 {
+		t.Fatalf("a chain of 200 tasks keeps %d lineages behind its last result, want 1..%d", kept, maxLineageDepth)
+	}
+	tab.pendingFor([]string{"small-0"}, nil, nil, newLineage(wire.TaskSpec{Name: "small"}, taskOptions{}, []string{"small-0"}, nil), self)
+	tab.complete("small-0", []byte{0xc0}, nil)
+	if tab.get("small-0").lin != nil {
+		t.Fatal("an inline result keeps its lineage")
+	}
 }

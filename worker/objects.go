@@ -38,8 +38,9 @@ type object struct {
 	// whatever its counts, once ready.
 	freeReason string
 	// lin is the lineage of the task that makes the object (nil for a Put,
-	// an actor call's result or a borrowed object): kept while the object
-	// is in the table, to rebuild it if its copy is lost (lineage.go).
+	// an actor call's result, a borrowed object, or once the object is an
+	// inline value or a failure): kept while the object is in the table,
+	// to rebuild it if its stored copy is lost (lineage.go).
 	lin *lineage
 }
 
@@ -181,6 +182,9 @@ func (t *objectTable) set(id string, value []byte, loc *wire.ObjectLoc, err erro
 		return
 	}
 	o.value, o.loc, o.err = value, loc, err
+	if loc == nil {
+		o.lin = nil // an inline value or a failure is never lost with a node
+	}
 	close(o.done)
 	if loc != nil && t.onStored != nil {
 		defer t.onStored(loc.Size) // after the unlock below
