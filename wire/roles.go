@@ -97,6 +97,7 @@ var MethodRoles = map[string]pki.Role{
 	MethodObjectGet:        pki.RoleRead,
 	MethodObjectGetMany:    pki.RoleRead,
 	MethodObjectRefRemoved: pki.RoleSubmit,
+	MethodObjectRecover:    pki.RoleSubmit,
 }
 
 // RoleOpen marks a method anyone may call, an anonymous connection too:

@@ -127,7 +127,23 @@ const (
 	// objects it reported as Borrowed in a task's reply (Ray's
 	// WaitForRefRemoved answer). ObjectRefRemovedRequest → Empty.
 	MethodObjectRefRemoved = "Object.RefRemoved"
+	// MethodObjectRecover: borrower → owner: the borrower could not read
+	// the large object's copy at the location the owner gave; the owner
+	// rebuilds it from its lineage once that node is declared dead, and
+	// answers as Object.Get with the new copy's location (Ray's object
+	// recovery). ObjectRecoverRequest → ObjectGetReply.
+	MethodObjectRecover = "Object.Recover"
 )
+
+// ObjectRecoverRequest names an object whose copy on the node at NodeAddr
+// (under store key Key) a borrower could not read; the owner answers
+// within WaitMillis (NotReady past it: ask again).
+type ObjectRecoverRequest struct {
+	ID         string
+	Key        string
+	NodeAddr   string
+	WaitMillis int64
+}
 
 // ObjectRefRemovedRequest names objects (at most MaxFreeKeys) whose
 // borrower let go of them, once per Borrowed report.

@@ -130,7 +130,7 @@ func callActor[R any](ctx context.Context, actorID, class, method string, args .
 		return ownedRef[R](cw, id)
 	}
 	cw.freeOnce.Do(func() { cw.objects.setOnFree(cw.queueFree, cw.noteStored) })
-	cw.objects.pendingFor([]string{id}, call, append(cw.ownedArgs(wargs), nested...))
+	cw.objects.pendingFor([]string{id}, call, append(cw.ownedArgs(wargs), nested...), nil, cw.addr)
 	runtime.KeepAlive(args) // their handles held the objects until the call did
 	call.watch(ctx, func(cause error) { _ = call.cancel(cw.ctx, false, cause) })
 	call.conn.enqueue(call)

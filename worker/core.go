@@ -141,6 +141,7 @@ func (cw *coreWorker) registerMethods(s *rpc.Server) {
 	rpc.Handle(s, wire.MethodObjectGet, cw.handleObjectGet)
 	rpc.Handle(s, wire.MethodObjectGetMany, cw.handleObjectGetMany)
 	rpc.Handle(s, wire.MethodObjectRefRemoved, cw.handleRefRemoved)
+	rpc.Handle(s, wire.MethodObjectRecover, cw.handleObjectRecover)
 	if cw.isWorker {
 		rpc.Handle(s, wire.MethodPushTask, cw.handlePushTask)
 		rpc.Handle(s, wire.MethodLeaseRevoke, cw.handleLeaseRevoke)
@@ -227,7 +228,7 @@ func (cw *coreWorker) getValueView(ctx context.Context, id, owner string) ([]byt
 			if why := cw.objects.freedReason(id); why != "" {
 				return nil, nil, &ObjectFreedError{ObjectID: id, Owner: cw.addr, Reason: why}
 			}
-			return nil, nil, &ObjectLostError{ObjectID: id, Reason: "this process owns no object with that ID"}
+			return nil, nil, &ObjectLostError{ObjectID: id, Owner: cw.addr, Reason: "this process owns no object with that ID"}
 		}
 		cw.prefetch(1, func(int) (string, string) { return id, owner })
 		if o = cw.objects.get(id); o == nil {
@@ -243,7 +244,17 @@ func (cw *coreWorker) getValueView(ctx context.Context, id, owner string) ([]byt
 		}
 	}
 	if o.loc != nil && o.err == nil {
-		return cw.readLarge(ctx, o.loc)
+		b, release, err := cw.readLarge(ctx, o.loc)
+		switch {
+		case err == nil:
+		case owner == cw.addr || owner == "":
+			// Ours, and its copy is gone: rebuilt from its lineage.
+			return cw.lostRead(ctx, id, o.loc, err)
+		default:
+			// Borrowed: its owner rebuilds it.
+			return cw.recoverBorrowed(ctx, id, owner, o.loc, err)
+		}
+		return b, release, err
 	}
 	return o.value, nil, o.err
 }

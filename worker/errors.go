@@ -129,26 +129,55 @@ func (e *NodeDiedError) Error() string {
 		e.NodeAddr, e.Since.Format(time.RFC3339), e.Cause)
 }
 
-// ObjectLostError says an object's value is gone: its owner exited
-// (OwnerDied, as Ray's OwnerDiedError) or it was never known there, or no
-// node holds it any more (as Ray's ObjectLostError).
+// ObjectLostError says an object's value is gone while its owner lives,
+// as Ray's ObjectLostError: every copy was on a node that died (a Put
+// object, which has no lineage, or a task's return whose task may not run
+// again: MaxRetries 0 or its retries used up), or the owner does not know
+// it. Reason says which. errors.Is(err, ErrObjectLost) holds.
 type ObjectLostError struct {
 	ObjectID string
+	Owner    string // the owner's RPC address, when known
+	Node     string // the node (name, else address) that held its copy, when known
 	Reason   string
-	// OwnerDied: the owner process could not be reached, and the record of
-	// the object went with it.
-	OwnerDied bool
+	// holderLacks: the node answered that no node holds it (object_lost),
+	// rather than failing to reach the holder.
+	holderLacks bool
 }
 
-// Is makes errors.Is(err, ErrObjectLost) hold, and errors.Is(err,
-// ErrOwnerDied) too when the owner died.
-func (e *ObjectLostError) Is(target error) bool {
-	return target == ErrObjectLost || e.OwnerDied && target == ErrOwnerDied
-}
+// Is makes errors.Is(err, ErrObjectLost) hold.
+func (e *ObjectLostError) Is(target error) bool { return target == ErrObjectLost }
 
 // Error implements error.
 func (e *ObjectLostError) Error() string {
-	return fmt.Sprintf("object %s is lost: %s", e.ObjectID, e.Reason)
+	msg := "object " + e.ObjectID
+	if e.Owner != "" {
+		msg += " (owner " + e.Owner + ")"
+	}
+	msg += " is lost"
+	if e.Node != "" {
+		msg += " with node " + e.Node
+	}
+	return msg + ": " + e.Reason
+}
+
+// OwnerDiedError says a borrowed object's owner process could not be
+// reached, and the record of the object (its value or where its copy is)
+// went with it, as Ray's OwnerDiedError. errors.Is(err, ErrOwnerDied) and
+// errors.Is(err, ErrObjectLost) hold.
+type OwnerDiedError struct {
+	ObjectID string
+	Owner    string // the owner's RPC address
+	Reason   string // the transport error that reaching it gave
+}
+
+// Is makes errors.Is(err, ErrOwnerDied) and errors.Is(err, ErrObjectLost) hold.
+func (e *OwnerDiedError) Is(target error) bool {
+	return target == ErrOwnerDied || target == ErrObjectLost
+}
+
+// Error implements error.
+func (e *OwnerDiedError) Error() string {
+	return fmt.Sprintf("object %s is lost: its owner at %s died (unreachable: %s)", e.ObjectID, e.Owner, e.Reason)
 }
 
 // ActorDiedError is the error of a call to an actor that died: killed, its

@@ -63,6 +63,7 @@ func TestTypedErrorsMatchTheirSentinels(t *testing.T) {
 		{&WorkerCrashedError{TaskName: "t"}, []error{ErrWorkerCrashed}},
 		{&ObjectLostError{ObjectID: "o"}, []error{ErrObjectLost}},
 		{&ObjectFreedError{ObjectID: "o"}, []error{ErrObjectLost}},
+		{&OwnerDiedError{ObjectID: "o", Owner: "127.0.0.1:1"}, []error{ErrOwnerDied, ErrObjectLost}},
 	} {
 		wrapped := fmt.Errorf("get: %w", c.err)
 		for _, w := range c.want {

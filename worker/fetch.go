@@ -59,8 +59,7 @@ func (cw *coreWorker) fetchFrom(owner string, ids []string) {
 				return
 			}
 			for _, id := range ids {
-				cw.objects.complete(id, nil, &ObjectLostError{ObjectID: id, OwnerDied: true,
-					Reason: fmt.Sprintf("its owner at %s is unreachable: %v", owner, err)})
+				cw.objects.complete(id, nil, &OwnerDiedError{ObjectID: id, Owner: owner, Reason: err.Error()})
 			}
 			return
 		}
@@ -73,7 +72,7 @@ func (cw *coreWorker) fetchFrom(owner string, ids []string) {
 			case r.Lost != "" && r.Freed:
 				cw.objects.complete(id, nil, &ObjectFreedError{ObjectID: id, Owner: owner, Reason: r.Lost})
 			case r.Lost != "":
-				cw.objects.complete(id, nil, &ObjectLostError{ObjectID: id, Reason: r.Lost})
+				cw.objects.complete(id, nil, &ObjectLostError{ObjectID: id, Owner: owner, Reason: r.Lost})
 			case r.Loc != nil && r.Error == nil:
 				cw.objects.completeLoc(id, r.Loc)
 			case r.Error != nil:

@@ -188,8 +188,8 @@ func TestWaitForLostBorrowedRef(t *testing.T) {
 	if err != nil || len(ready) != 1 {
 		t.Fatalf("Wait on an unreachable owner's ref: %v, %v", ready, err)
 	}
-	var le *ObjectLostError
-	if _, err := lost.Get(ctx); !errors.As(err, &le) || !le.OwnerDied || !errors.Is(err, ErrOwnerDied) || !errors.Is(err, ErrObjectLost) {
-		t.Fatalf("Get of an unreachable owner's ref: %v, want an ObjectLostError that is ErrOwnerDied and ErrObjectLost", err)
+	var oe *OwnerDiedError
+	if _, err := lost.Get(ctx); !errors.As(err, &oe) || oe.Owner != lost.owner || oe.ObjectID != lost.id || !errors.Is(err, ErrOwnerDied) || !errors.Is(err, ErrObjectLost) {
+		t.Fatalf("Get of an unreachable owner's ref: %v, want an OwnerDiedError naming the object and owner that is ErrOwnerDied and ErrObjectLost", err)
 	}
 }

@@ -139,7 +139,7 @@ func (cw *coreWorker) readLarge(ctx context.Context, loc *wire.ObjectLoc) (view 
 	}
 	var where wire.ObjectLocation
 	if err := cw.pool.Call(ctx, cw.nodeAddr, wire.MethodObjectLocate, &wire.ObjectLocateRequest{Loc: *loc}, &where); err != nil {
-		return nil, nil, &ObjectLostError{ObjectID: loc.Key, Reason: err.Error()}
+		return nil, nil, &ObjectLostError{ObjectID: loc.Key, Node: loc.NodeAddr, Reason: err.Error(), holderLacks: locateLacks(err)}
 	}
 	release = func() { cw.releaseRead(ctx, loc.Key) }
 	view, err = cw.arena.ro.Slice(objstore.Location{Offset: where.Offset, Size: where.Size})

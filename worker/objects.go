@@ -37,6 +37,11 @@ type object struct {
 	// freeReason is set by Free on an object not ready yet: it is freed,
 	// whatever its counts, once ready.
 	freeReason string
+	// lin is the lineage of the task that makes the object (nil for a Put,
+	// an actor call's result, a borrowed object, or once the object is an
+	// inline value or a failure): kept while the object is in the table,
+	// to rebuild it if its stored copy is lost (lineage.go).
+	lin *lineage
 }
 
 // watcher is one position in a Wait (or a borrower's batch get) that is told
@@ -86,12 +91,18 @@ func (t *objectTable) pendingLocked(id string) *object {
 // pendingFor adds the objects that w will produce (its return objects),
 // and holds args, the objects of this process w takes as arguments, until
 // they are ready (Ray's submitted-task references). An argument already
-// freed is skipped (the task then reports it).
-func (t *objectTable) pendingFor(ids []string, w work, args []string) {
+// freed is skipped (the task then reports it). lin, when not nil, is the
+// task's lineage, kept with its return objects; self is this process's
+// address.
+func (t *objectTable) pendingFor(ids []string, w work, args []string, lin *lineage, self string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if lin != nil {
+		t.linkArgsLocked(lin, self)
+	}
 	for _, id := range ids {
-		t.pendingLocked(id).work = w
+		o := t.pendingLocked(id)
+		o.work, o.lin = w, lin
 	}
 	if len(args) == 0 || len(ids) == 0 {
 		return
@@ -171,6 +182,9 @@ func (t *objectTable) set(id string, value []byte, loc *wire.ObjectLoc, err erro
 		return
 	}
 	o.value, o.loc, o.err = value, loc, err
+	if loc == nil {
+		o.lin = nil // an inline value or a failure is never lost with a node
+	}
 	close(o.done)
 	if loc != nil && t.onStored != nil {
 		defer t.onStored(loc.Size) // after the unlock below

@@ -77,8 +77,9 @@ type pendingTask struct {
 	spec       wire.TaskSpec
 	ids        []string // its return objects' IDs (returnID), as submit gave them out
 	opts       taskOptions
-	crashes    int // worker or node deaths so far
+	crashes    int // worker or node deaths so far (and rebuilds: lineage.go)
 	appRetries int
+	lin        *lineage // kept by its return objects, to rebuild them
 	// crashedIn holds the worker IDs whose crash killed an attempt of the
 	// task: a retry never goes to them.
 	crashedIn []string
@@ -170,7 +171,8 @@ func submit(ctx context.Context, f remote, numReturns int, args ...any) ([]strin
 			deps = append(deps, i)
 		}
 	}
-	cw.objects.pendingFor(ids, t, append(cw.ownedArgs(wargs), nested...))
+	t.lin = newLineage(spec, opts, ids, deps)
+	cw.objects.pendingFor(ids, t, append(cw.ownedArgs(wargs), nested...), t.lin, cw.addr)
 	runtime.KeepAlive(args) // their handles held the objects until the task did
 	cw.sub.watchCtx(ctx, t)
 	if len(deps) == 0 {
@@ -538,6 +540,9 @@ func (s *submitter) push(q *keyQueue, l *heldLease, t *pendingTask, pipelined bo
 	case failed != nil:
 		s.cw.objects.failAll(t.ids, failed)
 	case succeeded:
+		if t.lin != nil {
+			t.lin.used.Store(int32(t.crashes + t.appRetries))
+		}
 		s.cw.objects.finish(t.spec.Name, t.ids, rep.Returns, rep.Stored)
 	}
 }
