@@ -85,19 +85,6 @@ func (n *Node) httpStatus(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, &st)
 }
 
-// httpHealth answers 200 while the node can write its data dir and raft.db,
-// and 503 with the reason (a DiskWriteError: "cannot write the Raft log
-// (<file>) since <time>: <error>") while it cannot.
-func (n *Node) httpHealth(w http.ResponseWriter, r *http.Request) {
-	body := map[string]any{"node_id": n.id.NodeID, "leader": n.leaderAddr(), "healthy": true}
-	if err := n.Health(); err != nil {
-		body["healthy"], body["reason"] = false, err.Error()
-		writeJSON(w, http.StatusServiceUnavailable, body)
-		return
-	}
-	writeJSON(w, http.StatusOK, body)
-}
-
 func writeJSON(w http.ResponseWriter, code int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
