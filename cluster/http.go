@@ -28,8 +28,7 @@ func (n *Node) startHTTP(advertise string) error {
 		return fmt.Errorf("HTTP port %d on %s: %w", n.cfg.HTTPPort, n.cfg.BindAddr, err)
 	}
 	n.httpAddr = hostPort(advertise, ln.Addr().(*net.TCPAddr).Port)
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(&nodeCollector{n: n})
+	reg := n.metricsRegistry()
 	mux := http.NewServeMux()
 	n.handleHTTP(mux, "GET /v1/status", http.HandlerFunc(n.httpStatus))
 	n.handleHTTP(mux, "GET /v1/health", http.HandlerFunc(n.httpHealth))
