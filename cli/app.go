@@ -104,12 +104,17 @@ func usageError(c *ucli.Context, err error, isSubcommand bool) error {
 	return fmt.Errorf("%s: %v (see '%s --help')", name, err, name)
 }
 
+// logLevel is the level of the process's slog handler; a node's SIGHUP
+// changes it (reloadLogLevel).
+var logLevel = new(slog.LevelVar)
+
 func setupLogging(level, format string, w io.Writer) error {
 	var lv slog.Level
 	if err := lv.UnmarshalText([]byte(level)); err != nil {
 		return fmt.Errorf("--log-level %q: use debug, info, warn or error", level)
 	}
-	opts := &slog.HandlerOptions{Level: lv}
+	logLevel.Set(lv)
+	opts := &slog.HandlerOptions{Level: logLevel}
 	switch format {
 	case "text":
 		slog.SetDefault(slog.New(slog.NewTextHandler(w, opts)))
