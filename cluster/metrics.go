@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/nodeup/nodeup/gpu"
 	"github.com/nodeup/nodeup/sched"
 	"github.com/nodeup/nodeup/store"
 	"github.com/nodeup/nodeup/wire"
@@ -107,6 +109,17 @@ var (
 		"Worker leases this node granted since start (a task's or an actor's resources reserved here).", nil, nil)
 	descSpillbacks = prometheus.NewDesc("nodeup_spillbacks_total",
 		"Lease requests this node sent on to another node with room since start (Ray's spillback).", nil, nil)
+	descGPUHealthy = prometheus.NewDesc("nodeup_gpu_healthy",
+		"1 while this node's GPU is healthy (0 once lost or broken, e.g. an Xid; it is then out of scheduling).", []string{"GpuIndex", "GpuDeviceName"}, nil)
+	descGPUReserved = prometheus.NewDesc("nodeup_gpu_reserved",
+		"Fraction of this node's GPU that live leases reserve (0..1).", []string{"GpuIndex", "GpuDeviceName"}, nil)
+	descGPUUtil = prometheus.NewDesc("ray_node_gpus_utilization",
+		"Percent of the last sample period a kernel ran on this node's GPU (NVML), as Ray's ray_node_gpus_utilization; absent until sampled or when unknown.",
+		[]string{"GpuIndex", "GpuDeviceName"}, nil)
+	descGPUMemUsed = prometheus.NewDesc("nodeup_gpu_memory_used_bytes",
+		"Framebuffer bytes in use on this node's GPU (NVML); absent until sampled or when unknown.", []string{"GpuIndex", "GpuDeviceName"}, nil)
+	descGPUMemTotal = prometheus.NewDesc("nodeup_gpu_memory_total_bytes",
+		"Framebuffer bytes of this node's GPU; absent when unknown.", []string{"GpuIndex", "GpuDeviceName"}, nil)
 	descPilotHealthy = prometheus.NewDesc("nodeup_autopilot_healthy",
 		"1 if autopilot counts every Raft server healthy, as Consul's autopilot_healthy; leader only.", nil, nil)
 	descPilotTolerance = prometheus.NewDesc("nodeup_autopilot_failure_tolerance",
@@ -116,7 +129,8 @@ var (
 // Describe implements prometheus.Collector.
 func (c *rayCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descTasks, descActors, descPGs, descResources, descObjMem, descObjAvail, descObjPinned,
-		descObjects, descWorkers, descDemand, descGrants, descSpillbacks, descPilotHealthy, descPilotTolerance} {
+		descObjects, descWorkers, descDemand, descGrants, descSpillbacks, descGPUHealthy, descGPUReserved, descGPUUtil, descGPUMemUsed,
+		descGPUMemTotal, descPilotHealthy, descPilotTolerance} {
 		ch <- d
 	}
 }
@@ -151,7 +165,9 @@ func (c *rayCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(descGrants, float64(m.grants))
 		gauge(descWorkers, float64(tasks), "task")
 		gauge(descWorkers, float64(actors), "actor")
-		for name, total := range m.total {
+		// Totals as the node registers them: the local scheduler's stay
+		// as they were at start when a GPU breaks (its free pool shrinks).
+		for name, total := range n.Resources() {
 			// node:<id> is one per node; a bundle's resources
 			// (sched.BundleResources, "_group_") one set per group.
 			if strings.HasPrefix(name, sched.NodeResourcePrefix) || strings.Contains(name, "_group_") {
@@ -178,6 +194,31 @@ func (c *rayCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		gauge(descObjMem, float64(spilled), "SPILLED")
 		gauge(descObjects, float64(spilledObjs), "SPILLED")
+	}
+
+	for _, d := range n.GPUStatus().Devices {
+		idx, name := strconv.Itoa(d.Index), d.Name
+		healthy := 0.0
+		if d.Healthy {
+			healthy = 1
+		}
+		gauge(descGPUHealthy, healthy, idx, name)
+		gauge(descGPUReserved, d.GPU.Float(), idx, name)
+		total := d.Device.MemoryBytes // d.MemoryBytes is what leases reserve
+		if s := d.Sample; s != nil {
+			if s.UtilizationPercent != gpu.Unknown {
+				gauge(descGPUUtil, float64(s.UtilizationPercent), idx, name)
+			}
+			if s.MemoryUsedBytes != gpu.Unknown {
+				gauge(descGPUMemUsed, float64(s.MemoryUsedBytes), idx, name)
+			}
+			if s.MemoryTotalBytes > 0 {
+				total = s.MemoryTotalBytes
+			}
+		}
+		if total > 0 {
+			gauge(descGPUMemTotal, float64(total), idx, name)
+		}
 	}
 
 	if !n.IsLeader() {
@@ -216,7 +257,7 @@ func (c *rayCollector) Collect(ch chan<- prometheus.Metric) {
 
 // schedMetrics is what the local scheduler reports to /metrics.
 type schedMetrics struct {
-	total, avail sched.ResourceSet
+	avail        sched.ResourceSet
 	leaseWorkers []string // the worker of each lease held ("" until set)
 	queued       int      // lease requests waiting for resources here
 	infeasible   int      // demands no node can satisfy, seen recently
@@ -226,7 +267,7 @@ type schedMetrics struct {
 func (s *localSched) metrics() schedMetrics {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	m := schedMetrics{total: s.total.Clone(), avail: s.avail.Clone(), queued: len(s.queue), grants: s.nextID}
+	m := schedMetrics{avail: s.avail.Clone(), queued: len(s.queue), grants: s.nextID}
 	m.leaseWorkers = make([]string, 0, len(s.leases))
 	for _, l := range s.leases {
 		m.leaseWorkers = append(m.leaseWorkers, l.workerID)

@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/nodeup/nodeup/gpu"
 )
 
 // TestGrafanaDashboardSeries: docs/grafana-dashboard.json is valid JSON and
@@ -57,5 +59,57 @@ func TestGrafanaDashboardSeries(t *testing.T) {
 	}
 	if used == 0 || !described["ray_actors"] {
 		t.Fatalf("found %d series in the dashboard, described %v", used, described)
+	}
+}
+
+// gathered returns each series of nd's /metrics registry as
+// `name{label="v",...}` → value.
+func gathered(t *testing.T, nd *Node) map[string]float64 {
+	t.Helper()
+	mfs, err := nd.metricsRegistry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]float64{}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			var labels []string
+			for _, lp := range m.GetLabel() {
+				labels = append(labels, lp.GetName()+`="`+lp.GetValue()+`"`)
+			}
+			v := m.GetGauge().GetValue() + m.GetCounter().GetValue()
+			out[mf.GetName()+"{"+strings.Join(labels, ",")+"}"] = v
+		}
+	}
+	return out
+}
+
+// TestGPUMetrics: a node with two declared GPUs exports one healthy series
+// per device and ray_resources for GPU; a device marked broken (as an Xid
+// does) turns its series to 0 and the GPU total down by one.
+func TestGPUMetrics(t *testing.T) {
+	nd := testCluster(t, 1, func(_ int, c *Config) {
+		c.GPUs = GPUConfig{Declare: true, Count: 2, Model: "H100", MemoryBytes: 80 << 30}
+	})[0]
+	m := gathered(t, nd)
+	for _, k := range []string{`nodeup_gpu_healthy{GpuDeviceName="H100",GpuIndex="0"}`, `nodeup_gpu_healthy{GpuDeviceName="H100",GpuIndex="1"}`} {
+		if m[k] != 1 {
+			t.Errorf("%s = %v, want 1 (all: %v)", k, m[k], m)
+		}
+	}
+	if k := `ray_resources{Name="GPU",State="TOTAL"}`; m[k] != 2 {
+		t.Errorf("%s = %v, want 2", k, m[k])
+	}
+	if k := `nodeup_gpu_memory_total_bytes{GpuDeviceName="H100",GpuIndex="1"}`; m[k] != 80<<30 {
+		t.Errorf("%s = %v, want %d", k, m[k], 80<<30)
+	}
+	nd.gpus.sup.Allocator().SetHealth(1, false, "Xid 79 (critical)")
+	nd.onGPUHealth(gpu.HealthEvent{Index: 1, Reason: "Xid 79 (critical)"})
+	m = gathered(t, nd)
+	if k := `nodeup_gpu_healthy{GpuDeviceName="H100",GpuIndex="1"}`; m[k] != 0 {
+		t.Errorf("%s = %v after an Xid, want 0", k, m[k])
+	}
+	if k := `ray_resources{Name="GPU",State="TOTAL"}`; m[k] != 1 {
+		t.Errorf("%s = %v after an Xid, want 1", k, m[k])
 	}
 }
