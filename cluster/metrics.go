@@ -46,9 +46,11 @@ func goMetricsSink(n *Node) *gometricsprom.PrometheusSink {
 	sinkOnce.Do(func() {
 		s, err := gometricsprom.NewPrometheusSinkFrom(gometricsprom.PrometheusOpts{
 			Name: "nodeup_go_metrics_sink",
-			// Series not updated for this long are dropped (a peer's
-			// replication timings after it left).
-			Expiration: time.Minute,
+			// Never expire: Raft's counters (nodeup_raft_state_leader)
+			// change rarely and must not vanish between changes. A
+			// departed peer's few replication series stay until restart;
+			// servers are few, so the count stays bounded.
+			Expiration: 0,
 			// Registered here by each node; this registry only satisfies
 			// the constructor, which registers the sink somewhere.
 			Registerer: prometheus.NewRegistry(),
