@@ -48,11 +48,21 @@ func App() *ucli.App {
 		EnableBashCompletion: false,
 		OnUsageError:         usageError,
 		Flags: []ucli.Flag{
+			// Our own flag, not urfave's VersionFlag, so that it prints what
+			// `nodeup version` prints without changing urfave's globals.
+			&ucli.BoolFlag{Name: "version", Aliases: []string{"v"}, Usage: "print the nodeup version and exit"},
 			&ucli.StringFlag{Name: "log-level", Value: "info", Usage: "debug, info, warn or error", EnvVars: []string{"NODEUP_LOG_LEVEL"}},
 			&ucli.StringFlag{Name: "log-format", Value: "text", Usage: "text or json", EnvVars: []string{"NODEUP_LOG_FORMAT"}},
 		},
 		Before: func(c *ucli.Context) error {
 			return setupLogging(c.String("log-level"), c.String("log-format"), os.Stderr)
+		},
+		Action: func(c *ucli.Context) error {
+			if c.Bool("version") {
+				printVersion(c)
+				return nil
+			}
+			return ucli.ShowAppHelp(c)
 		},
 		Commands: []*ucli.Command{
 			startCommand(),
@@ -88,19 +98,25 @@ func setUsageError(cmd *ucli.Command) {
 
 // usageError turns urfave's multi-line usage dump into one clear line.
 func usageError(c *ucli.Context, err error, isSubcommand bool) error {
-	name := "nodeup"
-	if c.Command != nil && c.Command.Name != "" {
-		name = "nodeup " + c.Command.FullName()
+	if c.Command == nil || c.Command.Name == "" || c.Command.Name == c.App.Name {
+		// A global flag: Run already prefixes "nodeup: ".
+		return fmt.Errorf("%v (see 'nodeup --help')", err)
 	}
+	name := "nodeup " + c.Command.FullName()
 	return fmt.Errorf("%s: %v (see '%s --help')", name, err, name)
 }
+
+// logLevel is the level of the process's slog handler; a node's SIGHUP
+// changes it (reloadLogLevel).
+var logLevel = new(slog.LevelVar)
 
 func setupLogging(level, format string, w io.Writer) error {
 	var lv slog.Level
 	if err := lv.UnmarshalText([]byte(level)); err != nil {
 		return fmt.Errorf("--log-level %q: use debug, info, warn or error", level)
 	}
-	opts := &slog.HandlerOptions{Level: lv}
+	logLevel.Set(lv)
+	opts := &slog.HandlerOptions{Level: logLevel}
 	switch format {
 	case "text":
 		slog.SetDefault(slog.New(slog.NewTextHandler(w, opts)))
@@ -117,10 +133,16 @@ func versionCommand() *ucli.Command {
 		Name:  "version",
 		Usage: "print the nodeup version",
 		Action: func(c *ucli.Context) error {
-			fmt.Fprintf(c.App.Writer, "nodeup %s\n", Version)
+			printVersion(c)
 			return nil
 		},
 	}
+}
+
+// printVersion writes "nodeup <Version>" for `nodeup version` and
+// `nodeup --version`.
+func printVersion(c *ucli.Context) {
+	fmt.Fprintf(c.App.Writer, "nodeup %s\n", Version)
 }
 
 func oneLine(s string) string {

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"io"
 	"slices"
 	"strings"
 	"testing"
@@ -102,5 +103,29 @@ func TestStatusTableEndsWithClusterUsage(t *testing.T) {
 	printStatus(&b, st)
 	if want := "{TPU-v3=3}: 1+ pending e.g. train: no single node has TPU-v3 3"; !strings.Contains(b.String(), want) {
 		t.Errorf("status lacks %q:\n%s", want, b.String())
+	}
+}
+
+// TestVersionFlag: `nodeup --version` and `-v` print what `nodeup version`
+// prints (they used to fail with "nodeup: nodeup nodeup: flag provided but
+// not defined: -version"), and an unknown global flag names itself once.
+func TestVersionFlag(t *testing.T) {
+	// Not parallel: Run sets the process-wide slog default.
+	for _, args := range [][]string{{"nodeup", "--version"}, {"nodeup", "-v"}, {"nodeup", "version"}} {
+		app := App()
+		var out bytes.Buffer
+		app.Writer = &out
+		if err := app.Run(reorderArgs(app, args)); err != nil {
+			t.Fatalf("%q: %v", args, err)
+		}
+		if want := "nodeup " + Version + "\n"; out.String() != want {
+			t.Errorf("%q printed %q, want %q", args, out.String(), want)
+		}
+	}
+	app := App()
+	app.Writer, app.ErrWriter = io.Discard, io.Discard
+	err := app.Run([]string{"nodeup", "--nosuch"})
+	if want := "flag provided but not defined: -nosuch (see 'nodeup --help')"; err == nil || err.Error() != want {
+		t.Errorf("nodeup --nosuch: %v, want %q", err, want)
 	}
 }

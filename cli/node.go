@@ -1,9 +1,11 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -197,7 +199,7 @@ func runNode(c *ucli.Context, head bool, peers []string) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	defer logHangups(slog.Default())()
+	defer logHangups(slog.Default(), cfg.DataDir)()
 	n, err := cluster.Start(ctx, cfg)
 	if err != nil {
 		return err
@@ -213,10 +215,17 @@ func runNode(c *ucli.Context, head bool, peers []string) error {
 	return n.Shutdown()
 }
 
+// logLevelFile, in a node's data dir, holds the log level (debug, info, warn
+// or error) a SIGHUP switches the running node to, as Nomad reloads its
+// log_level on SIGHUP: `echo debug > <data-dir>/log-level; systemctl reload
+// nodeup`.
+const logLevelFile = "log-level"
+
 // logHangups keeps SIGHUP (systemd's reload, a closed terminal) from killing
-// the node: each one is logged, and nothing is reloaded, as the node reads
-// its flags and environment only at start. The returned func stops it.
-func logHangups(logger *slog.Logger) (stop func()) {
+// the node: each one reloads the log level from logLevelFile in dataDir, or
+// keeps the current level when there is no such file, and logs what it did.
+// Flags are read only at start. The returned func stops it.
+func logHangups(logger *slog.Logger, dataDir string) (stop func()) {
 	ch := make(chan os.Signal, 1)
 	signal.Notify(ch, syscall.SIGHUP)
 	done := make(chan struct{})
@@ -224,7 +233,7 @@ func logHangups(logger *slog.Logger) (stop func()) {
 		for {
 			select {
 			case <-ch:
-				logger.Info("SIGHUP received: nothing to reload (flags are read at start; restart the node to change them)")
+				reloadLogLevel(logger, filepath.Join(dataDir, logLevelFile))
 			case <-done:
 				return
 			}
@@ -234,6 +243,33 @@ func logHangups(logger *slog.Logger) (stop func()) {
 		signal.Stop(ch)
 		close(done)
 	}
+}
+
+// reloadLogLevel sets logLevel from the file at path and logs the outcome;
+// a missing file keeps the level, a bad one is logged (naming the accepted
+// values) and keeps it too.
+func reloadLogLevel(logger *slog.Logger, path string) {
+	was := logLevel.Level()
+	b, err := os.ReadFile(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		logger.Info("SIGHUP received: log level unchanged (write debug, info, warn or error to the log-level file to change it; flags are read only at start)",
+			"level", was, "file", path)
+		return
+	case err == nil && len(b) > 64:
+		err = fmt.Errorf("%d bytes: want one word", len(b))
+	}
+	var lv slog.Level
+	if err == nil {
+		err = lv.UnmarshalText(bytes.TrimSpace(b))
+	}
+	if err != nil {
+		logger.Warn("SIGHUP received: log level unchanged: cannot read the log-level file (want debug, info, warn or error)",
+			"level", was, "file", path, "err", err)
+		return
+	}
+	logLevel.Set(lv)
+	logger.Log(context.Background(), max(lv, was), "SIGHUP received: log level reloaded", "from", was, "to", lv, "file", path)
 }
 
 func stopCommand() *ucli.Command {

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/nodeup/nodeup/internal/pki"
+	"github.com/nodeup/nodeup/internal/testutil"
 	"github.com/nodeup/nodeup/rpc"
 	"github.com/nodeup/nodeup/wire"
 )
@@ -250,9 +251,13 @@ func TestHTTPTokenAuth(t *testing.T) {
 		_ = json.NewDecoder(resp.Body).Decode(&body)
 		return resp.StatusCode, body
 	}
-	if code, _ := get("/v1/health", ""); code != http.StatusOK {
-		t.Errorf("/v1/health without a token: %d, want 200", code)
-	}
+	// Health is 503 until the node has elected itself leader.
+	testutil.Until(t, 10*time.Second, "/v1/health without a token is 200", func() error {
+		if code, body := get("/v1/health", ""); code != http.StatusOK {
+			return fmt.Errorf("/v1/health: %d %v, want 200", code, body)
+		}
+		return nil
+	})
 	for _, path := range []string{"/v1/status", "/metrics"} {
 		code, body := get(path, "")
 		if code != http.StatusUnauthorized || body["role"] != "read" || !strings.Contains(body["error"], "needs role read") {

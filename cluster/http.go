@@ -28,8 +28,7 @@ func (n *Node) startHTTP(advertise string) error {
 		return fmt.Errorf("HTTP port %d on %s: %w", n.cfg.HTTPPort, n.cfg.BindAddr, err)
 	}
 	n.httpAddr = hostPort(advertise, ln.Addr().(*net.TCPAddr).Port)
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(&nodeCollector{n: n})
+	reg := n.metricsRegistry()
 	mux := http.NewServeMux()
 	n.handleHTTP(mux, "GET /v1/status", http.HandlerFunc(n.httpStatus))
 	n.handleHTTP(mux, "GET /v1/health", http.HandlerFunc(n.httpHealth))
@@ -84,19 +83,6 @@ func (n *Node) httpStatus(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, &st)
-}
-
-// httpHealth answers 200 while the node can write its data dir and raft.db,
-// and 503 with the reason (a DiskWriteError: "cannot write the Raft log
-// (<file>) since <time>: <error>") while it cannot.
-func (n *Node) httpHealth(w http.ResponseWriter, r *http.Request) {
-	body := map[string]any{"node_id": n.id.NodeID, "leader": n.leaderAddr(), "healthy": true}
-	if err := n.Health(); err != nil {
-		body["healthy"], body["reason"] = false, err.Error()
-		writeJSON(w, http.StatusServiceUnavailable, body)
-		return
-	}
-	writeJSON(w, http.StatusOK, body)
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {

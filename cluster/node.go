@@ -131,7 +131,8 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 			return nil, err
 		}
 	}
-	n.logger = n.logger.With("node", cfg.NodeName)
+	// A record's own "node" key (another node) becomes "peer_node" (logkeys.go).
+	n.logger = slog.New(newUniqueKeys(n.logger.Handler())).With("node", cfg.NodeName)
 
 	advertise, err := advertiseAddr(cfg)
 	if err != nil {

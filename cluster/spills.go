@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"sync"
+	"sync/atomic"
 
 	"github.com/nodeup/nodeup/sched"
 	"github.com/nodeup/nodeup/wire"
@@ -14,10 +15,13 @@ import (
 type spillLedger struct {
 	mu   sync.Mutex
 	sent map[string]sched.ResourceSet // by node ID
+	// total counts spillbacks since start, for /metrics.
+	total atomic.Uint64
 }
 
 // add records demand sent to node.
 func (l *spillLedger) add(node string, demand sched.ResourceSet) {
+	l.total.Add(1)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.sent == nil {

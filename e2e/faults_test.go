@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,23 +13,38 @@ import (
 )
 
 // TestSIGHUPKeepsRunning sends SIGHUP (what systemd's reload sends) to a
-// running node: it logs one line and keeps serving, instead of dying.
+// running node: it keeps serving instead of dying, keeps its log level while
+// <data-dir>/log-level is missing or bad, and switches to the level the file
+// names once it is there.
 func TestSIGHUPKeepsRunning(t *testing.T) {
 	head := startHead(t, t.TempDir())
-	if err := head.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+	hup := func(want string) {
+		t.Helper()
+		if err := head.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+			t.Fatal(err)
+		}
+		testutil.Until(t, 5*time.Second, "SIGHUP logged: "+want, func() error {
+			select {
+			case <-head.done:
+				t.Fatalf("node exited on SIGHUP: %v", head.wait())
+			default:
+			}
+			if !strings.Contains(head.log.String(), want) {
+				return fmt.Errorf("no %q in the log", want)
+			}
+			return nil
+		})
+	}
+	hup("SIGHUP received: log level unchanged (write debug")
+	file := filepath.Join(head.dataDir, "log-level")
+	if err := os.WriteFile(file, []byte("loud\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	testutil.Until(t, 5*time.Second, "SIGHUP logged", func() error {
-		select {
-		case <-head.done:
-			t.Fatalf("node exited on SIGHUP: %v", head.wait())
-		default:
-		}
-		if !strings.Contains(head.log.String(), "SIGHUP received: nothing to reload") {
-			return os.ErrNotExist
-		}
-		return nil
-	})
+	hup("log level unchanged: cannot read the log-level file")
+	if err := os.WriteFile(file, []byte("debug\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	hup("SIGHUP received: log level reloaded\" from=INFO to=DEBUG")
 	if _, err := status(t, head.addr()); err != nil {
 		t.Fatalf("node stopped answering after SIGHUP: %v", err)
 	}

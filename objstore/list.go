@@ -75,6 +75,26 @@ func (s *Store) List() ([]Entry, Stats) {
 	return out, st
 }
 
+// Stats returns List's totals without building the entries: one pass over
+// the objects under the store's lock, for metrics scraped every few seconds.
+func (s *Store) Stats() Stats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := Stats{Capacity: s.capacity, Used: s.alloc.used, Objects: len(s.objects)}
+	for _, o := range s.objects {
+		n := alignUp(o.size)
+		if o.pins > 0 {
+			st.Pinned += n
+		}
+		if o.secondary {
+			st.Secondary += n
+		} else {
+			st.Primary += n
+		}
+	}
+	return st
+}
+
 // sortLargestFirst orders objects by allocation size, largest first, then
 // by ID.
 func sortLargestFirst(all []*object) {
