@@ -46,7 +46,7 @@ func runPythonBench(c *ucli.Context, opts bench.Options) error {
 		args = append(args, "--out", out)
 	}
 	cmd := exec.CommandContext(c.Context, py, args...)
-	cmd.Env = append(os.Environ(), "PYTHONPATH="+dir+string(os.PathListSeparator)+os.Getenv("PYTHONPATH"), "NODEUP_BIN="+self)
+	cmd.Env = append(os.Environ(), "PYTHONPATH="+dir+string(os.PathListSeparator)+os.Getenv("PYTHONPATH"), "NODEUP_BIN="+self, "NODEUP_VERSION="+Version)
 	cmd.Stderr = c.App.ErrWriter
 	if out == "" {
 		cmd.Stdout = c.App.Writer

@@ -151,7 +151,10 @@ def main(argv=None):
         nodeup.shutdown()
     info = {
         "peer": "nodeup (Python SDK)",
-        "machine": {"cpus": os.cpu_count(), "os": platform.platform(), "python": sys.version.split()[0]},
+        "machine": {"cpus": os.cpu_count(), "os": platform.platform(), "python": sys.version.split()[0],
+                    "nodeup_version": os.environ.get("NODEUP_VERSION", "(Python SDK)"),
+                    "go_version": "Python " + sys.version.split()[0],
+                    "memory_gib": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1)},
         "settings": vars(args),
         "runs": args.reps,
         "duration_per_run_s": args.rep_time,
