@@ -158,3 +158,22 @@ func BenchmarkGetAllLocal(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkGetLarge is Get of a 1 MiB object this process put, on its own
+// node: Obj.Locate, a copy out of the store, and the release of the
+// reader's pin (Obj.Release).
+func BenchmarkGetLarge(b *testing.B) {
+	startCluster(b, 1, nil)
+	ctx := context.Background()
+	r, err := Put(ctx, blob(1<<20, 7))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(1 << 20)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if v, err := r.Get(ctx); err != nil || len(v) != 1<<20 {
+			b.Fatal(len(v), err)
+		}
+	}
+}
