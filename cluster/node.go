@@ -40,6 +40,9 @@ type Node struct {
 	// auth decides connections' principals (auth.go); its checks are on
 	// only with a token authority (Config.tokens).
 	auth *authenticator
+	// remoteTokens resolves tokens through the leader on a secure node
+	// without Raft state; nil on a server.
+	remoteTokens *remoteTokens
 	// sockLn and sockMux serve local clients on <data-dir>/nodeup.sock;
 	// sockAddr is UnixPrefix and its path ("" when it could not listen).
 	sockLn    net.Listener

@@ -77,21 +77,19 @@ func (n *Node) tokenEndpoints() {
 	handleLeader(n, wire.MethodTokenRevoke, n.tokenRevoke)
 	handleLeader(n, wire.MethodNodeJoin, n.nodeJoin)
 	handleLeader(n, wire.MethodNodeRenew, n.nodeRenew)
-	// A node without Raft state (not a server) asks the leader; a server
-	// answers from its own copy.
+	// A server answers from its own copy of the Raft state; a node
+	// without one asks the leader (Auth.Check@leader), through its cache.
 	rpc.Handle(n.rpcServer, wire.MethodAuthCheck, func(ctx context.Context, req *wire.AuthCheckRequest) (*wire.AuthCheckReply, error) {
-		if n.raft == nil && n.secure() {
-			var rep wire.AuthCheckReply
-			return &rep, n.forward(ctx, wire.MethodAuthCheck, req, &rep)
+		switch {
+		case n.remoteTokens != nil:
+			rep, err := n.remoteTokens.lookup(ctx, req.Token)
+			return rep, permissionDenied(err)
+		case n.raft == nil && n.secure(): // a token authority of its own (SetTokenAuthority)
+			return n.askLeader(ctx, req.Token)
 		}
 		return n.authCheck(ctx, req)
 	})
-	rpc.Handle(n.rpcServer, wire.MethodAuthCheck+wire.LeaderSuffix, func(ctx context.Context, req *wire.AuthCheckRequest) (*wire.AuthCheckReply, error) {
-		if !n.IsLeader() {
-			return nil, &rpc.Error{Code: wire.CodeNotLeader, Message: "this node is not the leader"}
-		}
-		return n.authCheck(ctx, req)
-	})
+	handleAtLeader(n, wire.MethodAuthCheck, n.authCheck)
 	handleLeader(n, wire.MethodJobTokenOf, n.jobTokenOf)
 }
 
