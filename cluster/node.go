@@ -43,6 +43,9 @@ type Node struct {
 	// remoteTokens resolves tokens through the leader on a secure node
 	// without Raft state; nil on a server.
 	remoteTokens *remoteTokens
+	// tokenWaits bounds the token checks waiting for a follower's state
+	// to catch up (raftTokens.await).
+	tokenWaits chan struct{}
 	// sockLn and sockMux serve local clients on <data-dir>/nodeup.sock;
 	// sockAddr is UnixPrefix and its path ("" when it could not listen).
 	sockLn    net.Listener
@@ -107,7 +110,7 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	n := &Node{cfg: cfg, logger: cfg.Logger, disk: newDiskHealth()}
+	n := &Node{cfg: cfg, logger: cfg.Logger, disk: newDiskHealth(), tokenWaits: make(chan struct{}, maxTokenWaits)}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	n.group = newGoGroup(n.ctx, n.logger)
 	n.leaderHint.Store("")
