@@ -53,6 +53,9 @@ type Node struct {
 	sockAddr  string
 	rpcServer *rpc.Server
 	pool      *rpc.Pool // to other nodes: mutual TLS unless --insecure
+	// pullPool is a second connection to each peer, for object pulls
+	// (chunkSpread): one TLS connection seals and opens on one core.
+	pullPool *rpc.Pool
 	// localPool calls this node's workers, plaintext on loopback.
 	localPool *rpc.Pool
 	sec       *security
@@ -149,6 +152,8 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	n.rpcAddr = hostPort(advertise, n.ln.Addr().(*net.TCPAddr).Port)
 	n.pool = rpc.NewPool([]byte{connRPC}, wire.ProtocolVersion, 5*time.Second)
 	n.pool.SetDialer(n.dialNode)
+	n.pullPool = rpc.NewPool([]byte{connRPC}, wire.ProtocolVersion, 5*time.Second)
+	n.pullPool.SetDialer(n.dialNode)
 	n.localPool = rpc.NewPool([]byte{connRPC}, wire.ProtocolVersion, 5*time.Second)
 	n.localPool.SetDialer(n.dialTCP)
 	n.localPool.SetTokenFunc(n.workerToken)
@@ -633,6 +638,9 @@ func (n *Node) close() {
 	}
 	if n.pool != nil {
 		n.pool.Close()
+	}
+	if n.pullPool != nil {
+		n.pullPool.Close()
 	}
 	if n.localPool != nil {
 		n.localPool.Close()
