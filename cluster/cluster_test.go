@@ -99,7 +99,7 @@ func voterCount(st *wire.StatusResponse) int {
 
 // waitFormed waits until every node sees n alive nodes, the same leader and
 // the expected number of voters.
-func waitFormed(t *testing.T, nodes []*Node, alive, voters int) {
+func waitFormed(t testing.TB, nodes []*Node, alive, voters int) {
 	t.Helper()
 	testutil.Until(t, 30*time.Second, "cluster formation", func() error {
 		leader := ""

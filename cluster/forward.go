@@ -30,12 +30,7 @@ func (n *Node) leaderAddr() string {
 // by running fn when it leads and forwarding otherwise, and method+"@leader",
 // which only the leader serves.
 func handleLeader[Req, Resp any](n *Node, method string, fn func(ctx context.Context, req *Req) (*Resp, error)) {
-	rpc.Handle(n.rpcServer, method+wire.LeaderSuffix, func(ctx context.Context, req *Req) (*Resp, error) {
-		if !n.IsLeader() {
-			return nil, &rpc.Error{Code: wire.CodeNotLeader, Message: "this node is not the leader"}
-		}
-		return fn(ctx, req)
-	})
+	handleAtLeader(n, method, fn)
 	n.rpcServer.Register(method, func(ctx context.Context, body []byte) (any, error) {
 		if n.IsLeader() {
 			var req Req
@@ -49,6 +44,17 @@ func handleLeader[Req, Resp any](n *Node, method string, fn func(ctx context.Con
 			return nil, err
 		}
 		return out, nil
+	})
+}
+
+// handleAtLeader registers method+"@leader" (what forward calls), which
+// runs fn on the leader and is refused with not_leader elsewhere.
+func handleAtLeader[Req, Resp any](n *Node, method string, fn func(ctx context.Context, req *Req) (*Resp, error)) {
+	rpc.Handle(n.rpcServer, method+wire.LeaderSuffix, func(ctx context.Context, req *Req) (*Resp, error) {
+		if !n.IsLeader() {
+			return nil, &rpc.Error{Code: wire.CodeNotLeader, Message: "this node is not the leader"}
+		}
+		return fn(ctx, req)
 	})
 }
 

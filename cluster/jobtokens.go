@@ -178,10 +178,7 @@ func (n *Node) authCheck(ctx context.Context, req *wire.AuthCheckRequest) (*wire
 	}
 	role, err := n.tokens().check(req.Token, pki.RoleRead, time.Now())
 	if err != nil {
-		if errors.Is(err, ErrTokenRefused) {
-			return nil, &rpc.Error{Code: wire.CodePermissionDenied, Message: strings.TrimPrefix(err.Error(), ErrTokenRefused.Error()+": ")}
-		}
-		return nil, err
+		return nil, permissionDenied(err)
 	}
 	tok, _ := pki.ParseToken(req.Token) // check parsed it
 	rec, err := n.fsm.State().TokenByID(tok.ID)

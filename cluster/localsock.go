@@ -16,15 +16,22 @@ const SocketFile = "nodeup.sock"
 // setupAuth makes the authenticator and, when the node has a token
 // authority, has the RPC server enforce wire.MethodRoles. A secure node
 // (no --insecure) always has one: the token table in Raft (raftTokens),
-// unless Config.SetTokenAuthority gave another; it then refuses plaintext
-// TCP clients everything but the open methods.
+// or, on a node without Raft state (not a server), the leader's answers
+// kept a few seconds (remoteTokens), unless Config.SetTokenAuthority gave
+// another; it then refuses plaintext TCP clients everything but the open
+// methods.
 func (n *Node) setupAuth() error {
 	gid, err := lookupGroup(n.cfg.SocketGroup)
 	if err != nil {
 		return err
 	}
 	if !n.cfg.Insecure && n.cfg.tokens == nil {
-		n.cfg.tokens = n.tokens()
+		if n.cfg.Server {
+			n.cfg.tokens = n.tokens()
+		} else {
+			n.remoteTokens = newRemoteTokens(n.tokens().caHash, n.askLeader)
+			n.cfg.tokens = n.remoteTokens
+		}
 	}
 	n.auth = newAuthenticator(n.cfg.tokens, gid, !n.cfg.Insecure)
 	if n.cfg.tokens != nil {

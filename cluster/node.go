@@ -40,6 +40,12 @@ type Node struct {
 	// auth decides connections' principals (auth.go); its checks are on
 	// only with a token authority (Config.tokens).
 	auth *authenticator
+	// remoteTokens resolves tokens through the leader on a secure node
+	// without Raft state; nil on a server.
+	remoteTokens *remoteTokens
+	// tokenWaits bounds the token checks waiting for a follower's state
+	// to catch up (raftTokens.await).
+	tokenWaits chan struct{}
 	// sockLn and sockMux serve local clients on <data-dir>/nodeup.sock;
 	// sockAddr is UnixPrefix and its path ("" when it could not listen).
 	sockLn    net.Listener
@@ -47,6 +53,9 @@ type Node struct {
 	sockAddr  string
 	rpcServer *rpc.Server
 	pool      *rpc.Pool // to other nodes: mutual TLS unless --insecure
+	// pullPool is a second connection to each peer, for object pulls
+	// (chunkSpread): one TLS connection seals and opens on one core.
+	pullPool *rpc.Pool
 	// localPool calls this node's workers, plaintext on loopback.
 	localPool *rpc.Pool
 	sec       *security
@@ -104,7 +113,7 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	n := &Node{cfg: cfg, logger: cfg.Logger, disk: newDiskHealth()}
+	n := &Node{cfg: cfg, logger: cfg.Logger, disk: newDiskHealth(), tokenWaits: make(chan struct{}, maxTokenWaits)}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	n.group = newGoGroup(n.ctx, n.logger)
 	n.leaderHint.Store("")
@@ -144,6 +153,8 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	n.rpcAddr = hostPort(advertise, n.ln.Addr().(*net.TCPAddr).Port)
 	n.pool = rpc.NewPool([]byte{connRPC}, wire.ProtocolVersion, 5*time.Second)
 	n.pool.SetDialer(n.dialNode)
+	n.pullPool = rpc.NewPool([]byte{connRPC}, wire.ProtocolVersion, 5*time.Second)
+	n.pullPool.SetDialer(n.dialNode)
 	n.localPool = rpc.NewPool([]byte{connRPC}, wire.ProtocolVersion, 5*time.Second)
 	n.localPool.SetDialer(n.dialTCP)
 	n.localPool.SetTokenFunc(n.workerToken)
@@ -628,6 +639,9 @@ func (n *Node) close() {
 	}
 	if n.pool != nil {
 		n.pool.Close()
+	}
+	if n.pullPool != nil {
+		n.pullPool.Close()
 	}
 	if n.localPool != nil {
 		n.localPool.Close()

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/singleflight"
@@ -56,7 +57,7 @@ func (n *Node) openObjectStore() error {
 			return err
 		}
 	}
-	n.objectSvc = &objectService{store: s, peers: n.pool, selfAddr: n.rpcAddr, nodeName: n.cfg.NodeName}
+	n.objectSvc = &objectService{store: s, peers: newChunkSpread(n.pool, n.pullPool), selfAddr: n.rpcAddr, nodeName: n.cfg.NodeName}
 	if !n.cfg.NoObjectSpilling {
 		n.objectSvc.spill = newSpiller(s, n.dir.path, n.cfg.ObjectSpillThreshold, n.cfg.NodeName, n.logger.With("component", "spill"))
 	}
@@ -67,6 +68,26 @@ func (n *Node) openObjectStore() error {
 // straight into dst and says how many bytes came (*rpc.Pool's CallInto).
 type chunkReader interface {
 	CallInto(ctx context.Context, addr, method string, req any, dst []byte) (int, error)
+}
+
+// chunkSpread sends a pull's chunk reads to its readers in turn: with
+// one rpc.Pool per reader, a pull from a peer uses that many connections,
+// so that over TLS sealing on the sender and opening on the receiver run
+// on more than one core (one connection's records are sealed and opened
+// in order). docs/benchmarks.md has the figures.
+type chunkSpread struct {
+	readers []chunkReader
+	next    atomic.Uint32
+}
+
+func newChunkSpread(readers ...chunkReader) *chunkSpread {
+	return &chunkSpread{readers: readers}
+}
+
+// CallInto implements chunkReader with the next reader in turn.
+func (s *chunkSpread) CallInto(ctx context.Context, addr, method string, req any, dst []byte) (int, error) {
+	r := s.readers[int(s.next.Add(1)-1)%len(s.readers)]
+	return r.CallInto(ctx, addr, method, req, dst)
 }
 
 // objectService serves this node's object store to its workers and peers

@@ -133,3 +133,22 @@ func TestObjectServiceLostObjects(t *testing.T) {
 		t.Errorf("a pull from an overloaded peer: %v, want its overloaded code kept", err)
 	}
 }
+
+// A pull through a chunkSpread of two peers (two connections) reads half
+// the chunks through each, and the copy is whole.
+func TestPullSpreadsChunksOverConnections(t *testing.T) {
+	data := bytes.Repeat([]byte("0123456789abcdef"), (8*pullChunk)/16)
+	objs := map[string][]byte{"job1/o1": data}
+	a, b := &fakeChunkPeer{objects: objs}, &fakeChunkPeer{objects: objs}
+	o := newFakeObjectService(t, nil)
+	o.peers = newChunkSpread(a, b)
+	if err := o.pull(context.Background(), wire.ObjectLoc{Key: "job1/o1", NodeAddr: "peer:1", Size: int64(len(data))}); err != nil {
+		t.Fatal(err)
+	}
+	if a.calls.Load() != 4 || b.calls.Load() != 4 {
+		t.Fatalf("8 chunks went %d and %d over the two connections, want 4 and 4", a.calls.Load(), b.calls.Load())
+	}
+	if _, got, ok := o.store.Get("job1/o1"); !ok || !bytes.Equal(got, data) {
+		t.Fatalf("the pulled copy: %d bytes (sealed %v); want the %d bytes sent", len(got), ok, len(data))
+	}
+}

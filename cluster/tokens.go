@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	memdb "github.com/hashicorp/go-memdb"
+
 	"github.com/nodeup/nodeup/internal/pki"
 	"github.com/nodeup/nodeup/rpc"
 	"github.com/nodeup/nodeup/store"
@@ -19,7 +21,24 @@ import (
 type raftTokens struct {
 	state  *store.StateStore
 	caHash string // the cluster CA's pin; a token for another cluster is refused
+	// lagging says whether this node's state may lag the leader's (a
+	// follower); then a token it does not know yet is waited for
+	// (tokenLagWait) before it is refused. nil: never.
+	lagging func() bool
+	// waits holds one slot per check waiting for its token, so a flood
+	// of made-up tokens ties up at most maxTokenWaits waits; the rest are
+	// refused at once.
+	waits chan struct{}
 }
+
+const (
+	// tokenLagWait is how long a follower waits for a token unknown to
+	// its state to arrive through Raft, as one created at the leader just
+	// before it is used here.
+	tokenLagWait = 2 * time.Second
+	// maxTokenWaits bounds the checks waiting for a token at once.
+	maxTokenWaits = 32
+)
 
 var _ tokenAuthority = raftTokens{}
 
@@ -40,6 +59,11 @@ func (t raftTokens) check(token string, need pki.Role, now time.Time) (pki.Role,
 	if err != nil {
 		return "", err
 	}
+	if rec == nil && t.lagging != nil && t.lagging() {
+		if rec, err = t.await(tok.ID); err != nil {
+			return "", err
+		}
+	}
 	if rec == nil {
 		return "", fmt.Errorf("%w: token %s: unknown to this cluster", ErrTokenRefused, tok.ID)
 	}
@@ -47,6 +71,27 @@ func (t raftTokens) check(token string, need pki.Role, now time.Time) (pki.Role,
 		return "", fmt.Errorf("%w: %v", ErrTokenRefused, err)
 	}
 	return pki.Role(rec.Role), nil
+}
+
+// await waits up to tokenLagWait for token id's record to appear in the
+// state; nil when it does not, or when maxTokenWaits checks wait already.
+func (t raftTokens) await(id string) (*store.TokenRecord, error) {
+	if !take(t.waits) {
+		return nil, nil
+	}
+	defer func() { <-t.waits }()
+	ctx, cancel := context.WithTimeout(context.Background(), tokenLagWait)
+	defer cancel()
+	for {
+		ws := memdb.NewWatchSet()
+		rec, err := t.state.TokenByIDWatch(ws, id)
+		if rec != nil || err != nil {
+			return rec, err
+		}
+		if ws.WatchCtx(ctx) != nil {
+			return nil, nil
+		}
+	}
 }
 
 // RoleOf implements tokenAuthority.
@@ -64,7 +109,8 @@ func pkiRecord(r *store.TokenRecord) pki.Record {
 
 // tokens is this node's tokenAuthority.
 func (n *Node) tokens() raftTokens {
-	t := raftTokens{state: n.fsm.State()}
+	t := raftTokens{state: n.fsm.State(), waits: n.tokenWaits,
+		lagging: func() bool { return n.raft != nil && !n.IsLeader() }}
 	if n.sec.ca != nil {
 		t.caHash = n.sec.ca.Hash()
 	}
@@ -77,21 +123,19 @@ func (n *Node) tokenEndpoints() {
 	handleLeader(n, wire.MethodTokenRevoke, n.tokenRevoke)
 	handleLeader(n, wire.MethodNodeJoin, n.nodeJoin)
 	handleLeader(n, wire.MethodNodeRenew, n.nodeRenew)
-	// A node without Raft state (not a server) asks the leader; a server
-	// answers from its own copy.
+	// A server answers from its own copy of the Raft state; a node
+	// without one asks the leader (Auth.Check@leader), through its cache.
 	rpc.Handle(n.rpcServer, wire.MethodAuthCheck, func(ctx context.Context, req *wire.AuthCheckRequest) (*wire.AuthCheckReply, error) {
-		if n.raft == nil && n.secure() {
-			var rep wire.AuthCheckReply
-			return &rep, n.forward(ctx, wire.MethodAuthCheck, req, &rep)
+		switch {
+		case n.remoteTokens != nil:
+			rep, err := n.remoteTokens.lookup(ctx, req.Token)
+			return rep, permissionDenied(err)
+		case n.raft == nil && n.secure(): // a token authority of its own (SetTokenAuthority)
+			return n.askLeader(ctx, req.Token)
 		}
 		return n.authCheck(ctx, req)
 	})
-	rpc.Handle(n.rpcServer, wire.MethodAuthCheck+wire.LeaderSuffix, func(ctx context.Context, req *wire.AuthCheckRequest) (*wire.AuthCheckReply, error) {
-		if !n.IsLeader() {
-			return nil, &rpc.Error{Code: wire.CodeNotLeader, Message: "this node is not the leader"}
-		}
-		return n.authCheck(ctx, req)
-	})
+	handleAtLeader(n, wire.MethodAuthCheck, n.authCheck)
 	handleLeader(n, wire.MethodJobTokenOf, n.jobTokenOf)
 }
 

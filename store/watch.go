@@ -44,6 +44,12 @@ func (s *StateStore) ActorByNameWatch(ws memdb.WatchSet, namespace, name string)
 	return firstWatch[*Actor](s, ws, "actor "+namespace+"/"+name, tableActors, "name", namespace+"/"+name)
 }
 
+// TokenByIDWatch is TokenByID, adding to ws what fires when that token's
+// record changes (see firstWatch).
+func (s *StateStore) TokenByIDWatch(ws memdb.WatchSet, id string) (*TokenRecord, error) {
+	return firstWatch[*TokenRecord](s, ws, "token "+id, tableTokens, "id", id)
+}
+
 // PlacementGroupByIDWatch is PlacementGroupByID, adding to ws what fires
 // when that group's record changes.
 func (s *StateStore) PlacementGroupByIDWatch(ws memdb.WatchSet, id string) (*PlacementGroup, error) {

@@ -19,8 +19,10 @@ const (
 	MethodNodeRenew = "Node.Renew"
 	// MethodAuthCheck: core worker → its node (over the Unix socket, or
 	// TCP with the job token). AuthCheckRequest → AuthCheckReply, or
-	// permission_denied naming the token ID and why it is refused. Served
-	// by every node from its copy of the Raft state, not forwarded.
+	// permission_denied naming the token ID and why it is refused. A Raft
+	// server answers from its copy of the Raft state; a node without one
+	// asks the leader (Auth.Check@leader) and keeps a positive answer a
+	// few seconds.
 	MethodAuthCheck = "Auth.Check"
 )
 
