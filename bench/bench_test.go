@@ -217,6 +217,9 @@ func TestObjectChurn(t *testing.T) {
 	if p := res[1]; p.Value > 40<<20 {
 		t.Errorf("on a 40 MiB store without spilling: peak store use %+v, above the store", p)
 	}
+	if sp := res[3]; sp.Name != "object_churn_spilled_bytes" || sp.Value != 0 {
+		t.Errorf("without spilling, spilled bytes: %+v, want 0", sp)
+	}
 
 	e2, err := newEnv(ctx, Options{Duration: 50 * time.Millisecond, Runs: 1, Scale: 1, Logger: slog.Default()})
 	if err != nil {
@@ -225,7 +228,7 @@ func TestObjectChurn(t *testing.T) {
 	defer e2.close()
 	res = runMetric(ctx, e2, &m)
 	t.Logf("40 MiB store, spilling: %+v", res)
-	if res[0].Error != "" || !(res[0].Value > 0) || res[1].Value > 40<<20 || res[2].Value < 2 {
+	if res[0].Error != "" || !(res[0].Value > 0) || res[1].Value > 40<<20 || res[2].Value < 2 || res[3].Value < 0 {
 		t.Errorf("on a 40 MiB store with spilling: %+v, peak %+v, operations %+v; want no error, peak within 40 MiB, at least a Put and a chain step", res[0], res[1], res[2])
 	}
 }

@@ -51,10 +51,11 @@ func init() {
 		Also: []Also{
 			{Name: "object_churn_peak_store_bytes", Unit: "bytes", LowerIsBetter: true, NoBaseline: true},
 			{Name: "object_churn_operations", Unit: "operations", NoBaseline: true},
+			{Name: "object_churn_spilled_bytes", Unit: "bytes", LowerIsBetter: true, NoBaseline: true},
 		},
 		Desc: "for 20 run lengths (10 s by default), with a 1 GiB store of its own: the driver Puts a 16 MiB []byte and drops the ref, " +
 			"while a chain of tasks passes 10 MiB results along (one step per Put); bytes put and passed per second, " +
-			"the peak store use sampled every 2 ms, and the Puts plus steps done. A full store ends the run as object_store_full",
+			"the peak store use sampled every 2 ms, the Puts plus steps done, and the bytes spilled to disk meanwhile. A full store ends the run as object_store_full",
 		Setup: setupChurn})
 }
 
@@ -100,6 +101,7 @@ func setupChurn(ctx context.Context, e *Env) (RunFunc, error) {
 			}
 		}()
 		var puts, steps int
+		spilled0, _ := node.ObjectSpillTotals()
 		start := time.Now()
 		err := func() error {
 			prev := churnFirst.Remote(ctx, churnStepSize)
@@ -129,15 +131,16 @@ func setupChurn(ctx context.Context, e *Env) (RunFunc, error) {
 		close(done)
 		<-stopped
 		sample()
+		spilled1, _ := node.ObjectSpillTotals()
 		values := []float64{(float64(puts)*churnPutSize + float64(steps)*churnStepSize) / 1e9 / elapsed.Seconds(),
-			float64(peak.Load()), float64(puts + steps)}
+			float64(peak.Load()), float64(puts + steps), float64(spilled1 - spilled0)}
 		switch {
 		case err == nil:
 			return values, nil
 		case isStoreFull(err):
 			return nil, &partialError{values: values, err: fmt.Errorf(
 				"%s after %d Puts of 16 MiB and %d chain steps of 10 MiB in %.2f s: peak store use %d of %d bytes "+
-					"(objects are freed only when the job ends until reference counting lands, issue 16): %w",
+					"(what no ref holds is freed, and with spilling on the rest spills: a full store means the live objects outgrew it): %w",
 				wire.CodeObjectStoreFull, puts, steps, elapsed.Seconds(), peak.Load(), e.storeCap, err)}
 		case ctx.Err() != nil && time.Since(start) >= length+churnGrace:
 			return nil, fmt.Errorf("object_churn did not finish within %v of its %v run (%d Puts, %d chain steps done): %w",

@@ -45,6 +45,15 @@ func (n *Node) objectList(ctx context.Context, r *wire.ObjectListRequest) (*wire
 	return out, nil
 }
 
+// ObjectSpillTotals are the bytes this node has spilled to disk and
+// restored from it since it started (both 0 with spilling off).
+func (n *Node) ObjectSpillTotals() (spilled, restored int64) {
+	if n.objectSvc == nil || n.objectSvc.spill == nil {
+		return 0, 0
+	}
+	return n.objectSvc.spill.spilled.Load(), n.objectSvc.spill.restored.Load()
+}
+
 // ObjectStore is the node's object store, nil before it is open: for tests
 // and tools in this process that fill or inspect it directly (objstore's
 // methods are safe for concurrent use with the node's own).
