@@ -400,6 +400,14 @@ type PushTaskReply struct {
 	// Object.RefRemoved for it (Ray's borrower protocol). An object the
 	// worker passed on to other processes is never removed.
 	Borrowed []string `msgpack:",omitempty"`
+	// Contained are, per result (same order as Returns, or empty), the
+	// objects of the worker process (owned by ContainedOwner, its address)
+	// whose refs are nested in that result (Ray's "contained in"
+	// references): the worker counts the task's owner as a borrower of
+	// each, and the owner sends Object.RefRemoved for each once it frees
+	// the result. Empty for results that hold no refs.
+	Contained      [][]string `msgpack:",omitempty"`
+	ContainedOwner string     `msgpack:",omitempty"`
 }
 
 // TaskFailure is an application error or panic raised by a task.

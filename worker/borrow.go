@@ -94,6 +94,21 @@ func (t *borrowTable) escape(id, owner string) {
 	t.entryLocked(id, owner).escaped = true
 }
 
+// adopt makes a live borrow of id, not reported yet, owe the owner a
+// RefRemoved (the owner counted it once already, for a result that
+// contained it and was freed); false when no such borrow is here.
+func (t *borrowTable) adopt(id string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	b := t.m[id]
+	if b == nil || b.reported {
+		return false
+	}
+	b.reported = true
+	delete(t.fresh[b.owner], id)
+	return true
+}
+
 // report returns the objects of owner held here and not reported yet, and
 // marks them reported: they go into a task reply to that owner.
 func (t *borrowTable) report(owner string) []string {
@@ -195,6 +210,19 @@ func (t *objectTable) addBorrowed(ids []string) {
 		if o := t.objs[id]; o != nil {
 			o.counted = true
 			o.borrowed++
+		}
+	}
+}
+
+// dropContained lets go at once of the refs a reply's results contain, for
+// a reply whose results are not taken (its task is retried or failed).
+func (cw *coreWorker) dropContained(rep *wire.PushTaskReply) {
+	if rep.ContainedOwner == "" {
+		return
+	}
+	for _, ids := range rep.Contained {
+		for _, id := range ids {
+			cw.refRemoved.add(cw, rep.ContainedOwner, id)
 		}
 	}
 }
@@ -311,7 +339,8 @@ func (q *batchQueue) wait(ctx context.Context) {
 var nestedSinks sync.Map // *msgpack.Encoder → *[]string
 
 // marshalArg is msgpack.Marshal that also returns the IDs of refs this
-// process owns nested in v: the task holds them until it returns.
+// process owns nested in v: the task (an argument) or the object (a Put
+// value, a result) holds them.
 func marshalArg(v any) ([]byte, []string, error) {
 	enc := msgpack.GetEncoder()
 	defer msgpack.PutEncoder(enc)
@@ -329,8 +358,9 @@ func marshalArg(v any) ([]byte, []string, error) {
 
 // noteEncoded is EncodeMsgpack's bookkeeping for a ref nested in a value
 // being encoded in this process: one it owns is held by the task whose
-// argument is encoded (marshalArg), else pinned until the job ends; one it
-// borrows is passed on, so kept.
+// argument, or the object whose value (a Put, a result), is encoded
+// (marshalArg), else pinned until the job ends; one it borrows is passed
+// on, so kept.
 func noteEncoded(enc *msgpack.Encoder, cw *coreWorker, id, owner string) {
 	if owner != cw.addr {
 		if owner != "" {

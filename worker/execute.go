@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"runtime"
 	"runtime/debug"
 	"slices"
 	"sync"
@@ -344,9 +345,13 @@ func (cw *coreWorker) run(ctx context.Context, spec *wire.TaskSpec, numArgs int,
 			rep = fail(fmt.Sprint(p), string(debug.Stack()), true)
 		}
 	}()
-	out, err := inv(ctx, args)
+	vals, err := inv(ctx, args)
 	if err != nil {
 		return fail(err.Error(), string(debug.Stack()), false)
+	}
+	out, nested, err := encodeResults(vals)
+	if err != nil {
+		return fail(err.Error(), "", false)
 	}
 	rep = &wire.PushTaskReply{Returns: out}
 	for i, b := range out {
@@ -362,6 +367,19 @@ func (cw *coreWorker) run(ctx context.Context, spec *wire.TaskSpec, numArgs int,
 		}
 		rep.Stored[i], rep.Returns[i] = loc, nil
 	}
+	if nested != nil {
+		// This process owns refs nested in the results: the task's owner
+		// borrows each while it holds the result (Ray's "contained in"
+		// references), counted before the task's own Refs go.
+		all := make([]string, 0, len(vals))
+		for _, ids := range nested {
+			all = append(all, ids...)
+		}
+		cw.objects.addBorrowed(all)
+		rep.Contained, rep.ContainedOwner = nested, cw.addr
+		cw.collectSoon()
+	}
+	runtime.KeepAlive(vals)
 	return rep
 }
 

@@ -34,6 +34,16 @@ type object struct {
 	submitted int
 	borrowed  int // borrowers' reports not yet matched by a RefRemoved
 	args      []string
+	// captured counts the objects here whose value contains a ref to this
+	// one (Ray's "contained in" references): a Put value or a task result
+	// nesting it. contained are the objects of this process nested in
+	// this one's value, released when it is freed; inner are those of
+	// another process (innerOwner) nested in a task result, which that
+	// process counts this one as a borrower of until told RefRemoved.
+	captured   int
+	contained  []string
+	inner      []string
+	innerOwner string
 	// freeReason is set by Free on an object not ready yet: it is freed,
 	// whatever its counts, once ready.
 	freeReason string
@@ -68,6 +78,10 @@ type objectTable struct {
 	// onStored is told the size of each stored copy that becomes ready
 	// here (set with onFree; nil in unit tests).
 	onStored func(size int64)
+	// onInnerFree is told the refs of another process that a freed task
+	// result contained (set with onFree; nil in unit tests). Called with
+	// mu held.
+	onInnerFree func(owner string, ids []string)
 }
 
 func newObjectTable() *objectTable { return &objectTable{objs: map[string]*object{}} }
@@ -153,7 +167,17 @@ func (t *objectTable) failAll(ids []string, err error) {
 // inline values, or where the worker stored a large one. A result missing
 // from the reply fails its object, naming the task.
 func (t *objectTable) finish(name string, ids []string, returns [][]byte, stored []*wire.ObjectLoc) {
+	t.finishContained(name, ids, returns, stored, nil, "")
+}
+
+// finishContained is finish for a reply whose results contain refs owned by
+// the worker process (containedOwner), per result: each result holds them
+// until it is freed.
+func (t *objectTable) finishContained(name string, ids []string, returns [][]byte, stored []*wire.ObjectLoc, contained [][]string, containedOwner string) {
 	for i, id := range ids {
+		if i < len(contained) && len(contained[i]) > 0 {
+			t.holdInner(id, contained[i], containedOwner)
+		}
 		switch {
 		case i < len(stored) && stored[i] != nil:
 			t.completeLoc(id, stored[i])

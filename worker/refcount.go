@@ -22,10 +22,13 @@ import (
 // it frees the object everywhere: its inline value here, the primary copy
 // and every secondary copy in the nodes' stores (Obj.Free to the node of the
 // primary copy, which passes it on to the nodes that pulled one). An object
-// nested in a value that leaves the process (a task argument or result, a
-// Put) is held by that task until it returns, then by the borrowers that
-// kept it (borrow.go); one nested in a Put or a result is pinned until the
-// job ends.
+// nested in a task's argument is held by that task until it returns, then
+// by the borrowers that kept it (borrow.go). One nested in a Put value or a
+// task result is contained in that object (Ray's "contained in"
+// references): it stays until the outer object is freed; for a result, the
+// process that ran the task owns the nested object and counts the result's
+// owner as a borrower until the result is freed (PushTaskReply.Contained,
+// Object.RefRemoved).
 
 // Reasons an object was freed, as ObjectFreedError says them.
 const (
@@ -85,7 +88,7 @@ func (st *refState) release() {
 // owns) and returns the handle releasing it; nil when the object is not in
 // the table (freed, or after Shutdown): a Get then reports it.
 func (cw *coreWorker) newHandle(id string) *refHandle {
-	cw.freeOnce.Do(func() { cw.objects.setOnFree(cw.queueFree, cw.noteStored) })
+	cw.freeOnce.Do(func() { cw.objects.setOnFree(cw.queueFree, cw.noteStored, cw.innerFreed) })
 	if !cw.objects.addLocal(id) {
 		return nil
 	}
@@ -179,10 +182,23 @@ func (e *ObjectFreedError) Error() string {
 	return "object " + e.ObjectID + " (owner " + e.Owner + ") was freed: " + e.Reason
 }
 
-func (t *objectTable) setOnFree(f func([]*wire.ObjectLoc), stored func(size int64)) {
+func (t *objectTable) setOnFree(f func([]*wire.ObjectLoc), stored func(size int64), inner func(owner string, ids []string)) {
 	t.mu.Lock()
-	t.onFree, t.onStored = f, stored
+	t.onFree, t.onStored, t.onInnerFree = f, stored, inner
 	t.mu.Unlock()
+}
+
+// innerFreed lets go of refs of another process (owner) that a freed result
+// contained: a Ref to one decoded here takes the result's borrow over (its
+// release then sends the RefRemoved); the others are removed now. Called
+// with objectTable.mu held: it takes only the borrow table's lock and
+// queues the messages.
+func (cw *coreWorker) innerFreed(owner string, ids []string) {
+	for _, id := range ids {
+		if !cw.borrows.adopt(id) {
+			cw.refRemoved.add(cw, owner, id)
+		}
+	}
 }
 
 // noteStored counts the bytes of stored objects this process came to own
@@ -209,7 +225,7 @@ func (cw *coreWorker) noteStored(size int64) {
 // unreferenced reports whether a counted object has no reference left.
 // objectTable.mu must be held.
 func (o *object) unreferenced() bool {
-	return o.counted && !o.pinned && o.local <= 0 && o.submitted <= 0 && o.borrowed <= 0
+	return o.counted && !o.pinned && o.local <= 0 && o.submitted <= 0 && o.borrowed <= 0 && o.captured <= 0
 }
 
 // addLocal counts a new local handle of id; false when id is unknown.
@@ -292,7 +308,61 @@ func (t *objectTable) freeLocked(id string, o *object, why string, locs []*wire.
 		locs = append(locs, o.loc)
 	}
 	o.value = nil
+	// The refs its value contained are released: this process's objects
+	// here, the worker's through Object.RefRemoved.
+	contained, inner := o.contained, o.inner
+	o.contained, o.inner = nil, nil
+	for _, c := range contained {
+		if co := t.objs[c]; co != nil {
+			co.captured--
+			if co.unreferenced() && co.ready() {
+				locs = t.freeLocked(c, co, reasonUnreferenced, locs)
+			}
+		}
+	}
+	if len(inner) > 0 && t.onInnerFree != nil {
+		t.onInnerFree(o.innerOwner, inner)
+	}
 	return locs
+}
+
+// contain records that object id's value nests refs to this process's
+// objects ids (a Put value): each stays until id is freed.
+func (t *objectTable) contain(id string, ids []string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	o := t.objs[id]
+	if o == nil {
+		return
+	}
+	for _, c := range ids {
+		if co := t.objs[c]; co != nil && c != id {
+			co.counted = true
+			co.captured++
+			o.contained = append(o.contained, c)
+		}
+	}
+}
+
+// holdInner records that the result id contains refs to ids, owned by the
+// worker process owner, which counts this process as their borrower until
+// it is told RefRemoved: when id is freed, or now if it is gone already.
+func (t *objectTable) holdInner(id string, ids []string, owner string) {
+	if owner == "" {
+		return
+	}
+	t.mu.Lock()
+	if o := t.objs[id]; o != nil {
+		o.inner = append(o.inner, ids...)
+		o.innerOwner = owner
+		t.mu.Unlock()
+		return
+	}
+	onInner := t.onInnerFree
+	t.mu.Unlock()
+	if onInner != nil {
+		onInner(owner, ids)
+	}
 }
 
 // freedReason says why id was freed here ("" when it was not, or long ago).

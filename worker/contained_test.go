@@ -1,0 +1,146 @@
+package worker
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nodeup/nodeup/cluster"
+	"github.com/nodeup/nodeup/internal/testutil"
+)
+
+// holder is a value that contains a ref.
+type holder struct{ R Ref[[]byte] }
+
+// putNested puts a blob of n bytes and returns a value holding its ref: the
+// executing worker owns the nested object, the caller the result.
+var putNested = Register2(func(ctx context.Context, n int, seed byte) (holder, error) {
+	r, err := Put(ctx, blob(n, seed))
+	return holder{R: r}, err
+})
+
+// storeHolds reports whether node's store (Obj.List's source) has object id.
+func storeHolds(n *cluster.Node, id string) bool {
+	entries, _ := n.ObjectStore().List()
+	for _, e := range entries {
+		if e.ID == id || strings.HasSuffix(e.ID, "/"+id) {
+			return true
+		}
+	}
+	return false
+}
+
+// storeDrops polls (collecting garbage here) until node's store no longer
+// holds object id.
+func storeDrops(t *testing.T, n *cluster.Node, id, what string) {
+	t.Helper()
+	testutil.Until(t, 20*time.Second, what, func() error {
+		runtime.GC()
+		if storeHolds(n, id) {
+			return fmt.Errorf("node %s still holds object %s", n.Name(), id)
+		}
+		return nil
+	})
+}
+
+func TestRefContainedInPutLivesAsLongAsTheOuterObject(t *testing.T) {
+	nodes := startCluster(t, 1, nil)
+	ctx := ctxT(t)
+	cw, _ := current()
+	want := blob(4<<20, 21)
+	var innerID, outerID string
+	outer := func() Ref[holder] {
+		inner, err := Put(ctx, want)
+		if err != nil {
+			t.Fatal(err)
+		}
+		innerID = inner.ID()
+		outer, err := Put(ctx, holder{R: inner})
+		if err != nil {
+			t.Fatal(err)
+		}
+		outerID = outer.ID()
+		inner.Release() // the outer object holds it now
+		return outer
+	}()
+	for range 3 {
+		runtime.GC()
+	}
+	h, err := outer.Get(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, err := h.R.Get(ctx); err != nil || sum(b) != sum(want) {
+		t.Fatalf("the contained object through the outer one, its own handle released: %v", err)
+	}
+	h.R.Release()
+	runtime.GC()
+	if !storeHolds(nodes[0], innerID) {
+		t.Fatal("the contained object left the store while the outer object is held")
+	}
+	outer.Release()
+	storeDrops(t, nodes[0], innerID, "the contained object is freed with the outer one")
+	storeEmpty(t, 10*time.Second, "nothing is left in the store", nodes...)
+	if cw.objects.get(innerID) != nil || cw.objects.get(outerID) != nil {
+		t.Fatal("the owner still has the freed objects in its table")
+	}
+}
+
+func TestRefContainedInTaskResultLivesAsLongAsTheResult(t *testing.T) {
+	nodes := startCluster(t, 1, nil)
+	ctx := ctxT(t)
+	// Read through the nested ref after the task finished, then the
+	// result dropped: the worker that owns the nested object frees it.
+	var innerID string
+	func() {
+		res := putNested.Remote(ctx, 4<<20, 22)
+		h, err := res.Get(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		innerID = h.R.ID()
+		if h.R.Owner() == res.Owner() {
+			t.Fatalf("the nested object is owned by the driver (%s), want the worker", h.R.Owner())
+		}
+		// The worker collects its garbage 200 ms after the task: the
+		// result's hold, not the task's own Ref, keeps the object.
+		testutil.Until(t, 10*time.Second, "the nested object is readable after the task", func() error {
+			b, err := h.R.Get(ctx)
+			if err != nil {
+				return fmt.Errorf("nested ref: %w", err)
+			}
+			if sum(b) != sum(blob(4<<20, 22)) {
+				t.Fatal("the nested object's bytes differ")
+			}
+			return nil
+		})
+		h.R.Release()
+		if !storeHolds(nodes[0], innerID) {
+			t.Fatal("the nested object left the store while its result is held")
+		}
+		res.Release()
+	}()
+	storeDrops(t, nodes[0], innerID, "the nested object is freed once the result is")
+
+	// A Ref decoded from the result outlives the result: it takes the
+	// result's hold over, and its release frees the object.
+	res := putNested.Remote(ctx, 2<<20, 23)
+	h, err := res.Get(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Release()
+	for range 3 {
+		runtime.GC()
+	}
+	if b, err := h.R.Get(ctx); err != nil || sum(b) != sum(blob(2<<20, 23)) {
+		t.Fatalf("the nested ref after its result was freed: %v", err)
+	}
+	id := h.R.ID()
+	h.R.Release()
+	storeDrops(t, nodes[0], id, "the nested object is freed once its decoded ref is released")
+	storeEmpty(t, 10*time.Second, "nothing is left in the store", nodes...)
+}
