@@ -98,6 +98,7 @@ var MethodRoles = map[string]pki.Role{
 	MethodObjectGetMany:    pki.RoleRead,
 	MethodObjectRefRemoved: pki.RoleSubmit,
 	MethodObjectRecover:    pki.RoleSubmit,
+	MethodObjectRefs:       pki.RoleRead,
 }
 
 // RoleOpen marks a method anyone may call, an anonymous connection too:

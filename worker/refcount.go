@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"errors"
+	"fmt"
 	"runtime"
 	"strings"
 	"sync/atomic"
@@ -424,4 +425,32 @@ func storeFull(err error) bool {
 	return errors.As(err, &re) && re.Code == wire.CodeObjectStoreFull &&
 		!strings.Contains(re.Message, objstore.ErrTooLarge.Error()) && // no free makes room for that
 		!strings.Contains(re.Message, "spill disk full") // nor for a full spill disk: fail at once
+}
+
+// handleObjectRefs answers `nodeup memory`'s question: the references that
+// hold each named object this process owns (wire.ObjectRefsReply). One
+// lock for the whole answer; counts are read, never changed.
+func (cw *coreWorker) handleObjectRefs(ctx context.Context, req *wire.ObjectRefsRequest) (*wire.ObjectRefsReply, error) {
+	n := len(req.IDs)
+	if n > wire.MaxObjectRefs {
+		return nil, &rpc.Error{Code: wire.CodeBadInput, Message: fmt.Sprintf("reference kinds of %d objects: at most %d per request", n, wire.MaxObjectRefs)}
+	}
+	rep := &wire.ObjectRefsReply{Known: make([]bool, n), Local: make([]int32, n), Submitted: make([]int32, n),
+		Borrowed: make([]int32, n), Captured: make([]int32, n), Pinned: make([]bool, n)}
+	t := cw.objects
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for i, id := range req.IDs {
+		// Not a cached copy of another owner's object: this process's IDs
+		// start with its owner ID.
+		o := t.objs[id]
+		if o == nil || !strings.HasPrefix(id, cw.ownerID) {
+			continue
+		}
+		rep.Known[i] = true
+		rep.Local[i], rep.Submitted[i] = int32(max(o.local, 0)), int32(max(o.submitted, 0))
+		rep.Borrowed[i], rep.Captured[i] = int32(max(o.borrowed, 0)), int32(max(o.captured, 0))
+		rep.Pinned[i] = o.pinned
+	}
+	return rep, nil
 }
