@@ -97,6 +97,7 @@ var MethodRoles = map[string]pki.Role{
 	MethodObjectGet:        pki.RoleRead,
 	MethodObjectGetMany:    pki.RoleRead,
 	MethodObjectRefRemoved: pki.RoleSubmit,
+	MethodObjectBorrowed:   pki.RoleSubmit,
 	MethodObjectRecover:    pki.RoleSubmit,
 	MethodObjectRefs:       pki.RoleRead,
 }

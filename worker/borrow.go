@@ -19,7 +19,10 @@ import (
 // worker process that still holds a Ref to it then (an actor keeping it)
 // reports it in the reply (PushTaskReply.Borrowed), and the owner keeps the
 // object until that process sends Object.RefRemoved, once its last Ref to
-// it is released or collected. A borrower that passes such a ref on
+// it is released or collected. A ref of a third process kept past the
+// task (found nested in another object, e.g. a result that contains it) is
+// registered with its owner directly (Object.Borrowed) before the reply,
+// while the outer object still holds it. A borrower that passes such a ref on
 // (nested in a value it encodes) never sends RefRemoved for it: its
 // sub-borrowers are not tracked, so the object stays until the job ends.
 
@@ -127,6 +130,79 @@ func (t *borrowTable) report(owner string) []string {
 		}
 	}
 	return ids
+}
+
+// reportOthers is report for every owner but skip (the task's, told in
+// the reply): per owner, the objects held here and not reported yet. The
+// caller tells each owner (Object.Borrowed) and unreports what it could
+// not.
+func (t *borrowTable) reportOthers(skip string) map[string][]string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var out map[string][]string
+	for owner, f := range t.fresh {
+		if owner == skip || len(f) == 0 {
+			continue
+		}
+		delete(t.fresh, owner)
+		for id := range f {
+			if b := t.m[id]; b != nil && !b.reported {
+				b.reported = true
+				if out == nil {
+					out = map[string][]string{}
+				}
+				out[owner] = append(out[owner], id)
+			}
+		}
+	}
+	return out
+}
+
+// unreport marks ids, owned by owner, not reported after all (the owner
+// could not be told): no RefRemoved is owed for them.
+func (t *borrowTable) unreport(owner string, ids []string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, id := range ids {
+		if b := t.m[id]; b != nil {
+			b.reported = false
+		}
+	}
+}
+
+// tellOtherOwners registers this process, at a task's end, as a borrower
+// with the owners (other than the task's) of refs it still holds: refs it
+// found nested in another object, which the task's argument held until
+// now. One call per owner, only when there are such refs.
+func (cw *coreWorker) tellOtherOwners(taskOwner string) {
+	others := cw.borrows.reportOthers(taskOwner)
+	for owner, ids := range others {
+		for len(ids) > 0 {
+			k := min(len(ids), wire.MaxFreeKeys)
+			ctx, cancel := context.WithTimeout(cw.ctx, 10*time.Second)
+			err := cw.pool.Call(ctx, owner, wire.MethodObjectBorrowed, &wire.ObjectRefRemovedRequest{IDs: ids[:k:k]}, nil)
+			cancel()
+			if err != nil {
+				// An owner that is gone took its objects with it.
+				cw.logger.Debug("tell an owner its refs are borrowed", "owner", owner, "objects", k, "err", err)
+				cw.borrows.unreport(owner, ids[:k])
+			}
+			ids = ids[k:]
+		}
+	}
+	if len(others) > 0 {
+		cw.collectSoon()
+	}
+}
+
+// handleBorrowed counts a borrower that holds objects of this process it
+// found nested in another object (Object.Borrowed).
+func (cw *coreWorker) handleBorrowed(ctx context.Context, req *wire.ObjectRefRemovedRequest) (*wire.Empty, error) {
+	if len(req.IDs) > wire.MaxFreeKeys {
+		return nil, &rpc.Error{Code: wire.CodeBadInput, Message: fmt.Sprintf("borrow of %d objects: at most %d per request", len(req.IDs), wire.MaxFreeKeys)}
+	}
+	cw.objects.addBorrowed(req.IDs)
+	return &wire.Empty{}, nil
 }
 
 // newBorrowHandle counts a Ref handle of id, owned by another process,

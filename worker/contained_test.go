@@ -144,3 +144,57 @@ func TestRefContainedInTaskResultLivesAsLongAsTheResult(t *testing.T) {
 	storeDrops(t, nodes[0], id, "the nested object is freed once its decoded ref is released")
 	storeEmpty(t, 10*time.Second, "nothing is left in the store", nodes...)
 }
+
+// keepFromHolders keeps the refs contained in the values of refs.
+var keepFromHolders = RegisterMethod1(func(k *keeper, ctx context.Context, refs []Ref[holder]) (int, error) {
+	for _, r := range refs {
+		h, err := r.Get(ctx)
+		if err != nil {
+			return 0, err
+		}
+		k.refs = append(k.refs, h.R)
+	}
+	return len(k.refs), nil
+})
+
+func TestActorKeepsARefFoundInAResultAfterTheResultIsFreed(t *testing.T) {
+	nodes := startCluster(t, 1, nil)
+	ctx := ctxT(t)
+	cw, _ := current()
+	k, err := keeperClass.Remote(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := blob(2<<20, 24)
+	// The result (owned here) contains a ref to an object the task's
+	// worker owns; the actor reads the result and keeps that ref, a third
+	// process's: it registers as its borrower with that worker.
+	var outerID, innerID string
+	func() {
+		res := putNested.Remote(ctx, 2<<20, 24)
+		if n, err := keepFromHolders.Remote(ctx, k, []Ref[holder]{res}).Get(ctx); err != nil || n != 1 {
+			t.Fatalf("keep: %d, %v", n, err)
+		}
+		h, err := res.Get(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		outerID, innerID = res.ID(), h.R.ID()
+		h.R.Release()
+		res.Release()
+	}()
+	testutil.Until(t, 20*time.Second, "the result is freed once the actor let go of it", func() error {
+		runtime.GC()
+		if cw.objects.get(outerID) != nil {
+			return fmt.Errorf("result %s is still in the owner's table", outerID)
+		}
+		return nil
+	})
+	if got, err := sumKept.Remote(ctx, k).Get(ctx); err != nil || got != sum(want)+"," {
+		t.Fatalf("the actor's kept ref after the result containing it was freed: %q, %v", got, err)
+	}
+	if n, err := dropKept.Remote(ctx, k).Get(ctx); err != nil || n != 1 {
+		t.Fatalf("drop: %d, %v", n, err)
+	}
+	storeDrops(t, nodes[0], innerID, "the object is freed once the actor let go")
+}

@@ -328,6 +328,7 @@ func (cw *coreWorker) run(ctx context.Context, spec *wire.TaskSpec, numArgs int,
 			if rep.Borrowed = cw.borrows.report(spec.Owner); len(rep.Borrowed) > 0 {
 				cw.collectSoon()
 			}
+			cw.tellOtherOwners(spec.Owner) // none, for a task that decoded no ref
 		}
 		cw.dropArgs(spec.Args)
 	}()
