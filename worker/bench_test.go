@@ -196,6 +196,22 @@ func BenchmarkResultEncode(b *testing.B) {
 			}
 		}
 	})
+	b.Run("marshalArg-int", func(b *testing.B) {
+		b.ReportAllocs()
+		for i := range b.N {
+			if _, _, err := marshalArg(i); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("msgpack.Marshal-int", func(b *testing.B) {
+		b.ReportAllocs()
+		for i := range b.N {
+			if _, err := msgpack.Marshal(i); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 	b.Run("msgpack.Marshal", func(b *testing.B) {
 		b.ReportAllocs()
 		for range b.N {

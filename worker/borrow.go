@@ -418,6 +418,12 @@ var nestedSinks sync.Map // *msgpack.Encoder → *[]string
 // process owns nested in v: the task (an argument) or the object (a Put
 // value, a result) holds them.
 func marshalArg(v any) ([]byte, []string, error) {
+	switch v.(type) {
+	case nil, bool, int, int8, int16, int32, int64, uint, uint8, uint16, uint32, uint64, float32, float64, string, []byte:
+		// Holds no ref: no sink to register (the common result).
+		b, err := msgpack.Marshal(v)
+		return b, nil, err
+	}
 	enc := msgpack.GetEncoder()
 	defer msgpack.PutEncoder(enc)
 	var buf bytes.Buffer
