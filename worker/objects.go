@@ -24,10 +24,12 @@ type object struct {
 	// Reference counts of an object this process owns (Ray's
 	// ReferenceCounter), guarded by objectTable.mu: counted is set once a
 	// local handle or a submitted task refers to it, and then it is freed
-	// when both counts are zero and it is ready, unless pinned (nested in a
-	// Put value or a result, whose borrowers are not tracked: kept until
-	// the job ends), counting borrowers too (borrow.go). args are the owned objects the task making
-	// this object takes as arguments: released when it is ready.
+	// when every count is zero and it is ready, unless pinned (encoded into
+	// a value this process does not track, e.g. a queue item or an actor
+	// constructor's argument: kept until the job ends), counting borrowers
+	// (borrow.go) and containing objects too. args are the owned objects
+	// the task making this object takes as arguments: released when it is
+	// ready.
 	counted   bool
 	pinned    bool
 	local     int
