@@ -129,7 +129,9 @@ func callActor[R any](ctx context.Context, actorID, class, method string, args .
 		call.fail(cw, cancelledErr(&call.spec, context.Cause(ctx)))
 		return ownedRef[R](cw, id)
 	}
-	cw.freeOnce.Do(func() { cw.objects.setOnFree(cw.queueFree, cw.noteStored, cw.innerFreed) })
+	cw.freeOnce.Do(func() {
+		cw.objects.setOnFree(cw.queueFree, cw.noteStored, cw.innerFreed, func(ids []string) { go cw.releaseBorrows(ids) })
+	})
 	cw.objects.pendingFor([]string{id}, call, append(cw.ownedArgs(wargs), nested...), nil, cw.addr)
 	runtime.KeepAlive(args) // their handles held the objects until the call did
 	call.watch(ctx, func(cause error) { _ = call.cancel(cw.ctx, false, cause) })

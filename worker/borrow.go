@@ -22,9 +22,11 @@ import (
 // it is released or collected. A ref of a third process kept past the
 // task (found nested in another object, e.g. a result that contains it) is
 // registered with its owner directly (Object.Borrowed) before the reply,
-// while the outer object still holds it. A borrower that passes such a ref on
-// (nested in a value it encodes) never sends RefRemoved for it: its
-// sub-borrowers are not tracked, so the object stays until the job ends.
+// while the outer object still holds it. A borrowed ref nested in a Put
+// value keeps a borrow handle until that object is freed. A borrower that
+// passes such a ref on nested in a task's argument or result never sends
+// RefRemoved for it: its sub-borrowers are not tracked, so the object stays
+// until the job ends.
 
 // borrow is this process's hold on an object another process owns.
 type borrow struct {
@@ -410,50 +412,95 @@ func (q *batchQueue) wait(ctx context.Context) {
 	}
 }
 
-// nestedSinks maps an encoder that encodeArgs runs to the IDs of the refs
-// of this process found nested in the value (EncodeMsgpack adds them).
-var nestedSinks sync.Map // *msgpack.Encoder → *[]string
+// nestedSinks maps an encoder that marshalNested runs to the refs found
+// nested in the value (EncodeMsgpack adds them).
+var nestedSinks sync.Map // *msgpack.Encoder → *refSink
+
+// refSink collects the refs nested in a value being encoded: those this
+// process owns, and, for a Put value (keepBorrowed), those it borrows
+// ([id, owner]).
+type refSink struct {
+	owned        []string
+	borrowed     [][2]string
+	keepBorrowed bool
+}
 
 // marshalArg is msgpack.Marshal that also returns the IDs of refs this
-// process owns nested in v: the task (an argument) or the object (a Put
-// value, a result) holds them.
+// process owns nested in v: the task (an argument) or the object (a
+// result) holds them.
 func marshalArg(v any) ([]byte, []string, error) {
+	b, owned, _, err := marshalNested(v, false)
+	return b, owned, err
+}
+
+// marshalNested is marshalArg that, with keepBorrowed (a Put value), also
+// returns the refs this process borrows nested in v, which the object then
+// holds instead of keeping them until the job ends.
+func marshalNested(v any, keepBorrowed bool) ([]byte, []string, [][2]string, error) {
 	switch v.(type) {
 	case nil, bool, int, int8, int16, int32, int64, uint, uint8, uint16, uint32, uint64, float32, float64, string, []byte:
 		// Holds no ref: no sink to register (the common result).
 		b, err := msgpack.Marshal(v)
-		return b, nil, err
+		return b, nil, nil, err
 	}
 	enc := msgpack.GetEncoder()
 	defer msgpack.PutEncoder(enc)
 	var buf bytes.Buffer
 	enc.Reset(&buf)
-	var nested []string
-	nestedSinks.Store(enc, &nested)
+	sink := &refSink{keepBorrowed: keepBorrowed}
+	nestedSinks.Store(enc, sink)
 	err := enc.Encode(v)
 	nestedSinks.Delete(enc)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	return buf.Bytes(), nested, nil
+	return buf.Bytes(), sink.owned, sink.borrowed, nil
 }
 
 // noteEncoded is EncodeMsgpack's bookkeeping for a ref nested in a value
 // being encoded in this process: one it owns is held by the task whose
 // argument, or the object whose value (a Put, a result), is encoded
-// (marshalArg), else pinned until the job ends; one it borrows is passed
-// on, so kept.
+// (marshalNested), else pinned until the job ends; one it borrows is held
+// by a Put value that nests it, else passed on, so kept.
 func noteEncoded(enc *msgpack.Encoder, cw *coreWorker, id, owner string) {
+	s, ok := nestedSinks.Load(enc)
+	var sink *refSink
+	if ok {
+		sink = s.(*refSink)
+	}
 	if owner != cw.addr {
-		if owner != "" {
+		switch {
+		case owner == "":
+		case sink != nil && sink.keepBorrowed:
+			sink.borrowed = append(sink.borrowed, [2]string{id, owner})
+		default:
 			cw.borrows.escape(id, owner)
 		}
 		return
 	}
-	if s, ok := nestedSinks.Load(enc); ok {
-		p := s.(*[]string)
-		*p = append(*p, id)
+	if sink != nil {
+		sink.owned = append(sink.owned, id)
 		return
 	}
 	cw.objects.pin(id)
+}
+
+// holdBorrows takes a borrow handle of each of refs ([id, owner]) for the
+// Put object id whose value nests them, released when it is freed.
+func (cw *coreWorker) holdBorrows(id string, refs [][2]string) {
+	ids := make([]string, len(refs))
+	for i, r := range refs {
+		cw.borrows.add(r[0], r[1])
+		ids[i] = r[0]
+	}
+	if !cw.objects.holdBorrowsFor(id, ids) {
+		cw.releaseBorrows(ids) // freed already
+	}
+}
+
+// releaseBorrows drops the borrow handles a freed Put object held.
+func (cw *coreWorker) releaseBorrows(ids []string) {
+	for _, id := range ids {
+		cw.releaseBorrow(id)
+	}
 }

@@ -198,3 +198,65 @@ func TestActorKeepsARefFoundInAResultAfterTheResultIsFreed(t *testing.T) {
 	}
 	storeDrops(t, nodes[0], innerID, "the object is freed once the actor let go")
 }
+
+// putKept puts a value holding the actor's kept refs (borrowed from the
+// driver), keeps that object's ref, and lets go of its own refs.
+var (
+	putKept = RegisterMethod0(func(k *keeper, ctx context.Context) (int, error) {
+		for _, r := range k.refs {
+			o, err := Put(ctx, holder{R: r})
+			if err != nil {
+				return 0, err
+			}
+			k.outers = append(k.outers, o)
+		}
+		n := len(k.refs)
+		k.refs = nil
+		runtime.GC()
+		return n, nil
+	})
+	dropOuters = RegisterMethod0(func(k *keeper, ctx context.Context) (int, error) {
+		n := len(k.outers)
+		for _, o := range k.outers {
+			o.Release()
+		}
+		k.outers = nil
+		runtime.GC()
+		return n, nil
+	})
+)
+
+func TestBorrowedRefPutInAValueIsHeldByThatObject(t *testing.T) {
+	nodes := startCluster(t, 1, nil)
+	ctx := ctxT(t)
+	k, err := keeperClass.Remote(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var id string
+	func() {
+		r, err := Put(ctx, blob(2<<20, 25))
+		if err != nil {
+			t.Fatal(err)
+		}
+		id = r.ID()
+		if n, err := keepRefs.Remote(ctx, k, []Ref[[]byte]{r}).Get(ctx); err != nil || n != 1 {
+			t.Fatalf("keep: %d, %v", n, err)
+		}
+		r.Release()
+	}()
+	// The actor's Put object now holds its borrow; its own Ref is gone.
+	if n, err := putKept.Remote(ctx, k).Get(ctx); err != nil || n != 1 {
+		t.Fatalf("put kept: %d, %v", n, err)
+	}
+	for range 3 {
+		runtime.GC()
+	}
+	if !storeHolds(nodes[0], id) {
+		t.Fatal("the object left the store while a Put value of its borrower holds it")
+	}
+	if n, err := dropOuters.Remote(ctx, k).Get(ctx); err != nil || n != 1 {
+		t.Fatalf("drop outers: %d, %v", n, err)
+	}
+	storeDrops(t, nodes[0], id, "the object is freed once the borrower's Put object is")
+}

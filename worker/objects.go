@@ -46,6 +46,9 @@ type object struct {
 	contained  []string
 	inner      []string
 	innerOwner string
+	// borrows are refs of other processes nested in this Put object's
+	// value: this process holds a borrow handle of each until it is freed.
+	borrows []string
 	// freeReason is set by Free on an object not ready yet: it is freed,
 	// whatever its counts, once ready.
 	freeReason string
@@ -84,6 +87,9 @@ type objectTable struct {
 	// result contained (set with onFree; nil in unit tests). Called with
 	// mu held.
 	onInnerFree func(owner string, ids []string)
+	// onBorrowsFree is told the borrow handles a freed Put object held (set
+	// with onFree); called with mu held, it hands them to a goroutine.
+	onBorrowsFree func(ids []string)
 }
 
 func newObjectTable() *objectTable { return &objectTable{objs: map[string]*object{}} }

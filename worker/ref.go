@@ -241,7 +241,7 @@ func Put[T any](ctx context.Context, v T) (Ref[T], error) {
 		cw.objects.completeLoc(id, loc)
 		return ownedRef[T](cw, id), nil
 	}
-	b, nested, err := marshalArg(v)
+	b, nested, borrowed, err := marshalNested(v, true)
 	if err != nil {
 		return Ref[T]{}, fmt.Errorf("put %T: %w", v, err)
 	}
@@ -254,10 +254,13 @@ func Put[T any](ctx context.Context, v T) (Ref[T], error) {
 	} else {
 		cw.objects.complete(id, b, nil)
 	}
-	if len(nested) > 0 {
+	if len(nested) > 0 || len(borrowed) > 0 {
 		// Refs nested in the value stay while the object does (Ray's
 		// "contained in" references); v keeps them until counted.
 		cw.objects.contain(id, nested)
+		if len(borrowed) > 0 {
+			cw.holdBorrows(id, borrowed)
+		}
 		runtime.KeepAlive(v)
 	}
 	return ownedRef[T](cw, id), nil

@@ -89,7 +89,9 @@ func (st *refState) release() {
 // owns) and returns the handle releasing it; nil when the object is not in
 // the table (freed, or after Shutdown): a Get then reports it.
 func (cw *coreWorker) newHandle(id string) *refHandle {
-	cw.freeOnce.Do(func() { cw.objects.setOnFree(cw.queueFree, cw.noteStored, cw.innerFreed) })
+	cw.freeOnce.Do(func() {
+		cw.objects.setOnFree(cw.queueFree, cw.noteStored, cw.innerFreed, func(ids []string) { go cw.releaseBorrows(ids) })
+	})
 	if !cw.objects.addLocal(id) {
 		return nil
 	}
@@ -183,9 +185,9 @@ func (e *ObjectFreedError) Error() string {
 	return "object " + e.ObjectID + " (owner " + e.Owner + ") was freed: " + e.Reason
 }
 
-func (t *objectTable) setOnFree(f func([]*wire.ObjectLoc), stored func(size int64), inner func(owner string, ids []string)) {
+func (t *objectTable) setOnFree(f func([]*wire.ObjectLoc), stored func(size int64), inner func(owner string, ids []string), borrows func(ids []string)) {
 	t.mu.Lock()
-	t.onFree, t.onStored, t.onInnerFree = f, stored, inner
+	t.onFree, t.onStored, t.onInnerFree, t.onBorrowsFree = f, stored, inner, borrows
 	t.mu.Unlock()
 }
 
@@ -324,7 +326,24 @@ func (t *objectTable) freeLocked(id string, o *object, why string, locs []*wire.
 	if len(inner) > 0 && t.onInnerFree != nil {
 		t.onInnerFree(o.innerOwner, inner)
 	}
+	if len(o.borrows) > 0 && t.onBorrowsFree != nil {
+		t.onBorrowsFree(o.borrows)
+		o.borrows = nil
+	}
 	return locs
+}
+
+// holdBorrowsFor records the borrow handles the Put object id holds; false
+// when id is gone (the caller releases them).
+func (t *objectTable) holdBorrowsFor(id string, ids []string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	o := t.objs[id]
+	if o == nil {
+		return false
+	}
+	o.borrows = append(o.borrows, ids...)
+	return true
 }
 
 // contain records that object id's value nests refs to this process's

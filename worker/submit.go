@@ -161,7 +161,9 @@ func submit(ctx context.Context, f remote, numReturns int, args ...any) ([]strin
 	if err != nil {
 		return fail(err)
 	}
-	cw.freeOnce.Do(func() { cw.objects.setOnFree(cw.queueFree, cw.noteStored, cw.innerFreed) })
+	cw.freeOnce.Do(func() {
+		cw.objects.setOnFree(cw.queueFree, cw.noteStored, cw.innerFreed, func(ids []string) { go cw.releaseBorrows(ids) })
+	})
 	spec.Args = wargs
 	t := &pendingTask{sub: cw.sub, ids: ids, opts: opts, spec: spec}
 	// Refs this process owns that were not ready to inline: wait for them.
