@@ -107,7 +107,13 @@ func call(c *ucli.Context, method string, req, resp any) error {
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(c.Context, c.Duration("timeout"))
+	return callAt(c, addr, token, c.Duration("timeout"), method, req, resp)
+}
+
+// callAt makes one RPC to addr (a node or a core worker), presenting token
+// ("" for none), within timeout. Safe to call from several goroutines.
+func callAt(c *ucli.Context, addr, token string, timeout time.Duration, method string, req, resp any) error {
+	ctx, cancel := context.WithTimeout(c.Context, timeout)
 	defer cancel()
 	network, dialAddr := "tcp", addr
 	opts := []rpc.DialOption{rpc.WithToken(token)}

@@ -6,17 +6,32 @@ import (
 	"net"
 	"slices"
 	"strings"
+	"sync"
 	"text/tabwriter"
+	"time"
 
 	ucli "github.com/urfave/cli/v2"
 
 	"github.com/nodeup/nodeup/wire"
 )
 
-// refKindsNote says what `nodeup memory` does not show yet, in its output
-// and docs: reference kinds are counted in owners' processes, which this
-// verb does not ask.
-const refKindsNote = "reference kinds (local handle, pending task argument, borrowed) are not yet shown: they are counted in the owners' processes"
+// refKindsNote says where the reference kinds come from, in the output
+// and docs: owners count them, and each is asked once, briefly.
+var refKindsNote = fmt.Sprintf("reference kinds are counted by each object's owner, asked with Object.Refs (at most %d owners, %v each): LOCAL_REFERENCE (Refs in the owner), USED_BY_PENDING_TASK, BORROWED (other processes), CAPTURED_IN_OBJECT (nested in another object), PINNED_UNTIL_JOB_END", maxRefOwners, refOwnerTimeout)
+
+// Bounds on asking owners for reference kinds: how many owners (those with
+// the most objects first), how long each may take, and how many are asked
+// at once.
+const (
+	maxRefOwners     = 64
+	refOwnerTimeout  = 2 * time.Second
+	refOwnerParallel = 8
+	refStateOK       = "ok"
+	refStateNotHeld  = "not_held_by_owner"
+	refStateNoAnswer = "owner_unanswered"
+	refStateNotAsked = "owner_not_asked"
+	refStateNoOwner  = "no_owner"
+)
 
 // memoryCommand is Ray's `ray memory`: every object in every node's store,
 // with its owner and copies, and per node totals. It asks the node it
@@ -44,7 +59,17 @@ type memoryJSON struct {
 	// limit kept out of Objects.
 	LeftOut int            `json:"left_out"`
 	Groups  []memGroupJSON `json:"groups,omitempty"`
-	Note    string         `json:"note"`
+	// OwnersUnanswered are the owners asked for reference kinds that did
+	// not answer; OwnersNotAsked how many owners maxRefOwners left out.
+	OwnersUnanswered []memOwnerJSON `json:"owners_unanswered,omitempty"`
+	OwnersNotAsked   int            `json:"owners_not_asked"`
+	Note             string         `json:"note"`
+}
+
+type memOwnerJSON struct {
+	Address string `json:"address"`
+	Objects int    `json:"objects"`
+	Error   string `json:"error"`
 }
 
 type memNodeJSON struct {
@@ -75,6 +100,12 @@ type memObjJSON struct {
 	OwnerNode string        `json:"owner_node"`
 	CallSite  string        `json:"call_site"`
 	Copies    []memCopyJSON `json:"copies"`
+	// References counts the references holding the object by Ray's kind
+	// names, as its owner said; RefState says whether it did: ok,
+	// not_held_by_owner (freed, its delete on its way), owner_unanswered,
+	// owner_not_asked, no_owner.
+	References map[string]int `json:"references,omitempty"`
+	RefState   string         `json:"references_state"`
 }
 
 type memCopyJSON struct {
@@ -110,8 +141,14 @@ func memoryAction(c *ucli.Context) error {
 	}
 	lists, failed := gatherObjectLists(c, limit)
 	out := mergeObjectLists(lists, failed)
+	token, err := resolveToken(c)
+	if err != nil {
+		return err
+	}
+	addReferenceKinds(out, func(owner string, req *wire.ObjectRefsRequest, rep *wire.ObjectRefsReply) error {
+		return callAt(c, owner, token, refOwnerTimeout, wire.MethodObjectRefs, req, rep)
+	})
 	sortMemory(out, groupBy, sortBy)
-	var err error
 	if c.Bool("json") {
 		err = writeJSONOut(c.App.Writer, out)
 	} else {
@@ -304,7 +341,7 @@ func writeMemoryText(c *ucli.Context, out *memoryJSON, groupBy string, limit int
 			fmt.Fprintf(w, "--- %s %s: %d objects, %s ---\n", groupBy, g, out.Groups[gi].Objects, formatBytes(float64(out.Groups[gi].SizeBytes)))
 		}
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "OBJECT ID\tJOB\tSIZE\tOWNER\tOWNER NODE\tCALL SITE\tCOPIES")
+		fmt.Fprintln(tw, "OBJECT ID\tJOB\tSIZE\tOWNER\tOWNER NODE\tCALL SITE\tREFERENCES\tCOPIES")
 		for _, o := range out.Objects {
 			if groupBy != "" && !slices.Contains(memGroups(o, groupBy), g) {
 				continue
@@ -328,8 +365,8 @@ func writeMemoryText(c *ucli.Context, out *memoryJSON, groupBy string, limit int
 				}
 				copies = append(copies, s+")")
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", o.ObjectID, dash(o.JobID), formatBytes(float64(o.SizeBytes)),
-				dash(o.Owner), dash(o.OwnerNode), dash(o.CallSite), strings.Join(copies, " "))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", o.ObjectID, dash(o.JobID), formatBytes(float64(o.SizeBytes)),
+				dash(o.Owner), dash(o.OwnerNode), dash(o.CallSite), refsText(o), strings.Join(copies, " "))
 		}
 		if err := tw.Flush(); err != nil {
 			return err
@@ -339,6 +376,117 @@ func writeMemoryText(c *ucli.Context, out *memoryJSON, groupBy string, limit int
 	if out.LeftOut > 0 {
 		fmt.Fprintf(w, "%d objects left out: each node lists at most %d (--limit)\n", out.LeftOut, limit)
 	}
+	for _, ow := range out.OwnersUnanswered {
+		fmt.Fprintf(w, "owner %s (%d objects) did not answer for reference kinds: %s\n", ow.Address, ow.Objects, ow.Error)
+	}
+	if out.OwnersNotAsked > 0 {
+		fmt.Fprintf(w, "%d owners not asked for reference kinds: at most %d are\n", out.OwnersNotAsked, maxRefOwners)
+	}
 	fmt.Fprintln(w, "Note:", refKindsNote+".")
 	return nil
+}
+
+// refKindOrder is the order reference kinds are printed in.
+var refKindOrder = []string{"LOCAL_REFERENCE", "USED_BY_PENDING_TASK", "BORROWED", "CAPTURED_IN_OBJECT", "PINNED_UNTIL_JOB_END"}
+
+// refsText is the REFERENCES column: KIND:count,... or the state.
+func refsText(o memObjJSON) string {
+	if o.RefState != refStateOK {
+		return dash(o.RefState)
+	}
+	var parts []string
+	for _, k := range refKindOrder {
+		if n := o.References[k]; n > 0 {
+			parts = append(parts, fmt.Sprintf("%s:%d", k, n))
+		}
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ",")
+}
+
+// addReferenceKinds asks the owners of out's objects (at most
+// maxRefOwners, those with the most objects first, refOwnerParallel at a
+// time) which references hold them, and records the answers; an owner that
+// fails is listed in out.OwnersUnanswered, never silently dropped.
+func addReferenceKinds(out *memoryJSON, ask func(owner string, req *wire.ObjectRefsRequest, rep *wire.ObjectRefsReply) error) {
+	byOwner := map[string][]int{}
+	for i := range out.Objects {
+		o := &out.Objects[i]
+		if o.Owner == "" {
+			o.RefState = refStateNoOwner
+			continue
+		}
+		o.RefState = refStateNotAsked
+		byOwner[o.Owner] = append(byOwner[o.Owner], i)
+	}
+	owners := make([]string, 0, len(byOwner))
+	for ow := range byOwner {
+		owners = append(owners, ow)
+	}
+	slices.SortFunc(owners, func(a, b string) int {
+		if c := cmp.Compare(len(byOwner[b]), len(byOwner[a])); c != 0 {
+			return c
+		}
+		return cmp.Compare(a, b)
+	})
+	if len(owners) > maxRefOwners {
+		out.OwnersNotAsked = len(owners) - maxRefOwners
+		owners = owners[:maxRefOwners]
+	}
+	var (
+		mu  sync.Mutex
+		wg  sync.WaitGroup
+		sem = make(chan struct{}, refOwnerParallel)
+	)
+	for _, ow := range owners {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			idx := byOwner[ow]
+			for start := 0; start < len(idx); start += wire.MaxObjectRefs {
+				part := idx[start:min(start+wire.MaxObjectRefs, len(idx))]
+				req := &wire.ObjectRefsRequest{IDs: make([]string, len(part))}
+				for k, i := range part {
+					req.IDs[k] = out.Objects[i].ObjectID // each goroutine reads and writes its own rows
+				}
+				var rep wire.ObjectRefsReply
+				err := ask(ow, req, &rep)
+				if err == nil && (len(rep.Known) != len(part) || len(rep.Local) != len(part) || len(rep.Submitted) != len(part) ||
+					len(rep.Borrowed) != len(part) || len(rep.Captured) != len(part) || len(rep.Pinned) != len(part)) {
+					err = fmt.Errorf("answer for %d objects does not match the %d asked", len(rep.Known), len(part))
+				}
+				if err != nil {
+					for _, i := range part {
+						out.Objects[i].RefState = refStateNoAnswer
+					}
+					mu.Lock()
+					out.OwnersUnanswered = append(out.OwnersUnanswered, memOwnerJSON{Address: ow, Objects: len(idx), Error: err.Error()})
+					mu.Unlock()
+					return
+				}
+				for k, i := range part {
+					o := &out.Objects[i]
+					if !rep.Known[k] {
+						o.RefState = refStateNotHeld
+						continue
+					}
+					o.RefState, o.References = refStateOK, map[string]int{}
+					for kind, n := range map[string]int32{"LOCAL_REFERENCE": rep.Local[k], "USED_BY_PENDING_TASK": rep.Submitted[k],
+						"BORROWED": rep.Borrowed[k], "CAPTURED_IN_OBJECT": rep.Captured[k]} {
+						if n > 0 {
+							o.References[kind] = int(n)
+						}
+					}
+					if rep.Pinned[k] {
+						o.References["PINNED_UNTIL_JOB_END"] = 1
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	slices.SortFunc(out.OwnersUnanswered, func(a, b memOwnerJSON) int { return cmp.Compare(a.Address, b.Address) })
 }

@@ -59,3 +59,37 @@ type ObjectList struct {
 // place, so the node may spill them. ObjectFreeRequest (Keys; FromNode
 // unused) → Empty; keys not present or not pinned are skipped. Submit role.
 const MethodObjectRelease = "Obj.Release"
+
+// MethodObjectRefs: any client → an owner (a core worker): the references
+// that hold each of some objects it owns, as Ray's `ray memory` reference
+// types, for `nodeup memory`, which asks the owners named in Obj.List.
+// ObjectRefsRequest → ObjectRefsReply. Read role.
+const MethodObjectRefs = "Object.Refs"
+
+// MaxObjectRefs is the most IDs one ObjectRefsRequest may name
+// (CodeBadInput past it): about 40 bytes each, 8 MB a request.
+const MaxObjectRefs = MaxObjectList
+
+// ObjectRefsRequest names objects (at most MaxObjectRefs) of the owner
+// asked.
+type ObjectRefsRequest struct {
+	IDs []string
+}
+
+// ObjectRefsReply answers per ID of the request, same order, each slice as
+// long as IDs: Known (false: the owner does not hold the object, e.g. it
+// was freed and its delete is on its way), and how many references of
+// each kind hold it: Local, live Ref handles in the owner
+// (LOCAL_REFERENCE); Submitted, pending tasks taking it as an argument
+// (USED_BY_PENDING_TASK); Borrowed, borrowers that reported it and have
+// not let go (BORROWED); Captured, objects whose value contains a ref to
+// it (CAPTURED_IN_OBJECT). Pinned: kept until the job ends (a ref to it was
+// passed on where it is not tracked).
+type ObjectRefsReply struct {
+	Known     []bool
+	Local     []int32
+	Submitted []int32
+	Borrowed  []int32
+	Captured  []int32
+	Pinned    []bool
+}

@@ -97,7 +97,9 @@ var MethodRoles = map[string]pki.Role{
 	MethodObjectGet:        pki.RoleRead,
 	MethodObjectGetMany:    pki.RoleRead,
 	MethodObjectRefRemoved: pki.RoleSubmit,
+	MethodObjectBorrowed:   pki.RoleSubmit,
 	MethodObjectRecover:    pki.RoleSubmit,
+	MethodObjectRefs:       pki.RoleRead,
 }
 
 // RoleOpen marks a method anyone may call, an anonymous connection too:

@@ -127,6 +127,14 @@ const (
 	// objects it reported as Borrowed in a task's reply (Ray's
 	// WaitForRefRemoved answer). ObjectRefRemovedRequest → Empty.
 	MethodObjectRefRemoved = "Object.RefRemoved"
+	// MethodObjectBorrowed: borrower → owner: at the end of a task, the
+	// worker process still holds refs to these objects of an owner other
+	// than the task's, which it found nested in another object (a task
+	// result that contains them): the owner keeps each until the borrower
+	// sends Object.RefRemoved for it. Sent before the task's reply, while
+	// the outer object, held by the task, still keeps them.
+	// ObjectRefRemovedRequest (IDs) → Empty.
+	MethodObjectBorrowed = "Object.Borrowed"
 	// MethodObjectRecover: borrower → owner: the borrower could not read
 	// the large object's copy at the location the owner gave; the owner
 	// rebuilds it from its lineage once that node is declared dead, and
@@ -400,6 +408,14 @@ type PushTaskReply struct {
 	// Object.RefRemoved for it (Ray's borrower protocol). An object the
 	// worker passed on to other processes is never removed.
 	Borrowed []string `msgpack:",omitempty"`
+	// Contained are, per result (same order as Returns, or empty), the
+	// objects of the worker process (owned by ContainedOwner, its address)
+	// whose refs are nested in that result (Ray's "contained in"
+	// references): the worker counts the task's owner as a borrower of
+	// each, and the owner sends Object.RefRemoved for each once it frees
+	// the result. Empty for results that hold no refs.
+	Contained      [][]string `msgpack:",omitempty"`
+	ContainedOwner string     `msgpack:",omitempty"`
 }
 
 // TaskFailure is an application error or panic raised by a task.

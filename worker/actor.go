@@ -17,7 +17,7 @@ import (
 type constructor func(ctx context.Context, args [][]byte) (any, error)
 
 // methodInvoker runs a method on an actor's value.
-type methodInvoker func(inst any, ctx context.Context, args [][]byte) ([][]byte, error)
+type methodInvoker func(inst any, ctx context.Context, args [][]byte) ([]any, error)
 
 type ctorEntry struct {
 	name      string

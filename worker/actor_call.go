@@ -32,14 +32,14 @@ type Method3[T, A, B, C, R any] struct{ name string }
 // expression: var Incr = worker.RegisterMethod0((*Counter).Incr). Call it at
 // package level, as RegisterActor0.
 func RegisterMethod0[T, R any](fn func(*T, context.Context) (R, error)) Method0[T, R] {
-	return Method0[T, R]{registerMethod(fn, 0, func(inst any, ctx context.Context, _ [][]byte) ([][]byte, error) {
+	return Method0[T, R]{registerMethod(fn, 0, func(inst any, ctx context.Context, _ [][]byte) ([]any, error) {
 		return one(fn(inst.(*T), ctx))
 	})}
 }
 
 // RegisterMethod1 registers a one-argument method; see RegisterMethod0.
 func RegisterMethod1[T, A, R any](fn func(*T, context.Context, A) (R, error)) Method1[T, A, R] {
-	return Method1[T, A, R]{registerMethod(fn, 1, func(inst any, ctx context.Context, args [][]byte) ([][]byte, error) {
+	return Method1[T, A, R]{registerMethod(fn, 1, func(inst any, ctx context.Context, args [][]byte) ([]any, error) {
 		a, err := decodeArg[A](args[0], 0)
 		if err != nil {
 			return nil, err
@@ -50,7 +50,7 @@ func RegisterMethod1[T, A, R any](fn func(*T, context.Context, A) (R, error)) Me
 
 // RegisterMethod2 registers a two-argument method; see RegisterMethod0.
 func RegisterMethod2[T, A, B, R any](fn func(*T, context.Context, A, B) (R, error)) Method2[T, A, B, R] {
-	return Method2[T, A, B, R]{registerMethod(fn, 2, func(inst any, ctx context.Context, args [][]byte) ([][]byte, error) {
+	return Method2[T, A, B, R]{registerMethod(fn, 2, func(inst any, ctx context.Context, args [][]byte) ([]any, error) {
 		a, b, err := decode2[A, B](args)
 		if err != nil {
 			return nil, err
@@ -61,7 +61,7 @@ func RegisterMethod2[T, A, B, R any](fn func(*T, context.Context, A, B) (R, erro
 
 // RegisterMethod3 registers a three-argument method; see RegisterMethod0.
 func RegisterMethod3[T, A, B, C, R any](fn func(*T, context.Context, A, B, C) (R, error)) Method3[T, A, B, C, R] {
-	return Method3[T, A, B, C, R]{registerMethod(fn, 3, func(inst any, ctx context.Context, args [][]byte) ([][]byte, error) {
+	return Method3[T, A, B, C, R]{registerMethod(fn, 3, func(inst any, ctx context.Context, args [][]byte) ([]any, error) {
 		a, b, c, err := decode3[A, B, C](args)
 		if err != nil {
 			return nil, err
@@ -129,7 +129,9 @@ func callActor[R any](ctx context.Context, actorID, class, method string, args .
 		call.fail(cw, cancelledErr(&call.spec, context.Cause(ctx)))
 		return ownedRef[R](cw, id)
 	}
-	cw.freeOnce.Do(func() { cw.objects.setOnFree(cw.queueFree, cw.noteStored) })
+	cw.freeOnce.Do(func() {
+		cw.objects.setOnFree(cw.queueFree, cw.noteStored, cw.innerFreed, func(ids []string) { go cw.releaseBorrows(ids) })
+	})
 	cw.objects.pendingFor([]string{id}, call, append(cw.ownedArgs(wargs), nested...), nil, cw.addr)
 	runtime.KeepAlive(args) // their handles held the objects until the call did
 	call.watch(ctx, func(cause error) { _ = call.cancel(cw.ctx, false, cause) })
@@ -399,7 +401,7 @@ func (c *actorConn) push(callCtx context.Context, info *wire.ActorInfo, session 
 	case err == nil && rep.Error != nil:
 		call.fail(cw, taskErrorFrom(call.spec.Name, rep.Error))
 	case err == nil:
-		cw.objects.finish(call.spec.Name, []string{call.ret}, rep.Returns, rep.Stored)
+		cw.objects.finishContained(call.spec.Name, []string{call.ret}, rep.Returns, rep.Stored, rep.Contained, rep.ContainedOwner)
 	case cw.ctx.Err() != nil:
 	case !rpc.IsTransport(err) && !nodeLost:
 		call.fail(cw, fmt.Errorf("call %s on actor %s: %w", call.spec.Name, c.id, err))

@@ -85,7 +85,7 @@ func (cw *coreWorker) handleActorCall(ctx context.Context, req *wire.ActorCallRe
 	if m == nil {
 		return cw.failure(fmt.Sprintf("method %s is not registered in this binary: register methods at package level (var M = worker.RegisterMethod1(...))", req.Spec.Function), "", false), nil
 	}
-	inv := func(ctx context.Context, args [][]byte) ([][]byte, error) { return m.invoke(inst.value, ctx, args) }
+	inv := func(ctx context.Context, args [][]byte) ([]any, error) { return m.invoke(inst.value, ctx, args) }
 	if inst.sem != nil {
 		inst.sem <- struct{}{}
 		defer func() { <-inst.sem }()

@@ -19,9 +19,14 @@ import (
 // worker process that still holds a Ref to it then (an actor keeping it)
 // reports it in the reply (PushTaskReply.Borrowed), and the owner keeps the
 // object until that process sends Object.RefRemoved, once its last Ref to
-// it is released or collected. A borrower that passes such a ref on
-// (nested in a value it encodes) never sends RefRemoved for it: its
-// sub-borrowers are not tracked, so the object stays until the job ends.
+// it is released or collected. A ref of a third process kept past the
+// task (found nested in another object, e.g. a result that contains it) is
+// registered with its owner directly (Object.Borrowed) before the reply,
+// while the outer object still holds it. A borrowed ref nested in a Put
+// value keeps a borrow handle until that object is freed. A borrower that
+// passes such a ref on nested in a task's argument or result never sends
+// RefRemoved for it: its sub-borrowers are not tracked, so the object stays
+// until the job ends.
 
 // borrow is this process's hold on an object another process owns.
 type borrow struct {
@@ -94,6 +99,21 @@ func (t *borrowTable) escape(id, owner string) {
 	t.entryLocked(id, owner).escaped = true
 }
 
+// adopt makes a live borrow of id, not reported yet, owe the owner a
+// RefRemoved (the owner counted it once already, for a result that
+// contained it and was freed); false when no such borrow is here.
+func (t *borrowTable) adopt(id string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	b := t.m[id]
+	if b == nil || b.reported {
+		return false
+	}
+	b.reported = true
+	delete(t.fresh[b.owner], id)
+	return true
+}
+
 // report returns the objects of owner held here and not reported yet, and
 // marks them reported: they go into a task reply to that owner.
 func (t *borrowTable) report(owner string) []string {
@@ -112,6 +132,79 @@ func (t *borrowTable) report(owner string) []string {
 		}
 	}
 	return ids
+}
+
+// reportOthers is report for every owner but skip (the task's, told in
+// the reply): per owner, the objects held here and not reported yet. The
+// caller tells each owner (Object.Borrowed) and unreports what it could
+// not.
+func (t *borrowTable) reportOthers(skip string) map[string][]string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var out map[string][]string
+	for owner, f := range t.fresh {
+		if owner == skip || len(f) == 0 {
+			continue
+		}
+		delete(t.fresh, owner)
+		for id := range f {
+			if b := t.m[id]; b != nil && !b.reported {
+				b.reported = true
+				if out == nil {
+					out = map[string][]string{}
+				}
+				out[owner] = append(out[owner], id)
+			}
+		}
+	}
+	return out
+}
+
+// unreport marks ids, owned by owner, not reported after all (the owner
+// could not be told): no RefRemoved is owed for them.
+func (t *borrowTable) unreport(owner string, ids []string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, id := range ids {
+		if b := t.m[id]; b != nil {
+			b.reported = false
+		}
+	}
+}
+
+// tellOtherOwners registers this process, at a task's end, as a borrower
+// with the owners (other than the task's) of refs it still holds: refs it
+// found nested in another object, which the task's argument held until
+// now. One call per owner, only when there are such refs.
+func (cw *coreWorker) tellOtherOwners(taskOwner string) {
+	others := cw.borrows.reportOthers(taskOwner)
+	for owner, ids := range others {
+		for len(ids) > 0 {
+			k := min(len(ids), wire.MaxFreeKeys)
+			ctx, cancel := context.WithTimeout(cw.ctx, 10*time.Second)
+			err := cw.pool.Call(ctx, owner, wire.MethodObjectBorrowed, &wire.ObjectRefRemovedRequest{IDs: ids[:k:k]}, nil)
+			cancel()
+			if err != nil {
+				// An owner that is gone took its objects with it.
+				cw.logger.Debug("tell an owner its refs are borrowed", "owner", owner, "objects", k, "err", err)
+				cw.borrows.unreport(owner, ids[:k])
+			}
+			ids = ids[k:]
+		}
+	}
+	if len(others) > 0 {
+		cw.collectSoon()
+	}
+}
+
+// handleBorrowed counts a borrower that holds objects of this process it
+// found nested in another object (Object.Borrowed).
+func (cw *coreWorker) handleBorrowed(ctx context.Context, req *wire.ObjectRefRemovedRequest) (*wire.Empty, error) {
+	if len(req.IDs) > wire.MaxFreeKeys {
+		return nil, &rpc.Error{Code: wire.CodeBadInput, Message: fmt.Sprintf("borrow of %d objects: at most %d per request", len(req.IDs), wire.MaxFreeKeys)}
+	}
+	cw.objects.addBorrowed(req.IDs)
+	return &wire.Empty{}, nil
 }
 
 // newBorrowHandle counts a Ref handle of id, owned by another process,
@@ -195,6 +288,19 @@ func (t *objectTable) addBorrowed(ids []string) {
 		if o := t.objs[id]; o != nil {
 			o.counted = true
 			o.borrowed++
+		}
+	}
+}
+
+// dropContained lets go at once of the refs a reply's results contain, for
+// a reply whose results are not taken (its task is retried or failed).
+func (cw *coreWorker) dropContained(rep *wire.PushTaskReply) {
+	if rep.ContainedOwner == "" {
+		return
+	}
+	for _, ids := range rep.Contained {
+		for _, id := range ids {
+			cw.refRemoved.add(cw, rep.ContainedOwner, id)
 		}
 	}
 }
@@ -306,42 +412,95 @@ func (q *batchQueue) wait(ctx context.Context) {
 	}
 }
 
-// nestedSinks maps an encoder that encodeArgs runs to the IDs of the refs
-// of this process found nested in the value (EncodeMsgpack adds them).
-var nestedSinks sync.Map // *msgpack.Encoder → *[]string
+// nestedSinks maps an encoder that marshalNested runs to the refs found
+// nested in the value (EncodeMsgpack adds them).
+var nestedSinks sync.Map // *msgpack.Encoder → *refSink
+
+// refSink collects the refs nested in a value being encoded: those this
+// process owns, and, for a Put value (keepBorrowed), those it borrows
+// ([id, owner]).
+type refSink struct {
+	owned        []string
+	borrowed     [][2]string
+	keepBorrowed bool
+}
 
 // marshalArg is msgpack.Marshal that also returns the IDs of refs this
-// process owns nested in v: the task holds them until it returns.
+// process owns nested in v: the task (an argument) or the object (a
+// result) holds them.
 func marshalArg(v any) ([]byte, []string, error) {
+	b, owned, _, err := marshalNested(v, false)
+	return b, owned, err
+}
+
+// marshalNested is marshalArg that, with keepBorrowed (a Put value), also
+// returns the refs this process borrows nested in v, which the object then
+// holds instead of keeping them until the job ends.
+func marshalNested(v any, keepBorrowed bool) ([]byte, []string, [][2]string, error) {
+	switch v.(type) {
+	case nil, bool, int, int8, int16, int32, int64, uint, uint8, uint16, uint32, uint64, float32, float64, string, []byte:
+		// Holds no ref: no sink to register (the common result).
+		b, err := msgpack.Marshal(v)
+		return b, nil, nil, err
+	}
 	enc := msgpack.GetEncoder()
 	defer msgpack.PutEncoder(enc)
 	var buf bytes.Buffer
 	enc.Reset(&buf)
-	var nested []string
-	nestedSinks.Store(enc, &nested)
+	sink := &refSink{keepBorrowed: keepBorrowed}
+	nestedSinks.Store(enc, sink)
 	err := enc.Encode(v)
 	nestedSinks.Delete(enc)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	return buf.Bytes(), nested, nil
+	return buf.Bytes(), sink.owned, sink.borrowed, nil
 }
 
 // noteEncoded is EncodeMsgpack's bookkeeping for a ref nested in a value
 // being encoded in this process: one it owns is held by the task whose
-// argument is encoded (marshalArg), else pinned until the job ends; one it
-// borrows is passed on, so kept.
+// argument, or the object whose value (a Put, a result), is encoded
+// (marshalNested), else pinned until the job ends; one it borrows is held
+// by a Put value that nests it, else passed on, so kept.
 func noteEncoded(enc *msgpack.Encoder, cw *coreWorker, id, owner string) {
+	s, ok := nestedSinks.Load(enc)
+	var sink *refSink
+	if ok {
+		sink = s.(*refSink)
+	}
 	if owner != cw.addr {
-		if owner != "" {
+		switch {
+		case owner == "":
+		case sink != nil && sink.keepBorrowed:
+			sink.borrowed = append(sink.borrowed, [2]string{id, owner})
+		default:
 			cw.borrows.escape(id, owner)
 		}
 		return
 	}
-	if s, ok := nestedSinks.Load(enc); ok {
-		p := s.(*[]string)
-		*p = append(*p, id)
+	if sink != nil {
+		sink.owned = append(sink.owned, id)
 		return
 	}
 	cw.objects.pin(id)
+}
+
+// holdBorrows takes a borrow handle of each of refs ([id, owner]) for the
+// Put object id whose value nests them, released when it is freed.
+func (cw *coreWorker) holdBorrows(id string, refs [][2]string) {
+	ids := make([]string, len(refs))
+	for i, r := range refs {
+		cw.borrows.add(r[0], r[1])
+		ids[i] = r[0]
+	}
+	if !cw.objects.holdBorrowsFor(id, ids) {
+		cw.releaseBorrows(ids) // freed already
+	}
+}
+
+// releaseBorrows drops the borrow handles a freed Put object held.
+func (cw *coreWorker) releaseBorrows(ids []string) {
+	for _, id := range ids {
+		cw.releaseBorrow(id)
+	}
 }

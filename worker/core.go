@@ -141,7 +141,9 @@ func (cw *coreWorker) registerMethods(s *rpc.Server) {
 	rpc.Handle(s, wire.MethodObjectGet, cw.handleObjectGet)
 	rpc.Handle(s, wire.MethodObjectGetMany, cw.handleObjectGetMany)
 	rpc.Handle(s, wire.MethodObjectRefRemoved, cw.handleRefRemoved)
+	rpc.Handle(s, wire.MethodObjectBorrowed, cw.handleBorrowed)
 	rpc.Handle(s, wire.MethodObjectRecover, cw.handleObjectRecover)
+	rpc.Handle(s, wire.MethodObjectRefs, cw.handleObjectRefs)
 	if cw.isWorker {
 		rpc.Handle(s, wire.MethodPushTask, cw.handlePushTask)
 		rpc.Handle(s, wire.MethodLeaseRevoke, cw.handleLeaseRevoke)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"runtime"
 	"runtime/debug"
 	"slices"
 	"sync"
@@ -327,6 +328,7 @@ func (cw *coreWorker) run(ctx context.Context, spec *wire.TaskSpec, numArgs int,
 			if rep.Borrowed = cw.borrows.report(spec.Owner); len(rep.Borrowed) > 0 {
 				cw.collectSoon()
 			}
+			cw.tellOtherOwners(spec.Owner) // none, for a task that decoded no ref
 		}
 		cw.dropArgs(spec.Args)
 	}()
@@ -344,9 +346,13 @@ func (cw *coreWorker) run(ctx context.Context, spec *wire.TaskSpec, numArgs int,
 			rep = fail(fmt.Sprint(p), string(debug.Stack()), true)
 		}
 	}()
-	out, err := inv(ctx, args)
+	vals, err := inv(ctx, args)
 	if err != nil {
 		return fail(err.Error(), string(debug.Stack()), false)
+	}
+	out, nested, err := encodeResults(vals)
+	if err != nil {
+		return fail(err.Error(), "", false)
 	}
 	rep = &wire.PushTaskReply{Returns: out}
 	for i, b := range out {
@@ -362,6 +368,19 @@ func (cw *coreWorker) run(ctx context.Context, spec *wire.TaskSpec, numArgs int,
 		}
 		rep.Stored[i], rep.Returns[i] = loc, nil
 	}
+	if nested != nil {
+		// This process owns refs nested in the results: the task's owner
+		// borrows each while it holds the result (Ray's "contained in"
+		// references), counted before the task's own Refs go.
+		all := make([]string, 0, len(vals))
+		for _, ids := range nested {
+			all = append(all, ids...)
+		}
+		cw.objects.addBorrowed(all)
+		rep.Contained, rep.ContainedOwner = nested, cw.addr
+		cw.collectSoon()
+	}
+	runtime.KeepAlive(vals)
 	return rep
 }
 

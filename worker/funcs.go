@@ -9,8 +9,8 @@ import (
 )
 
 // invoker runs a registered function on msgpack-encoded arguments and returns
-// its msgpack-encoded results.
-type invoker func(ctx context.Context, args [][]byte) ([][]byte, error)
+// its results, which the executor encodes (encodeResults).
+type invoker func(ctx context.Context, args [][]byte) ([]any, error)
 
 type registered struct {
 	name       string
@@ -50,16 +50,26 @@ func decodeArg[T any](b []byte, i int) (T, error) {
 	return v, nil
 }
 
-func encodeResults(vals ...any) ([][]byte, error) {
-	out := make([][]byte, len(vals))
+// encodeResults encodes a task's results, and returns, per result, the IDs
+// of the refs this process owns nested in it (nil when no result holds
+// one): the results contain them (Ray's "contained in" references), so
+// they stay while the caller holds the result.
+func encodeResults(vals []any) (out [][]byte, nested [][]string, err error) {
+	out = make([][]byte, len(vals))
 	for i, v := range vals {
-		b, err := msgpack.Marshal(v)
+		b, in, err := marshalArg(v)
 		if err != nil {
-			return nil, fmt.Errorf("encode result %d (%T): %w", i, v, err)
+			return nil, nil, fmt.Errorf("encode result %d (%T): %w", i, v, err)
 		}
 		out[i] = b
+		if len(in) > 0 {
+			if nested == nil {
+				nested = make([][]string, len(vals))
+			}
+			nested[i] = in
+		}
 	}
-	return out, nil
+	return out, nested, nil
 }
 
 // Arg is a task argument of type T: a plain value (Val) or a Ref[T], whose
@@ -136,19 +146,19 @@ type Func1x2[A, R1, R2 any] struct{ remote }
 // Func2x2 is a registered remote function of two arguments and two results.
 type Func2x2[A, B, R1, R2 any] struct{ remote }
 
-// one and two encode a function's results, or pass its error on.
-func one[R any](r R, err error) ([][]byte, error) {
+// one and two return a function's results, or pass its error on.
+func one[R any](r R, err error) ([]any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return encodeResults(r)
+	return []any{r}, nil
 }
 
-func two[R1, R2 any](r1 R1, r2 R2, err error) ([][]byte, error) {
+func two[R1, R2 any](r1 R1, r2 R2, err error) ([]any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return encodeResults(r1, r2)
+	return []any{r1, r2}, nil
 }
 
 // decode2 and decode3 decode a call's leading arguments.
@@ -170,14 +180,14 @@ func decode3[A, B, C any](args [][]byte) (a A, b B, c C, err error) {
 // var initialiser) so worker processes, which re-run the same binary, know
 // fn too.
 func Register0[R any](fn func(context.Context) (R, error)) Func0[R] {
-	return Func0[R]{newRemote(register(fn, 0, 1, func(ctx context.Context, _ [][]byte) ([][]byte, error) {
+	return Func0[R]{newRemote(register(fn, 0, 1, func(ctx context.Context, _ [][]byte) ([]any, error) {
 		return one(fn(ctx))
 	}))}
 }
 
 // Register1 registers fn as a remote function; see Register0.
 func Register1[A, R any](fn func(context.Context, A) (R, error)) Func1[A, R] {
-	return Func1[A, R]{newRemote(register(fn, 1, 1, func(ctx context.Context, args [][]byte) ([][]byte, error) {
+	return Func1[A, R]{newRemote(register(fn, 1, 1, func(ctx context.Context, args [][]byte) ([]any, error) {
 		a, err := decodeArg[A](args[0], 0)
 		if err != nil {
 			return nil, err
@@ -188,7 +198,7 @@ func Register1[A, R any](fn func(context.Context, A) (R, error)) Func1[A, R] {
 
 // Register2 registers fn as a remote function; see Register0.
 func Register2[A, B, R any](fn func(context.Context, A, B) (R, error)) Func2[A, B, R] {
-	return Func2[A, B, R]{newRemote(register(fn, 2, 1, func(ctx context.Context, args [][]byte) ([][]byte, error) {
+	return Func2[A, B, R]{newRemote(register(fn, 2, 1, func(ctx context.Context, args [][]byte) ([]any, error) {
 		a, b, err := decode2[A, B](args)
 		if err != nil {
 			return nil, err
@@ -199,7 +209,7 @@ func Register2[A, B, R any](fn func(context.Context, A, B) (R, error)) Func2[A, 
 
 // Register3 registers fn as a remote function; see Register0.
 func Register3[A, B, C, R any](fn func(context.Context, A, B, C) (R, error)) Func3[A, B, C, R] {
-	return Func3[A, B, C, R]{newRemote(register(fn, 3, 1, func(ctx context.Context, args [][]byte) ([][]byte, error) {
+	return Func3[A, B, C, R]{newRemote(register(fn, 3, 1, func(ctx context.Context, args [][]byte) ([]any, error) {
 		a, b, c, err := decode3[A, B, C](args)
 		if err != nil {
 			return nil, err
@@ -210,7 +220,7 @@ func Register3[A, B, C, R any](fn func(context.Context, A, B, C) (R, error)) Fun
 
 // Register1x2 registers fn, a function of two results; see Register0.
 func Register1x2[A, R1, R2 any](fn func(context.Context, A) (R1, R2, error)) Func1x2[A, R1, R2] {
-	return Func1x2[A, R1, R2]{newRemote(register(fn, 1, 2, func(ctx context.Context, args [][]byte) ([][]byte, error) {
+	return Func1x2[A, R1, R2]{newRemote(register(fn, 1, 2, func(ctx context.Context, args [][]byte) ([]any, error) {
 		a, err := decodeArg[A](args[0], 0)
 		if err != nil {
 			return nil, err
@@ -221,7 +231,7 @@ func Register1x2[A, R1, R2 any](fn func(context.Context, A) (R1, R2, error)) Fun
 
 // Register2x2 registers fn, a function of two results; see Register0.
 func Register2x2[A, B, R1, R2 any](fn func(context.Context, A, B) (R1, R2, error)) Func2x2[A, B, R1, R2] {
-	return Func2x2[A, B, R1, R2]{newRemote(register(fn, 2, 2, func(ctx context.Context, args [][]byte) ([][]byte, error) {
+	return Func2x2[A, B, R1, R2]{newRemote(register(fn, 2, 2, func(ctx context.Context, args [][]byte) ([]any, error) {
 		a, b, err := decode2[A, B](args)
 		if err != nil {
 			return nil, err

@@ -295,7 +295,8 @@ func (t *objectTable) rebuildLocked(cw *coreWorker, id, node, why string, dead m
 			continue // freed: its new result is dropped when the run ends
 		}
 		n := &object{done: make(chan struct{}), work: run, lin: lin, counted: old.counted, pinned: old.pinned,
-			local: old.local, submitted: old.submitted, borrowed: old.borrowed, freeReason: old.freeReason}
+			local: old.local, submitted: old.submitted, borrowed: old.borrowed, freeReason: old.freeReason,
+			captured: old.captured, contained: old.contained, inner: old.inner, innerOwner: old.innerOwner, borrows: old.borrows}
 		t.objs[rid] = n
 		if first == nil {
 			first = n
@@ -339,7 +340,8 @@ func (t *objectTable) rebuildLocked(cw *coreWorker, id, node, why string, dead m
 // kept).
 func lostObject(old *object, err error) *object {
 	n := &object{done: make(chan struct{}), err: err, counted: old.counted, pinned: old.pinned,
-		local: old.local, submitted: old.submitted, borrowed: old.borrowed}
+		local: old.local, submitted: old.submitted, borrowed: old.borrowed,
+		captured: old.captured, contained: old.contained, inner: old.inner, innerOwner: old.innerOwner, borrows: old.borrows}
 	close(n.done)
 	return n
 }

@@ -24,16 +24,31 @@ type object struct {
 	// Reference counts of an object this process owns (Ray's
 	// ReferenceCounter), guarded by objectTable.mu: counted is set once a
 	// local handle or a submitted task refers to it, and then it is freed
-	// when both counts are zero and it is ready, unless pinned (nested in a
-	// Put value or a result, whose borrowers are not tracked: kept until
-	// the job ends), counting borrowers too (borrow.go). args are the owned objects the task making
-	// this object takes as arguments: released when it is ready.
+	// when every count is zero and it is ready, unless pinned (encoded into
+	// a value this process does not track, e.g. a queue item or an actor
+	// constructor's argument: kept until the job ends), counting borrowers
+	// (borrow.go) and containing objects too. args are the owned objects
+	// the task making this object takes as arguments: released when it is
+	// ready.
 	counted   bool
 	pinned    bool
 	local     int
 	submitted int
 	borrowed  int // borrowers' reports not yet matched by a RefRemoved
 	args      []string
+	// captured counts the objects here whose value contains a ref to this
+	// one (Ray's "contained in" references): a Put value or a task result
+	// nesting it. contained are the objects of this process nested in
+	// this one's value, released when it is freed; inner are those of
+	// another process (innerOwner) nested in a task result, which that
+	// process counts this one as a borrower of until told RefRemoved.
+	captured   int
+	contained  []string
+	inner      []string
+	innerOwner string
+	// borrows are refs of other processes nested in this Put object's
+	// value: this process holds a borrow handle of each until it is freed.
+	borrows []string
 	// freeReason is set by Free on an object not ready yet: it is freed,
 	// whatever its counts, once ready.
 	freeReason string
@@ -68,6 +83,13 @@ type objectTable struct {
 	// onStored is told the size of each stored copy that becomes ready
 	// here (set with onFree; nil in unit tests).
 	onStored func(size int64)
+	// onInnerFree is told the refs of another process that a freed task
+	// result contained (set with onFree; nil in unit tests). Called with
+	// mu held.
+	onInnerFree func(owner string, ids []string)
+	// onBorrowsFree is told the borrow handles a freed Put object held (set
+	// with onFree); called with mu held, it hands them to a goroutine.
+	onBorrowsFree func(ids []string)
 }
 
 func newObjectTable() *objectTable { return &objectTable{objs: map[string]*object{}} }
@@ -153,7 +175,17 @@ func (t *objectTable) failAll(ids []string, err error) {
 // inline values, or where the worker stored a large one. A result missing
 // from the reply fails its object, naming the task.
 func (t *objectTable) finish(name string, ids []string, returns [][]byte, stored []*wire.ObjectLoc) {
+	t.finishContained(name, ids, returns, stored, nil, "")
+}
+
+// finishContained is finish for a reply whose results contain refs owned by
+// the worker process (containedOwner), per result: each result holds them
+// until it is freed.
+func (t *objectTable) finishContained(name string, ids []string, returns [][]byte, stored []*wire.ObjectLoc, contained [][]string, containedOwner string) {
 	for i, id := range ids {
+		if i < len(contained) && len(contained[i]) > 0 {
+			t.holdInner(id, contained[i], containedOwner)
+		}
 		switch {
 		case i < len(stored) && stored[i] != nil:
 			t.completeLoc(id, stored[i])

@@ -45,8 +45,9 @@ func (r Ref[T]) String() string { return fmt.Sprintf("Ref(%s)", r.id) }
 // EncodeMsgpack writes the ref as [id, owner], so refs nested in values
 // travel as refs. A ref this process owns encoded into a task's or actor
 // call's argument is held until the task returns, then by the borrowers
-// that kept it; one encoded into a Put value or a result, or a borrowed ref
-// passed on, is kept until the job ends.
+// that kept it; one encoded into a Put value or a result is held by that
+// object until it is freed; a borrowed ref passed on is kept until the job
+// ends.
 func (r Ref[T]) EncodeMsgpack(enc *msgpack.Encoder) error {
 	if r.h != nil {
 		noteEncoded(enc, r.h.st.cw, r.id, r.owner)
@@ -223,7 +224,8 @@ func GetAll[T any](ctx context.Context, refs []Ref[T]) ([]T, error) {
 }
 
 // Put stores v in the object store and returns a ref to it, owned by this
-// process (as ray.put).
+// process (as ray.put). Refs of this process nested in v are contained in
+// the new object: they stay until it is freed, as Ray's.
 func Put[T any](ctx context.Context, v T) (Ref[T], error) {
 	cw, err := current()
 	if err != nil {
@@ -239,7 +241,7 @@ func Put[T any](ctx context.Context, v T) (Ref[T], error) {
 		cw.objects.completeLoc(id, loc)
 		return ownedRef[T](cw, id), nil
 	}
-	b, err := msgpack.Marshal(v)
+	b, nested, borrowed, err := marshalNested(v, true)
 	if err != nil {
 		return Ref[T]{}, fmt.Errorf("put %T: %w", v, err)
 	}
@@ -251,6 +253,15 @@ func Put[T any](ctx context.Context, v T) (Ref[T], error) {
 		cw.objects.completeLoc(id, loc)
 	} else {
 		cw.objects.complete(id, b, nil)
+	}
+	if len(nested) > 0 || len(borrowed) > 0 {
+		// Refs nested in the value stay while the object does (Ray's
+		// "contained in" references); v keeps them until counted.
+		cw.objects.contain(id, nested)
+		if len(borrowed) > 0 {
+			cw.holdBorrows(id, borrowed)
+		}
+		runtime.KeepAlive(v)
 	}
 	return ownedRef[T](cw, id), nil
 }

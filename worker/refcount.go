@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"errors"
+	"fmt"
 	"runtime"
 	"strings"
 	"sync/atomic"
@@ -22,10 +23,13 @@ import (
 // it frees the object everywhere: its inline value here, the primary copy
 // and every secondary copy in the nodes' stores (Obj.Free to the node of the
 // primary copy, which passes it on to the nodes that pulled one). An object
-// nested in a value that leaves the process (a task argument or result, a
-// Put) is held by that task until it returns, then by the borrowers that
-// kept it (borrow.go); one nested in a Put or a result is pinned until the
-// job ends.
+// nested in a task's argument is held by that task until it returns, then
+// by the borrowers that kept it (borrow.go). One nested in a Put value or a
+// task result is contained in that object (Ray's "contained in"
+// references): it stays until the outer object is freed; for a result, the
+// process that ran the task owns the nested object and counts the result's
+// owner as a borrower until the result is freed (PushTaskReply.Contained,
+// Object.RefRemoved).
 
 // Reasons an object was freed, as ObjectFreedError says them.
 const (
@@ -85,7 +89,9 @@ func (st *refState) release() {
 // owns) and returns the handle releasing it; nil when the object is not in
 // the table (freed, or after Shutdown): a Get then reports it.
 func (cw *coreWorker) newHandle(id string) *refHandle {
-	cw.freeOnce.Do(func() { cw.objects.setOnFree(cw.queueFree, cw.noteStored) })
+	cw.freeOnce.Do(func() {
+		cw.objects.setOnFree(cw.queueFree, cw.noteStored, cw.innerFreed, func(ids []string) { go cw.releaseBorrows(ids) })
+	})
 	if !cw.objects.addLocal(id) {
 		return nil
 	}
@@ -179,10 +185,23 @@ func (e *ObjectFreedError) Error() string {
 	return "object " + e.ObjectID + " (owner " + e.Owner + ") was freed: " + e.Reason
 }
 
-func (t *objectTable) setOnFree(f func([]*wire.ObjectLoc), stored func(size int64)) {
+func (t *objectTable) setOnFree(f func([]*wire.ObjectLoc), stored func(size int64), inner func(owner string, ids []string), borrows func(ids []string)) {
 	t.mu.Lock()
-	t.onFree, t.onStored = f, stored
+	t.onFree, t.onStored, t.onInnerFree, t.onBorrowsFree = f, stored, inner, borrows
 	t.mu.Unlock()
+}
+
+// innerFreed lets go of refs of another process (owner) that a freed result
+// contained: a Ref to one decoded here takes the result's borrow over (its
+// release then sends the RefRemoved); the others are removed now. Called
+// with objectTable.mu held: it takes only the borrow table's lock and
+// queues the messages.
+func (cw *coreWorker) innerFreed(owner string, ids []string) {
+	for _, id := range ids {
+		if !cw.borrows.adopt(id) {
+			cw.refRemoved.add(cw, owner, id)
+		}
+	}
 }
 
 // noteStored counts the bytes of stored objects this process came to own
@@ -209,7 +228,7 @@ func (cw *coreWorker) noteStored(size int64) {
 // unreferenced reports whether a counted object has no reference left.
 // objectTable.mu must be held.
 func (o *object) unreferenced() bool {
-	return o.counted && !o.pinned && o.local <= 0 && o.submitted <= 0 && o.borrowed <= 0
+	return o.counted && !o.pinned && o.local <= 0 && o.submitted <= 0 && o.borrowed <= 0 && o.captured <= 0
 }
 
 // addLocal counts a new local handle of id; false when id is unknown.
@@ -292,7 +311,78 @@ func (t *objectTable) freeLocked(id string, o *object, why string, locs []*wire.
 		locs = append(locs, o.loc)
 	}
 	o.value = nil
+	// The refs its value contained are released: this process's objects
+	// here, the worker's through Object.RefRemoved.
+	contained, inner := o.contained, o.inner
+	o.contained, o.inner = nil, nil
+	for _, c := range contained {
+		if co := t.objs[c]; co != nil {
+			co.captured--
+			if co.unreferenced() && co.ready() {
+				locs = t.freeLocked(c, co, reasonUnreferenced, locs)
+			}
+		}
+	}
+	if len(inner) > 0 && t.onInnerFree != nil {
+		t.onInnerFree(o.innerOwner, inner)
+	}
+	if len(o.borrows) > 0 && t.onBorrowsFree != nil {
+		t.onBorrowsFree(o.borrows)
+		o.borrows = nil
+	}
 	return locs
+}
+
+// holdBorrowsFor records the borrow handles the Put object id holds; false
+// when id is gone (the caller releases them).
+func (t *objectTable) holdBorrowsFor(id string, ids []string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	o := t.objs[id]
+	if o == nil {
+		return false
+	}
+	o.borrows = append(o.borrows, ids...)
+	return true
+}
+
+// contain records that object id's value nests refs to this process's
+// objects ids (a Put value): each stays until id is freed.
+func (t *objectTable) contain(id string, ids []string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	o := t.objs[id]
+	if o == nil {
+		return
+	}
+	for _, c := range ids {
+		if co := t.objs[c]; co != nil && c != id {
+			co.counted = true
+			co.captured++
+			o.contained = append(o.contained, c)
+		}
+	}
+}
+
+// holdInner records that the result id contains refs to ids, owned by the
+// worker process owner, which counts this process as their borrower until
+// it is told RefRemoved: when id is freed, or now if it is gone already.
+func (t *objectTable) holdInner(id string, ids []string, owner string) {
+	if owner == "" {
+		return
+	}
+	t.mu.Lock()
+	if o := t.objs[id]; o != nil {
+		o.inner = append(o.inner, ids...)
+		o.innerOwner = owner
+		t.mu.Unlock()
+		return
+	}
+	onInner := t.onInnerFree
+	t.mu.Unlock()
+	if onInner != nil {
+		onInner(owner, ids)
+	}
 }
 
 // freedReason says why id was freed here ("" when it was not, or long ago).
@@ -354,4 +444,32 @@ func storeFull(err error) bool {
 	return errors.As(err, &re) && re.Code == wire.CodeObjectStoreFull &&
 		!strings.Contains(re.Message, objstore.ErrTooLarge.Error()) && // no free makes room for that
 		!strings.Contains(re.Message, "spill disk full") // nor for a full spill disk: fail at once
+}
+
+// handleObjectRefs answers `nodeup memory`'s question: the references that
+// hold each named object this process owns (wire.ObjectRefsReply). One
+// lock for the whole answer; counts are read, never changed.
+func (cw *coreWorker) handleObjectRefs(ctx context.Context, req *wire.ObjectRefsRequest) (*wire.ObjectRefsReply, error) {
+	n := len(req.IDs)
+	if n > wire.MaxObjectRefs {
+		return nil, &rpc.Error{Code: wire.CodeBadInput, Message: fmt.Sprintf("reference kinds of %d objects: at most %d per request", n, wire.MaxObjectRefs)}
+	}
+	rep := &wire.ObjectRefsReply{Known: make([]bool, n), Local: make([]int32, n), Submitted: make([]int32, n),
+		Borrowed: make([]int32, n), Captured: make([]int32, n), Pinned: make([]bool, n)}
+	t := cw.objects
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for i, id := range req.IDs {
+		// Not a cached copy of another owner's object: this process's IDs
+		// start with its owner ID.
+		o := t.objs[id]
+		if o == nil || !strings.HasPrefix(id, cw.ownerID) {
+			continue
+		}
+		rep.Known[i] = true
+		rep.Local[i], rep.Submitted[i] = int32(max(o.local, 0)), int32(max(o.submitted, 0))
+		rep.Borrowed[i], rep.Captured[i] = int32(max(o.borrowed, 0)), int32(max(o.captured, 0))
+		rep.Pinned[i] = o.pinned
+	}
+	return rep, nil
 }

@@ -207,7 +207,10 @@ func TestRunningTaskArgumentsStay(t *testing.T) {
 }
 
 // keeper is an actor that keeps refs it is given, nested in values.
-type keeper struct{ refs []Ref[[]byte] }
+type keeper struct {
+	refs   []Ref[[]byte]
+	outers []Ref[holder] // Put objects holding refs (contained_test.go)
+}
 
 func newKeeper(ctx context.Context) (*keeper, error) { return &keeper{}, nil }
 

@@ -161,7 +161,9 @@ func submit(ctx context.Context, f remote, numReturns int, args ...any) ([]strin
 	if err != nil {
 		return fail(err)
 	}
-	cw.freeOnce.Do(func() { cw.objects.setOnFree(cw.queueFree, cw.noteStored) })
+	cw.freeOnce.Do(func() {
+		cw.objects.setOnFree(cw.queueFree, cw.noteStored, cw.innerFreed, func(ids []string) { go cw.releaseBorrows(ids) })
+	})
 	spec.Args = wargs
 	t := &pendingTask{sub: cw.sub, ids: ids, opts: opts, spec: spec}
 	// Refs this process owns that were not ready to inline: wait for them.
@@ -543,7 +545,9 @@ func (s *submitter) push(q *keyQueue, l *heldLease, t *pendingTask, pipelined bo
 		if t.lin != nil {
 			t.lin.used.Store(int32(t.crashes + t.appRetries))
 		}
-		s.cw.objects.finish(t.spec.Name, t.ids, rep.Returns, rep.Stored)
+		s.cw.objects.finishContained(t.spec.Name, t.ids, rep.Returns, rep.Stored, rep.Contained, rep.ContainedOwner)
+	default:
+		s.cw.dropContained(&rep) // an outcome not taken: its results hold nothing
 	}
 }
 
