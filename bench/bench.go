@@ -80,6 +80,9 @@ type Metric struct {
 	TwoNodes bool
 	// MaxRuns caps Options.Runs for metrics whose one run is long (0: no cap).
 	MaxRuns int
+	// RunFactor: one run lasts RunFactor times Options.Duration (0 means
+	// 1), so the metric's time limit (metricTimeout) grows with it.
+	RunFactor int
 	// StoreBytes, when set, runs the metric's jobs against a single-node
 	// cluster of its own whose object store has this capacity in bytes
 	// (Env.StoreNode), started for the metric and stopped after it; with

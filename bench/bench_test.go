@@ -262,3 +262,21 @@ func TestWarmJob(t *testing.T) {
 		t.Fatalf("runs %d (%s), calls %v; want 3 timed runs after a warm job: %v", res[0].Runs, res[0].Error, jobs, want)
 	}
 }
+
+// A metric's time limit covers its runs at their length: object_churn's
+// 10-minute run (--duration 30s --runs 1) is not cut off at metricTimeout
+// (it was, after 5 minutes, as "context deadline exceeded").
+func TestTimeLimitCoversTheRuns(t *testing.T) {
+	var churn *Metric
+	for _, x := range Metrics() {
+		if x.Name == "object_churn" {
+			churn = x
+		}
+	}
+	if got := timeLimit(churn, 1, 30*time.Second); got < 10*time.Minute+metricTimeout {
+		t.Errorf("object_churn, one 30-s run: time limit %v, want at least its 10-minute run plus %v", got, metricTimeout)
+	}
+	if got := timeLimit(&Metric{}, 5, 500*time.Millisecond); got != metricTimeout+3*time.Second {
+		t.Errorf("a plain metric, 5 runs of 500 ms: time limit %v, want %v", got, metricTimeout+3*time.Second)
+	}
+}

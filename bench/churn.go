@@ -47,7 +47,7 @@ var (
 
 func init() {
 	register(&Metric{Name: "object_churn", Unit: "GB/s", Group: GroupObjects, Baseline: BaselineMemcpy,
-		FreshJob: true, MaxRuns: churnRuns, StoreBytes: churnStore,
+		FreshJob: true, MaxRuns: churnRuns, RunFactor: churnRunFactor, StoreBytes: churnStore,
 		Also: []Also{
 			{Name: "object_churn_peak_store_bytes", Unit: "bytes", LowerIsBetter: true, NoBaseline: true},
 			{Name: "object_churn_operations", Unit: "operations", NoBaseline: true},

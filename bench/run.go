@@ -223,8 +223,20 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 // enough for a run bounded by its operation count to do all of them.
 const warmJobFactor = 10
 
-// metricTimeout bounds one metric, so a hang fails that metric only.
+// metricTimeout bounds one metric beyond the time its runs are meant to
+// take, so a hang fails that metric only.
 const metricTimeout = 5 * time.Minute
+
+// timeLimit is how long m may take: metricTimeout plus its runs (and a
+// warm-up or a warm job) at their length, so `--duration 30s` for
+// object_churn's 10-minute run is not cut off at 5 minutes.
+func timeLimit(m *Metric, runs int, d time.Duration) time.Duration {
+	factor := time.Duration(max(m.RunFactor, 1))
+	if m.WarmJob {
+		factor += warmJobFactor
+	}
+	return metricTimeout + time.Duration(runs+1)*factor*d
+}
 
 func runMetric(ctx context.Context, e *Env, m *Metric) []Result {
 	base := Result{Name: m.Name, Group: m.Group, Unit: m.Unit, LowerIsBetter: m.LowerIsBetter, Baseline: m.Baseline,
@@ -243,13 +255,13 @@ func runMetric(ctx context.Context, e *Env, m *Metric) []Result {
 		results = append(results, r)
 	}
 	start := time.Now()
-	ctx, cancel := context.WithTimeout(ctx, metricTimeout)
-	defer cancel()
-	defer e.runCleanups()
 	runs := e.opts.Runs
 	if m.MaxRuns > 0 {
 		runs = min(runs, m.MaxRuns)
 	}
+	ctx, cancel := context.WithTimeout(ctx, timeLimit(m, runs, e.opts.Duration))
+	defer cancel()
+	defer e.runCleanups()
 	var samples [][]float64
 	add := func(v []float64) error {
 		if len(v) != len(results) {
