@@ -2,6 +2,7 @@ package cli
 
 import (
 	"cmp"
+	"context"
 	"fmt"
 	"net"
 	"slices"
@@ -12,6 +13,7 @@ import (
 
 	ucli "github.com/urfave/cli/v2"
 
+	"github.com/nodeup/nodeup/rpc"
 	"github.com/nodeup/nodeup/wire"
 )
 
@@ -141,13 +143,9 @@ func memoryAction(c *ucli.Context) error {
 	}
 	lists, failed := gatherObjectLists(c, limit)
 	out := mergeObjectLists(lists, failed)
-	token, err := resolveToken(c)
-	if err != nil {
-		return err
-	}
-	addReferenceKinds(out, func(owner string, req *wire.ObjectRefsRequest, rep *wire.ObjectRefsReply) error {
-		return callAt(c, owner, token, refOwnerTimeout, wire.MethodObjectRefs, req, rep)
-	})
+	owners := &ownerCaller{c: c, tokens: map[string]string{}}
+	addReferenceKinds(out, owners.ask)
+	var err error
 	sortMemory(out, groupBy, sortBy)
 	if c.Bool("json") {
 		err = writeJSONOut(c.App.Writer, out)
@@ -410,7 +408,7 @@ func refsText(o memObjJSON) string {
 // maxRefOwners, those with the most objects first, refOwnerParallel at a
 // time) which references hold them, and records the answers; an owner that
 // fails is listed in out.OwnersUnanswered, never silently dropped.
-func addReferenceKinds(out *memoryJSON, ask func(owner string, req *wire.ObjectRefsRequest, rep *wire.ObjectRefsReply) error) {
+func addReferenceKinds(out *memoryJSON, ask func(owner, job string, req *wire.ObjectRefsRequest, rep *wire.ObjectRefsReply) error) {
 	byOwner := map[string][]int{}
 	for i := range out.Objects {
 		o := &out.Objects[i]
@@ -453,7 +451,7 @@ func addReferenceKinds(out *memoryJSON, ask func(owner string, req *wire.ObjectR
 					req.IDs[k] = out.Objects[i].ObjectID // each goroutine reads and writes its own rows
 				}
 				var rep wire.ObjectRefsReply
-				err := ask(ow, req, &rep)
+				err := ask(ow, out.Objects[part[0]].JobID, req, &rep)
 				if err == nil && (len(rep.Known) != len(part) || len(rep.Local) != len(part) || len(rep.Submitted) != len(part) ||
 					len(rep.Borrowed) != len(part) || len(rep.Captured) != len(part) || len(rep.Pinned) != len(part)) {
 					err = fmt.Errorf("answer for %d objects does not match the %d asked", len(rep.Known), len(part))
@@ -489,4 +487,48 @@ func addReferenceKinds(out *memoryJSON, ask func(owner string, req *wire.ObjectR
 	}
 	wg.Wait()
 	slices.SortFunc(out.OwnersUnanswered, func(a, b memOwnerJSON) int { return cmp.Compare(a.Address, b.Address) })
+}
+
+// ownerCaller asks owners (core worker ports) for reference kinds. A core
+// worker takes connections presenting its job's token, which travels
+// there in clear like all core worker traffic (docs/security.md), so the
+// CLI never sends its own token there: it asks its node for the owner's
+// job token (Job.TokenOf, admin: a local client on the node's socket, or
+// an admin token) and presents that.
+type ownerCaller struct {
+	c      *ucli.Context
+	mu     sync.Mutex
+	tokens map[string]string // job ID → its token ("" on an --insecure cluster)
+}
+
+func (o *ownerCaller) jobToken(job string) (string, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if tok, ok := o.tokens[job]; ok {
+		return tok, nil
+	}
+	var rep wire.JobTokenOfReply
+	if err := call(o.c, wire.MethodJobTokenOf, &wire.JobTokenOfRequest{Job: job}, &rep); err != nil {
+		return "", fmt.Errorf("job %s's token, to ask its processes: %w", job, err)
+	}
+	o.tokens[job] = rep.Token
+	return rep.Token, nil
+}
+
+func (o *ownerCaller) ask(owner, job string, req *wire.ObjectRefsRequest, rep *wire.ObjectRefsReply) error {
+	tok, err := o.jobToken(job)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(o.c.Context, refOwnerTimeout)
+	defer cancel()
+	cl, err := rpc.Dial(ctx, "tcp", owner, []byte{wire.PreambleRPC}, wire.ProtocolVersion, rpc.WithToken(tok))
+	if err != nil {
+		return fmt.Errorf("cannot reach owner %s: %w", owner, err)
+	}
+	defer cl.Close()
+	if err := cl.Call(ctx, wire.MethodObjectRefs, req, rep); err != nil {
+		return fmt.Errorf("%s at %s: %w", wire.MethodObjectRefs, owner, err)
+	}
+	return nil
 }

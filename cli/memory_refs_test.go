@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nodeup/nodeup/cluster"
 	"github.com/nodeup/nodeup/cluster/clustertest"
 	"github.com/nodeup/nodeup/internal/testutil"
 	"github.com/nodeup/nodeup/worker"
@@ -45,7 +44,8 @@ func memoryRow(t *testing.T, addr, id string) (memObjJSON, memoryJSON) {
 // held by a Ref and contained in another object, then by the other object
 // only; an owner that does not answer is listed as such.
 func TestMemoryShowsReferenceKinds(t *testing.T) {
-	nodes := clustertest.Start(t, 1, func(_ int, c *cluster.Config) { c.Insecure = true })
+	// Secure, as by default: the CLI reaches owners with their job's token.
+	nodes := clustertest.Start(t, 1, nil)
 	if err := worker.Init(context.Background(), worker.Address(nodes[0].SocketAddr()), worker.Logger(testutil.Logger())); err != nil {
 		t.Fatal(err)
 	}
