@@ -113,7 +113,7 @@ func nameSuffix(name string) string {
 // then by name in --namespace; get fills the answer.
 func lookUp[T any](c *ucli.Context, arg, kind string, get func(byID bool, out *T) error) (*T, error) {
 	out := new(T)
-	if isHexID(arg) {
+	if wire.IsHexID(arg) {
 		err := get(true, out)
 		var re *rpc.Error
 		if err == nil || !errors.As(err, &re) || re.Code != wire.CodeNotFound {
@@ -124,18 +124,4 @@ func lookUp[T any](c *ucli.Context, arg, kind string, get func(byID bool, out *T
 		return nil, fmt.Errorf("no %s with ID or name %q in namespace %q: %w", kind, arg, c.String("namespace"), err)
 	}
 	return out, nil
-}
-
-// isHexID reports whether s has the shape of an actor or group ID (8 to 64
-// lowercase hex digits).
-func isHexID(s string) bool {
-	if len(s) < 8 || len(s) > 64 {
-		return false
-	}
-	for _, r := range s {
-		if !(r >= '0' && r <= '9' || r >= 'a' && r <= 'f') {
-			return false
-		}
-	}
-	return true
 }

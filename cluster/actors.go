@@ -211,7 +211,7 @@ func (n *Node) actorCreate(ctx context.Context, req *wire.ActorCreateRequest) (*
 	}
 	id := newID()[:24]
 	if req.ActorID != "" {
-		if !validHexID(req.ActorID) {
+		if !wire.IsHexID(req.ActorID) {
 			return bad("actor ID %q: use 8 to 64 hex digits", req.ActorID)
 		}
 		id = req.ActorID
@@ -777,18 +777,6 @@ func (m *actorManager) placement(a *store.Actor) (view []wire.NodeInfo, r sched.
 	view, r.Bundle = withBundleNodes(view, bundles)
 	r.Bundle.Group, r.Bundle.Reason = pg, reason
 	return view, r, reason, gone
-}
-
-func validHexID(s string) bool {
-	if len(s) < 8 || len(s) > 64 {
-		return false
-	}
-	for _, r := range s {
-		if !(r >= '0' && r <= '9' || r >= 'a' && r <= 'f') {
-			return false
-		}
-	}
-	return true
 }
 
 // sleepCtx waits d or until ctx ends.

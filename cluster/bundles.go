@@ -202,7 +202,7 @@ func (n *Node) bundleEndpoints() {
 // bundleCall serves one bundle request on this node; the leader calls it
 // directly for its own node and through RPC for the others.
 func (n *Node) bundleCall(method string, r *wire.BundlesRequest) (*wire.BundlesReply, error) {
-	if !validHexID(r.Group) {
+	if !wire.IsHexID(r.Group) {
 		return nil, &rpc.Error{Code: wire.CodeBadInput, Message: fmt.Sprintf("placement group ID %q: use 8 to 64 hex digits", r.Group)}
 	}
 	for _, b := range r.Bundles {

@@ -52,7 +52,7 @@ type peersDoc struct {
 
 // check reports what is wrong with a record read from the file.
 func (p peerRecord) check() error {
-	if !validHexID(p.ID) {
+	if !wire.IsHexID(p.ID) {
 		return fmt.Errorf("id %q is not 8 to 64 hex digits", p.ID)
 	}
 	if len(p.Name) > 256 {

@@ -68,7 +68,7 @@ func badInput(format string, a ...any) error {
 // fits: the reply comes after one durable write (batched with concurrent
 // creates), with the group CREATED or PENDING and the reason.
 func (n *Node) pgCreate(ctx context.Context, req *wire.PGCreateRequest) (*wire.PGInfo, error) {
-	if !validHexID(req.ID) {
+	if !wire.IsHexID(req.ID) {
 		return nil, badInput("placement group ID %q: use 8 to 64 hex digits", req.ID)
 	}
 	strategy, err := sched.ParsePlacementStrategy(req.Strategy)

@@ -62,15 +62,7 @@ func (s *Store) List() ([]Entry, Stats) {
 	for _, o := range s.objects {
 		out = append(out, Entry{ID: o.id, Size: o.size, Sealed: o.sealed, Secondary: o.secondary,
 			Pins: o.pins, Views: o.views, Owner: o.owner, CallSite: o.callSite})
-		n := alignUp(o.size)
-		if o.pins > 0 {
-			st.Pinned += n
-		}
-		if o.secondary {
-			st.Secondary += n
-		} else {
-			st.Primary += n
-		}
+		st.count(o)
 	}
 	return out, st
 }
@@ -82,15 +74,7 @@ func (s *Store) Stats() Stats {
 	defer s.mu.Unlock()
 	st := Stats{Capacity: s.capacity, Used: s.alloc.used, Objects: len(s.objects)}
 	for _, o := range s.objects {
-		n := alignUp(o.size)
-		if o.pins > 0 {
-			st.Pinned += n
-		}
-		if o.secondary {
-			st.Secondary += n
-		} else {
-			st.Primary += n
-		}
+		st.count(o)
 	}
 	return st
 }
@@ -104,4 +88,17 @@ func sortLargestFirst(all []*object) {
 		}
 		return cmp.Compare(a.id, b.id)
 	})
+}
+
+// count adds o's allocation to the pinned, primary and secondary totals.
+func (st *Stats) count(o *object) {
+	n := alignUp(o.size)
+	if o.pins > 0 {
+		st.Pinned += n
+	}
+	if o.secondary {
+		st.Secondary += n
+	} else {
+		st.Primary += n
+	}
 }

@@ -32,6 +32,15 @@ func CheckHash(field, h string) error {
 // (pki.IsLowerHex), for packages that may not import internal/pki.
 func IsLowerHex(s string, n int) bool { return pki.IsLowerHex(s, n) }
 
+// IsHexID reports whether s has the shape of a node, actor or placement
+// group ID: 8 to 64 lowercase hex characters.
+func IsHexID(s string) bool {
+	if len(s) < 8 || len(s) > 64 {
+		return false
+	}
+	return IsLowerHex(s, len(s))
+}
+
 // MaxIDLen is the longest job or actor ID a node accepts, in bytes.
 const MaxIDLen = 128
 
