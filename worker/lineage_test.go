@@ -79,7 +79,11 @@ func TestLostTaskOutputsAreRebuilt(t *testing.T) {
 			cfg.Resources[sched.CPU] = sched.QuantityOf(8) // room for every first run
 		}
 	})
-	ctx := ctxT(t)
+	// Longer than ctxT's minute: under the race detector on a loaded
+	// 2-core machine the first runs and the declaration of n1's death
+	// took more than a minute together once (CI).
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
 	dir := t.TempDir()
 	// Soft affinity puts the first runs on n1; the reruns go to n2.
 	on1 := []Option{Resources(map[string]float64{"rc": 1}), NodeAffinity(nodes[1].ID(), true)}
