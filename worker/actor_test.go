@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nodeup/nodeup/cluster/clustertest"
 	"github.com/nodeup/nodeup/internal/testutil"
-	"github.com/nodeup/nodeup/wire"
 )
 
 // logActor records the calls it gets, in the order it runs them.
@@ -318,12 +318,7 @@ func TestActorRestartsThenDies(t *testing.T) {
 func TestActorsSurviveLeaderFailover(t *testing.T) {
 	nodes := startCluster(t, 3, nil)
 	ctx := ctxT(t)
-	testutil.Until(t, 30*time.Second, "3 Raft voters", func() error {
-		if v := voters(t, ctx, nodes[0].RPCAddr()); v < 3 {
-			return fmt.Errorf("%d voters", v)
-		}
-		return nil
-	})
+	clustertest.WaitVoters(t, nodes, 3)
 	leader := -1
 	for i, nd := range nodes {
 		if nd.IsLeader() {
@@ -356,25 +351,6 @@ func TestActorsSurviveLeaderFailover(t *testing.T) {
 	if err != nil || len(got) != 2 {
 		t.Fatalf("after failover the actor returned %v, %v; want its state [before x]", got, err)
 	}
-}
-
-func voters(t *testing.T, ctx context.Context, addr string) int {
-	cw, err := current()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cw.dialer.markNode(addr) // a node: TLS with the node certificate
-	var st wire.StatusResponse
-	if err := cw.pool.Call(ctx, addr, wire.MethodStatus, &wire.Empty{}, &st); err != nil {
-		return 0
-	}
-	n := 0
-	for _, s := range st.Servers {
-		if s.Suffrage == "voter" {
-			n++
-		}
-	}
-	return n
 }
 
 var (

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/nodeup/nodeup/cluster"
+	"github.com/nodeup/nodeup/cluster/clustertest"
 	"github.com/nodeup/nodeup/sched"
 	"github.com/nodeup/nodeup/wire"
 )
@@ -79,6 +80,8 @@ func TestLostTaskOutputsAreRebuilt(t *testing.T) {
 			cfg.Resources[sched.CPU] = sched.QuantityOf(8) // room for every first run
 		}
 	})
+	// n1's death is declared only by a quorum of the other two.
+	clustertest.WaitVoters(t, nodes, 3)
 	// Longer than ctxT's minute: under the race detector on a loaded
 	// 2-core machine the first runs and the declaration of n1's death
 	// took more than a minute together once (CI).

@@ -96,6 +96,39 @@ func Start(t testing.TB, n int, configure func(i int, c *cluster.Config)) []*clu
 	return nodes
 }
 
+// WaitVoters waits up to 60 s until nodes[0]'s Raft configuration holds
+// want voters, failing t otherwise. Start does not wait for it: autopilot
+// promotes a joined server only after it has been stable for a while, so
+// right after Start a 3-node cluster may have 2 voters, and killing one of
+// them leaves no quorum (nothing is declared dead, nothing committed). A
+// test that kills a node and needs the rest to go on calls this first.
+func WaitVoters(t testing.TB, nodes []*cluster.Node, want int) {
+	t.Helper()
+	pool := rpc.NewPool([]byte{wire.PreambleRPC}, wire.ProtocolVersion, time.Second)
+	defer pool.Close()
+	if sock := nodes[0].SocketAddr(); sock != "" {
+		pool.SetRoute(nodes[0].RPCAddr(), sock)
+	}
+	testutil.Until(t, 60*time.Second, fmt.Sprintf("%d Raft voters", want), func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cancel()
+		var st wire.StatusResponse
+		if err := pool.Call(ctx, nodes[0].RPCAddr(), wire.MethodStatus, &wire.Empty{}, &st); err != nil {
+			return fmt.Errorf("status of %s: %w", nodes[0].Name(), err)
+		}
+		n := 0
+		for _, s := range st.Servers {
+			if s.Suffrage == "voter" {
+				n++
+			}
+		}
+		if n < want {
+			return fmt.Errorf("%s's Raft configuration has %d voters", nodes[0].Name(), n)
+		}
+		return nil
+	})
+}
+
 // aliveInView counts the nodes alive in nd's cluster view, asked through
 // pool within 3 s.
 func aliveInView(pool *rpc.Pool, nd *cluster.Node) (int, error) {
