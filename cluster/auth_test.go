@@ -258,11 +258,18 @@ func TestHTTPTokenAuth(t *testing.T) {
 		}
 		return nil
 	})
-	for _, path := range []string{"/v1/status", "/metrics"} {
+	for _, path := range []string{"/v1/status", "/metrics", "/v1/actors", "/v1/placement-groups"} {
 		code, body := get(path, "")
 		if code != http.StatusUnauthorized || body["role"] != "read" || !strings.Contains(body["error"], "needs role read") {
 			t.Errorf("%s without a token: %d %v, want 401 naming role read", path, code, body)
 		}
+		if code, body := get(path, read); code != http.StatusOK {
+			t.Errorf("%s with a read token: %d %v, want 200", path, code, body)
+		}
+	}
+	// The dashboard's page holds no data: open, as /v1/health.
+	if code, _ := get("/", ""); code != http.StatusOK {
+		t.Errorf("the dashboard page without a token: %d, want 200", code)
 	}
 	if code, body := get("/v1/status", newTestToken(t)); code != http.StatusUnauthorized || !strings.Contains(body["error"], "unknown") {
 		t.Errorf("/v1/status with an unknown token: %d %v, want 401 saying why", code, body)

@@ -34,6 +34,7 @@ func (n *Node) startHTTP(advertise string) error {
 	n.handleHTTP(mux, "GET /v1/health", http.HandlerFunc(n.httpHealth))
 	n.handleHTTP(mux, "GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	n.handleJobsHTTP(mux)
+	n.handleDashboardHTTP(mux)
 	n.httpServer = newHTTPServer(mux)
 	n.group.goFunc("http-serve", func() {
 		if err := n.httpServer.Serve(netutil.LimitListener(ln, maxHTTPConns)); err != nil && !errors.Is(err, http.ErrServerClosed) {

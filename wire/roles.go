@@ -116,6 +116,11 @@ var HTTPRoles = map[string]pki.Role{
 	"GET /v1/health": "",
 	"GET /v1/status": pki.RoleRead,
 	"GET /metrics":   pki.RoleRead,
+	// The dashboard's static files hold no cluster data: the page asks
+	// for a read token and sends it with its API calls.
+	"GET /":                    "",
+	"GET /v1/actors":           pki.RoleRead,
+	"GET /v1/placement-groups": pki.RoleRead,
 	// The jobs API, as the Job.* methods: reads need read; submit, stop
 	// and delete need submit.
 	"POST /v1/jobs":           pki.RoleSubmit,
