@@ -51,7 +51,7 @@ func App() *ucli.App {
 			// Our own flag, not urfave's VersionFlag, so that it prints what
 			// `nodeup version` prints without changing urfave's globals.
 			&ucli.BoolFlag{Name: "version", Aliases: []string{"v"}, Usage: "print the nodeup version and exit"},
-			&ucli.StringFlag{Name: "log-level", Value: "info", Usage: "debug, info, warn or error", EnvVars: []string{"NODEUP_LOG_LEVEL"}},
+			&ucli.StringFlag{Name: "log-level", Value: "info", Usage: "debug, info, warn or error, then optionally per component: info,raft=warn,gossip=error (components: " + strings.Join(logComponents, ", ") + ")", EnvVars: []string{"NODEUP_LOG_LEVEL"}},
 			&ucli.StringFlag{Name: "log-format", Value: "text", Usage: "text or json", EnvVars: []string{"NODEUP_LOG_FORMAT"}},
 		},
 		Before: func(c *ucli.Context) error {
@@ -106,25 +106,26 @@ func usageError(c *ucli.Context, err error, isSubcommand bool) error {
 	return fmt.Errorf("%s: %v (see '%s --help')", name, err, name)
 }
 
-// logLevel is the level of the process's slog handler; a node's SIGHUP
-// changes it (reloadLogLevel).
-var logLevel = new(slog.LevelVar)
-
+// setupLogging makes the process's default logger: level is
+// parseLogLevels' spec ("info", "info,raft=warn"), format text or json.
 func setupLogging(level, format string, w io.Writer) error {
-	var lv slog.Level
-	if err := lv.UnmarshalText([]byte(level)); err != nil {
-		return fmt.Errorf("--log-level %q: use debug, info, warn or error", level)
+	base, byComp, err := parseLogLevels(level)
+	if err != nil {
+		return fmt.Errorf("--log-level: %v", err)
 	}
-	logLevel.Set(lv)
-	opts := &slog.HandlerOptions{Level: logLevel}
+	procLevels.set(base, byComp)
+	// The inner handler passes everything: levelHandler decides.
+	opts := &slog.HandlerOptions{Level: slog.LevelDebug - 8}
+	var inner slog.Handler
 	switch format {
 	case "text":
-		slog.SetDefault(slog.New(slog.NewTextHandler(w, opts)))
+		inner = slog.NewTextHandler(w, opts)
 	case "json":
-		slog.SetDefault(slog.New(slog.NewJSONHandler(w, opts)))
+		inner = slog.NewJSONHandler(w, opts)
 	default:
 		return fmt.Errorf("--log-format %q: use text or json", format)
 	}
+	slog.SetDefault(slog.New(&levelHandler{inner: inner, levels: procLevels}))
 	return nil
 }
 

@@ -216,7 +216,7 @@ func runNode(c *ucli.Context, head bool, peers []string) error {
 }
 
 // logLevelFile, in a node's data dir, holds the log level (debug, info, warn
-// or error) a SIGHUP switches the running node to, as Nomad reloads its
+// or error, optionally with per-component levels: info,raft=warn) a SIGHUP switches the running node to, as Nomad reloads its
 // log_level on SIGHUP: `echo debug > <data-dir>/log-level; systemctl reload
 // nodeup`.
 const logLevelFile = "log-level"
@@ -245,31 +245,34 @@ func logHangups(logger *slog.Logger, dataDir string) (stop func()) {
 	}
 }
 
-// reloadLogLevel sets logLevel from the file at path and logs the outcome;
-// a missing file keeps the level, a bad one is logged (naming the accepted
-// values) and keeps it too.
+// reloadLogLevel sets procLevels from the file at path (parseLogLevels'
+// spec: "debug" or "info,raft=warn") and logs the outcome; a missing file
+// keeps the levels, a bad one is logged (naming the accepted values) and
+// keeps them too.
 func reloadLogLevel(logger *slog.Logger, path string) {
-	was := logLevel.Level()
+	was := procLevels.String()
 	b, err := os.ReadFile(path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		logger.Info("SIGHUP received: log level unchanged (write debug, info, warn or error to the log-level file to change it; flags are read only at start)",
+		logger.Info("SIGHUP received: log level unchanged (write a level such as info or info,raft=warn to the log-level file to change it; flags are read only at start)",
 			"level", was, "file", path)
 		return
-	case err == nil && len(b) > 64:
-		err = fmt.Errorf("%d bytes: want one word", len(b))
+	case err == nil && len(b) > 256:
+		err = fmt.Errorf("%d bytes: want one line such as info,raft=warn", len(b))
 	}
-	var lv slog.Level
+	var base slog.Level
+	var byComp map[string]slog.Level
 	if err == nil {
-		err = lv.UnmarshalText(bytes.TrimSpace(b))
+		base, byComp, err = parseLogLevels(string(bytes.TrimSpace(b)))
 	}
 	if err != nil {
-		logger.Warn("SIGHUP received: log level unchanged: cannot read the log-level file (want debug, info, warn or error)",
+		logger.Warn("SIGHUP received: log level unchanged: cannot read the log-level file",
 			"level", was, "file", path, "err", err)
 		return
 	}
-	logLevel.Set(lv)
-	logger.Log(context.Background(), max(lv, was), "SIGHUP received: log level reloaded", "from", was, "to", lv, "file", path)
+	procLevels.set(base, byComp)
+	// Logged at warn so that it shows whatever the new level is.
+	logger.Warn("SIGHUP received: log level reloaded", "from", was, "to", procLevels.String(), "file", path)
 }
 
 func stopCommand() *ucli.Command {

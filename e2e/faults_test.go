@@ -14,8 +14,8 @@ import (
 
 // TestSIGHUPKeepsRunning sends SIGHUP (what systemd's reload sends) to a
 // running node: it keeps serving instead of dying, keeps its log level while
-// <data-dir>/log-level is missing or bad, and switches to the level the file
-// names once it is there.
+// <data-dir>/log-level is missing or bad, and switches to the levels the
+// file names once it is there, per component too.
 func TestSIGHUPKeepsRunning(t *testing.T) {
 	head := startHead(t, t.TempDir())
 	hup := func(want string) {
@@ -35,7 +35,7 @@ func TestSIGHUPKeepsRunning(t *testing.T) {
 			return nil
 		})
 	}
-	hup("SIGHUP received: log level unchanged (write debug")
+	hup("SIGHUP received: log level unchanged (write a level")
 	file := filepath.Join(head.dataDir, "log-level")
 	if err := os.WriteFile(file, []byte("loud\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -44,7 +44,11 @@ func TestSIGHUPKeepsRunning(t *testing.T) {
 	if err := os.WriteFile(file, []byte("debug\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	hup("SIGHUP received: log level reloaded\" from=INFO to=DEBUG")
+	hup("SIGHUP received: log level reloaded\" from=info to=debug")
+	if err := os.WriteFile(file, []byte("info,raft=debug,gossip=error\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	hup("SIGHUP received: log level reloaded\" from=debug to=\"info,gossip=error,raft=debug\"")
 	if _, err := status(t, head.addr()); err != nil {
 		t.Fatalf("node stopped answering after SIGHUP: %v", err)
 	}
