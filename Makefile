@@ -33,7 +33,7 @@ build:
 	fi; \
 	echo "CGO_ENABLED=0 $(GO) build -tags '$$tags' -trimpath -ldflags '$(LDFLAGS)' -o bin/nodeup ."; \
 	CGO_ENABLED=0 $(GO) build -tags "$$tags" -trimpath -ldflags '$(LDFLAGS)' -o bin/nodeup .
-	@file bin/nodeup 2>/dev/null | grep -q 'statically linked' || { echo "bin/nodeup is not statically linked" >&2; exit 1; }
+	@$(GO) run ./internal/elfstatic bin/nodeup
 
 ## test: vet, format check, unit and in-process cluster tests under the race detector, process-level tests, the Python SDK's tests
 test: vet fmt-check race e2e python-test
