@@ -2,7 +2,9 @@ package pki
 
 import (
 	"crypto/tls"
+	"crypto/x509"
 	"net"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -294,5 +296,82 @@ func TestRenewAtTwoThirds(t *testing.T) {
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	if got, want := RenewAt(start, start.Add(30*time.Hour)), start.Add(20*time.Hour); !got.Equal(want) {
 		t.Errorf("renew at %s, want %s", got, want)
+	}
+}
+
+// A worker certificate chains to its CA under WorkerServerName and serves
+// TLS to a client of the same cluster; a client of another cluster, and a
+// client verifying a node's name, refuse it; it cannot be a client
+// certificate.
+func TestWorkerCertificates(t *testing.T) {
+	ca, err := NewCA("c1", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := NewCA("c2", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certPEM, keyPEM, err := ca.IssueWorker("ab12cd34", WorkerCertValidity)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := NewWorkerTLS(certPEM, keyPEM, ca.CertPEM())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w.Cert.Leaf.NotAfter.After(ca.Cert.NotAfter) || w.Cert.Leaf.Subject.CommonName != "job ab12cd34" {
+		t.Errorf("certificate: until %v (CA until %v), subject %q", w.Cert.Leaf.NotAfter, ca.Cert.NotAfter, w.Cert.Leaf.Subject.CommonName)
+	}
+	if slices.Contains(w.Cert.Leaf.ExtKeyUsage, x509.ExtKeyUsageClientAuth) {
+		t.Error("a worker certificate is usable as a client certificate")
+	}
+	if _, err := NewWorkerTLS(certPEM, keyPEM, other.CertPEM()); err == nil || !strings.Contains(err.Error(), "does not chain to the cluster CA") {
+		t.Errorf("against another CA: %v", err)
+	}
+	if _, _, err := ca.IssueWorker("a/b", time.Hour); err == nil {
+		t.Error("a job ID with '/' was accepted")
+	}
+	ow, err := func() (*WorkerTLS, error) {
+		c, k, err := other.IssueWorker("x", time.Hour)
+		if err != nil {
+			return nil, err
+		}
+		return NewWorkerTLS(c, k, other.CertPEM())
+	}()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := tls.Listen("tcp", "127.0.0.1:0", WorkerServerConfig(func() *tls.Certificate { return &w.Cert }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() { _ = c.(*tls.Conn).Handshake(); c.Close() }()
+		}
+	}()
+	handshake := func(client *tls.Config) error {
+		c, err := tls.DialWithDialer(&net.Dialer{Timeout: 10 * time.Second}, "tcp", ln.Addr().String(), client)
+		if err == nil {
+			c.Close()
+		}
+		return err
+	}
+	if err := handshake(w.ClientConfig()); err != nil {
+		t.Errorf("same cluster: %v", err)
+	}
+	if err := handshake(ow.ClientConfig()); err == nil {
+		t.Error("a client of another cluster accepted the worker's certificate")
+	}
+	asNode := w.ClientConfig()
+	asNode.ServerName = NodeServerName
+	if err := handshake(asNode); err == nil {
+		t.Error("a worker certificate passed for a node's")
 	}
 }
