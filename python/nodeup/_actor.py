@@ -3,6 +3,7 @@ leader places the actor (Actor.Create); calls go straight to its worker
 process (Actor.Call), numbered per caller session so that they run in order."""
 
 import collections
+import inspect
 import secrets
 import threading
 
@@ -11,6 +12,20 @@ from . import _options
 from . import _protocol as P
 from .exceptions import ActorDiedError, RayActorError
 
+
+def is_async_class(cls):
+    """True when cls has an ``async def`` (or async generator) method: its
+    actor then runs on an event loop, as Ray's async actors."""
+    for name in dir(cls):
+        try:
+            attr = inspect.getattr_static(cls, name)
+        except AttributeError:
+            continue
+        if isinstance(attr, (staticmethod, classmethod)):
+            attr = attr.__func__
+        if inspect.iscoroutinefunction(attr) or inspect.isasyncgenfunction(attr):
+            return True
+    return False
 
 
 class ActorClass:
@@ -35,6 +50,14 @@ class ActorClass:
         merged.update(opts)
         return ActorClass(self._cls, merged)
 
+    def _max_concurrency(self):
+        mc = self._opts.get("max_concurrency")
+        if mc is not None:
+            return mc
+        if is_async_class(self._cls):
+            return _options.DEFAULT_ASYNC_MAX_CONCURRENCY
+        return _options.DEFAULT_MAX_CONCURRENCY
+
     def remote(self, *args, **kwargs):
         """Creates the actor (Actor.Create at the leader, which places it)
         and returns its ActorHandle, as Ray's ``Cls.remote``; the
@@ -53,7 +76,7 @@ class ActorClass:
                "JobNamespace": "" if core.namespace == _options.DEFAULT_NAMESPACE else core.namespace,
                "GetIfExists": bool(o.get("get_if_exists")), "Detached": o.get("lifetime") == "detached",
                "MaxRestarts": o.get("max_restarts", 0), "MaxTaskRetries": o.get("max_task_retries", 0),
-               "MaxConcurrency": 1, "Resources": demand, "Strategy": strategy,
+               "MaxConcurrency": self._max_concurrency(), "Resources": demand, "Strategy": strategy,
                "Constructor": "__init__", "Args": [ctor], "BinaryHash": "", "BinaryNode": "",
                "OwnerAddr": core.address, "Language": P.LANGUAGE, "Code": _core.dumps(self._cls)}
         try:

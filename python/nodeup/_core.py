@@ -68,15 +68,43 @@ class ObjectRef:
         """The object's ID (str), as Ray's ``ObjectRef.hex()``."""
         return self.id
 
+    def __await__(self):
+        """``await ref`` in a coroutine gives its value (or raises its
+        task's error) without blocking the event loop, as Ray's;
+        RuntimeError before init."""
+        core = _state.get_core()
+        if core is None:
+            raise RuntimeError("nodeup is not initialized: call nodeup.init() first")
+        return core.get_async(self).__await__()
+
+    def future(self):
+        """A concurrent.futures.Future that gets this ref's value (or its
+        error), as Ray's ``ObjectRef.future()``; RuntimeError before init."""
+        import concurrent.futures
+        core = _state.get_core()
+        if core is None:
+            raise RuntimeError("nodeup is not initialized: call nodeup.init() first")
+        fut = concurrent.futures.Future()
+
+        def done():
+            try:
+                fut.set_result(core.get([self])[0])
+            except BaseException as e:
+                fut.set_exception(e)
+
+        core.on_ready(self, lambda: threading.Thread(target=done, daemon=True).start())
+        return fut
+
 
 class _Obj:
     """An object's state as this process knows it: pending, a value (pickle
     bytes), a store location, or a failure."""
 
-    __slots__ = ("ready", "value", "loc", "error", "task_name")
+    __slots__ = ("ready", "value", "loc", "error", "task_name", "callbacks")
 
     def __init__(self):
         self.ready = threading.Event()
+        self.callbacks = None  # functions to call once ready (await on a ref)
         self.value = None
         self.loc = None
         self.error = None  # TaskFailure map, or an exception instance
@@ -155,6 +183,37 @@ class Core:
             o.value, o.loc, o.error, o.task_name = value, loc, error, task_name
             o.ready.set()
             self.cond.notify_all()
+            cbs, o.callbacks = o.callbacks, None
+        for cb in cbs or ():
+            cb()
+
+    def on_ready(self, ref, cb):
+        """Calls cb() once ref's value (or failure) is here: at once if it
+        is, else from the thread that receives it. cb must not block."""
+        o = self._state(ref)
+        with self.cond:
+            if not o.ready.is_set():
+                o.callbacks = (o.callbacks or []) + [cb]
+                return
+        cb()
+
+    async def get_async(self, ref):
+        """ref's value for ``await ref`` (as Ray's): waits on the running
+        event loop without blocking it; a value in the node's store is
+        read on the loop's default executor."""
+        import asyncio
+        loop = asyncio.get_running_loop()
+        fut = loop.create_future()
+
+        def wake():
+            loop.call_soon_threadsafe(lambda: fut.done() or fut.set_result(None))
+
+        self.on_ready(ref, wake)
+        await fut
+        o = self._state(ref)
+        if o.error is None and o.loc is not None:
+            return await loop.run_in_executor(None, self.value_of, ref, o)
+        return self.value_of(ref, o)
 
     # ---- object store (docs/protocol.md, Large objects)
 
@@ -403,7 +462,7 @@ class Core:
             return
         t.spec = {"TaskID": t.tid, "JobID": self.job_id, "Name": t.name, "Function": t.name, "Args": wargs,
                   "NumReturns": t.num_returns, "Owner": self.address, "Attempt": 0, "Code": t.code,
-                  "KwargNames": list(kwargs.keys()) or None}
+                  "KwargNames": list(kwargs.keys()) or None, "Resources": t.resources or None}
         self._enqueue(t)
 
     def _fail_task(self, t, fail):

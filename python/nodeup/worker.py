@@ -2,14 +2,18 @@
 the node (docs/protocol.md, Worker processes). It serves Task.Push and
 Object.Get, registers with its node, and exits when the node is gone."""
 
+import asyncio
 import ctypes
 import hashlib
+import inspect
 import os
 import pickle
 import sys
 import threading
 import time
 
+from . import _actor
+from . import _context
 from . import _core
 from . import _protocol as P
 from . import _state
@@ -31,6 +35,14 @@ class _Executor:
         self.core.namespace = env.get("NODEUP_NAMESPACE") or self.core.namespace
         self.actor_id = env.get("NODEUP_ACTOR_ID", "")
         self.actor = None  # the instance, once constructed
+        self.actor_incarnation = 0
+        # How the actor's calls run (Ray's threaded and async actors): one at
+        # a time in each caller's order (max_concurrency 1, no async method);
+        # up to N at once on the server's threads (sem); or, for a class
+        # with an async method, on one event loop (loop), N at once (asem).
+        self.sem = None
+        self.loop = None
+        self.asem = None
         self.actor_cond = threading.Condition()
         self.sessions = {}  # caller session -> next Seq to run (max_concurrency 1: calls in caller order)
         self.funcs = {}
@@ -78,7 +90,9 @@ class _Executor:
 
     def construct(self, req):
         """Actor.Construct: the class from Code; one Arg holding the pickled
-        (args, kwargs), whose top-level ObjectRefs are resolved here."""
+        (args, kwargs), whose top-level ObjectRefs are resolved here. A class
+        with an ``async def`` method gets an event loop of its own, on which
+        the constructor and every method run (Ray's async actors)."""
         req = req or {}
         if req.get("ActorID") != self.actor_id:
             raise P.RpcError("not_found", f"this worker runs actor {self.actor_id!r}, not {req.get('ActorID')!r}")
@@ -88,29 +102,78 @@ class _Executor:
             args, kwargs = self.arg(wargs[0]) if wargs else ((), {})
             args = [self.core.get([a])[0] if isinstance(a, _core.ObjectRef) else a for a in args]
             kwargs = {k: (self.core.get([v])[0] if isinstance(v, _core.ObjectRef) else v) for k, v in kwargs.items()}
-            self.actor = cls(*args, **kwargs)
+            n = max(1, int(req.get("MaxConcurrency") or 1))
+            self.actor_incarnation = int(req.get("Incarnation") or 0)
+            _context.set_actor(self.actor_id, self.actor_incarnation)
+            if _actor.is_async_class(cls):
+                self.loop = asyncio.new_event_loop()
+                threading.Thread(target=self.loop.run_forever, name="nodeup-actor-loop", daemon=True).start()
+
+                async def make():
+                    self.asem = asyncio.Semaphore(n)
+                    return cls(*args, **kwargs)
+
+                self.actor = asyncio.run_coroutine_threadsafe(make(), self.loop).result()
+            else:
+                if n > 1:
+                    self.sem = threading.BoundedSemaphore(n)
+                self.actor = cls(*args, **kwargs)
             return {"Error": None}
         except Exception as e:
             return {"Error": _core.failure_of(e, self.core)}
 
     def call(self, req):
-        """Actor.Call: runs method Spec.Function, each session's calls in Seq
-        order (a missing predecessor is waited for at most 5 s, as Go's)."""
+        """Actor.Call: runs method Spec.Function. With max_concurrency 1 and
+        no async method, each session's calls run one at a time in Seq order
+        (a missing predecessor is waited for at most 5 s, as Go's); a
+        threaded actor runs up to max_concurrency calls at once in no set
+        order, and an async actor runs them on its event loop, as Ray's."""
         req = req or {}
         if self.actor is None or req.get("ActorID") != self.actor_id:
             raise P.RpcError("not_found", f"actor {req.get('ActorID')!r} does not run in this worker")
-        session, seq = req.get("Session") or "", int(req.get("Seq") or 0)
         spec = req.get("Spec") or {}
+        method = getattr(self.actor, spec.get("Function") or "", None)
+        if self.loop is not None:
+            return self.run_async(spec, method)
+        if self.sem is not None:
+            with self.sem:
+                return self.run(0, spec, method)
+        session, seq = req.get("Session") or "", int(req.get("Seq") or 0)
         deadline = time.monotonic() + 5
         with self.actor_cond:
             self.sessions.setdefault(session, 0)
             while seq > self.sessions[session] and time.monotonic() < deadline:
                 self.actor_cond.wait(deadline - time.monotonic())
             try:
-                return self.run(0, spec, getattr(self.actor, spec.get("Function") or "", None))
+                return self.run(0, spec, method)
             finally:
                 self.sessions[session] = max(self.sessions[session], seq + 1)
                 self.actor_cond.notify_all()
+
+    def run_async(self, spec, method):
+        """Runs an async actor's call: arguments are fetched and results
+        stored on this (the server's) thread, the method itself on the
+        actor's event loop, at most max_concurrency at once; a sync method
+        runs there too, so it may touch the loop's objects (asyncio.Event)."""
+        start = time.monotonic_ns()
+        try:
+            if method is None:
+                raise AttributeError(f"no method {spec.get('Function')!r}")
+            args, kwargs = self.args_of(spec)
+
+            async def invoke():
+                async with self.asem:
+                    _context.set_task(spec)
+                    r = method(*args, **kwargs)
+                    if inspect.isawaitable(r):
+                        r = await r
+                    return r
+
+            result = asyncio.run_coroutine_threadsafe(invoke(), self.loop).result()
+            return self.reply(spec, result, start)
+        except Exception as e:
+            return {"Returns": None, "Stored": None, "Error": _core.failure_of(e, self.core),
+                    "RunNanos": time.monotonic_ns() - start}
 
     def cancel(self, req):
         """Task.Cancel (docs/protocol.md): a task not started here never
@@ -139,22 +202,48 @@ class _Executor:
         threading.Thread(target=exit_soon, daemon=True).start()
         return {}
 
+    def args_of(self, spec):
+        """The positional and keyword arguments of spec, refs resolved."""
+        args = [self.arg(a) for a in (spec.get("Args") or [])]
+        names = spec.get("KwargNames") or []
+        kwargs = {}
+        if names:
+            kwargs = dict(zip(names, args[len(args) - len(names):]))
+            args = args[:len(args) - len(names)]
+        return args, kwargs
+
+    def reply(self, spec, result, start):
+        """The PushTaskReply for result: values over P.INLINE_MAX pickled go
+        into the node's store."""
+        n = int(spec.get("NumReturns") or 1)
+        values = [result] if n == 1 else list(result)
+        if len(values) != n:
+            raise ValueError(f"task {spec.get('Name')} returned {len(values)} values, num_returns={n}")
+        returns, stored = [], []
+        for i, v in enumerate(values):
+            data = _core.dumps(v)
+            if len(data) > P.INLINE_MAX:
+                stored.append(self.core.store_put(f"{spec.get('TaskID')}.{i}", data))
+                returns.append(None)
+            else:
+                stored.append(None)
+                returns.append(data)
+        if all(s is None for s in stored):
+            stored = None
+        return {"Returns": returns, "Stored": stored, "Error": None, "RunNanos": time.monotonic_ns() - start}
+
     def run(self, lease, spec, fn=None):
         start = time.monotonic_ns()
         core = self.core
         core.local.lease_id = lease
+        _context.set_task(spec)
         try:
             task = fn is None  # a task, not an actor call: cancel may interrupt it
             if task:
                 if not spec.get("Code"):
                     raise AttributeError(f"no method or function {spec.get('Function')!r}")
                 fn = self.function(spec["Code"])
-            args = [self.arg(a) for a in (spec.get("Args") or [])]
-            names = spec.get("KwargNames") or []
-            kwargs = {}
-            if names:
-                kwargs = dict(zip(names, args[len(args) - len(names):]))
-                args = args[:len(args) - len(names)]
+            args, kwargs = self.args_of(spec)
             if task:
                 with self.rlock:
                     self.running[spec.get("TaskID") or ""] = threading.get_ident()
@@ -165,27 +254,13 @@ class _Executor:
                         self.running.pop(spec.get("TaskID") or "", None)
             else:
                 result = fn(*args, **kwargs)
-            n = int(spec.get("NumReturns") or 1)
-            values = [result] if n == 1 else list(result)
-            if len(values) != n:
-                raise ValueError(f"task {spec.get('Name')} returned {len(values)} values, num_returns={n}")
-            returns, stored = [], []
-            for i, v in enumerate(values):
-                data = _core.dumps(v)
-                if len(data) > P.INLINE_MAX:
-                    stored.append(core.store_put(f"{spec.get('TaskID')}.{i}", data))
-                    returns.append(None)
-                else:
-                    stored.append(None)
-                    returns.append(data)
-            if all(s is None for s in stored):
-                stored = None
-            return {"Returns": returns, "Stored": stored, "Error": None, "RunNanos": time.monotonic_ns() - start}
+            return self.reply(spec, result, start)
         except Exception as e:
             return {"Returns": None, "Stored": None, "Error": _core.failure_of(e, core),
                     "RunNanos": time.monotonic_ns() - start}
         finally:
             core.local.lease_id = 0
+            _context.set_task(None)
 
     def serve(self):
         _state.set_core(self.core, is_worker=True)
