@@ -3,6 +3,7 @@
 
 import contextvars
 import os
+import re
 
 from . import _protocol as P
 from . import _state
@@ -11,6 +12,36 @@ from . import _state
 # coroutine (a ContextVar: an async actor's calls share one thread).
 _spec = contextvars.ContextVar("nodeup_task_spec", default=None)
 _actor = {"id": None, "incarnation": 0, "resources": None}
+_jobs = {}  # a node's per-actor job ID -> the ID of the job that created the actor
+# The job an actor's worker runs under, one per incarnation (cluster's actorJobID).
+_ACTOR_JOB = re.compile(r"^a-([0-9a-zA-Z]+)-[0-9]+$")
+
+
+def _actor_info(core, actor_id):
+    return core.pool.call(core.node_addr, "Actor.Get", {"ActorID": actor_id, "Namespace": "", "Name": "",
+                                                        "WaitMillis": 0, "NotIncarnation": -1}, timeout=30)
+
+
+def job_of(core):
+    """The ID of the job whose driver started this work. A node runs an
+    actor, and the tasks it submits, under a job of the actor's own
+    (``a-<actor>-<incarnation>``); that is followed back through
+    ``ActorInfo.JobID`` to the creator's job, as Ray reports the driver's
+    job everywhere. An actor the leader no longer knows stops the walk."""
+    job = core.job_id
+    if job in _jobs:
+        return _jobs[job]
+    start = job
+    for _ in range(16):  # actors created by actors created by ...
+        m = _ACTOR_JOB.match(job)
+        if not m:
+            break
+        try:
+            job = _actor_info(core, m.group(1)).get("JobID") or job
+        except Exception:
+            break
+    _jobs[start] = job
+    return job
 
 
 def set_task(spec):
@@ -39,8 +70,9 @@ class RuntimeContext:
         self._core = core
 
     def get_job_id(self):
-        """The job's ID (str), as Ray's ``get_job_id``."""
-        return self._core.job_id
+        """The ID of the job (str) whose driver started this work, also in
+        actors and the tasks they submit, as Ray's ``get_job_id``."""
+        return job_of(self._core)
 
     def get_node_id(self):
         """The ID of the node this process runs on (str, as ``nodes()``
@@ -101,9 +133,7 @@ class RuntimeContext:
             return {}
         if _actor["id"] is not None:
             if _actor["resources"] is None:
-                info = self._core.pool.call(self._core.node_addr, "Actor.Get", {
-                    "ActorID": _actor["id"], "Namespace": "", "Name": "", "WaitMillis": 0,
-                    "NotIncarnation": -1}, timeout=30)
+                info = _actor_info(self._core, _actor["id"])
                 _actor["resources"] = _amounts(info.get("Resources"))
             return dict(_actor["resources"])
         spec = _spec.get()
