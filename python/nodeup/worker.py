@@ -133,33 +133,51 @@ class _Executor:
             raise P.RpcError("not_found", f"actor {req.get('ActorID')!r} does not run in this worker")
         spec = req.get("Spec") or {}
         method = getattr(self.actor, spec.get("Function") or "", None)
+        session, seq = req.get("Session") or "", int(req.get("Seq") or 0)
         if self.loop is not None:
-            return self.run_async(spec, method)
+            return self.run_async(spec, method, session, seq)
         if self.sem is not None:
             with self.sem:
                 return self.run(0, spec, method)
-        session, seq = req.get("Session") or "", int(req.get("Seq") or 0)
-        deadline = time.monotonic() + 5
         with self.actor_cond:
-            self.sessions.setdefault(session, 0)
-            while seq > self.sessions[session] and time.monotonic() < deadline:
-                self.actor_cond.wait(deadline - time.monotonic())
+            self.await_turn(session, seq)
             try:
                 return self.run(0, spec, method)
             finally:
-                self.sessions[session] = max(self.sessions[session], seq + 1)
-                self.actor_cond.notify_all()
+                self.end_turn(session, seq)
 
-    def run_async(self, spec, method):
+    def await_turn(self, session, seq):
+        """Waits (actor_cond held) until the calls of session before seq
+        have had their turn, at most 5 s (a predecessor lost on the way)."""
+        deadline = time.monotonic() + 5
+        self.sessions.setdefault(session, 0)
+        while seq > self.sessions[session] and time.monotonic() < deadline:
+            self.actor_cond.wait(deadline - time.monotonic())
+
+    def end_turn(self, session, seq):
+        """Lets session's call after seq go (actor_cond held)."""
+        self.sessions[session] = max(self.sessions[session], seq + 1)
+        self.actor_cond.notify_all()
+
+    def run_async(self, spec, method, session, seq):
         """Runs an async actor's call: arguments are fetched and results
         stored on this (the server's) thread, the method itself on the
         actor's event loop, at most max_concurrency at once; a sync method
-        runs there too, so it may touch the loop's objects (asyncio.Event)."""
+        runs there too, so it may touch the loop's objects (asyncio.Event).
+        Each session's calls are handed to the loop in Seq order, so they
+        start in the order their caller made them (they may then interleave
+        at each await)."""
         start = time.monotonic_ns()
         try:
-            if method is None:
-                raise AttributeError(f"no method {spec.get('Function')!r}")
-            args, kwargs = self.args_of(spec)
+            try:
+                if method is None:
+                    raise AttributeError(f"no method {spec.get('Function')!r}")
+                args, kwargs = self.args_of(spec)
+            except BaseException:
+                with self.actor_cond:
+                    self.await_turn(session, seq)
+                    self.end_turn(session, seq)
+                raise
 
             async def invoke():
                 async with self.asem:
@@ -169,7 +187,13 @@ class _Executor:
                         r = await r
                     return r
 
-            result = asyncio.run_coroutine_threadsafe(invoke(), self.loop).result()
+            with self.actor_cond:
+                self.await_turn(session, seq)
+                try:
+                    fut = asyncio.run_coroutine_threadsafe(invoke(), self.loop)
+                finally:
+                    self.end_turn(session, seq)
+            result = fut.result()
             return self.reply(spec, result, start)
         except Exception as e:
             return {"Returns": None, "Stored": None, "Error": _core.failure_of(e, self.core),

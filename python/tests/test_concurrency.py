@@ -190,3 +190,21 @@ def test_await_ref_in_the_driver(ray):
     assert add.remote(2, 3).future().result(timeout=60) == 5
     with pytest.raises(RayTaskError):
         fail.remote().future().result(timeout=60)
+
+
+def test_async_actor_starts_each_callers_calls_in_submission_order(ray):
+    @ray.remote
+    class Log:
+        def __init__(self):
+            self.items = []
+
+        async def append(self, i):
+            self.items.append(i)  # before any await: in start order
+
+        def items_(self):
+            return self.items
+
+    log = Log.remote()
+    refs = [log.append.remote(i) for i in range(300)]
+    ray.get(refs, timeout=60)
+    assert ray.get(log.items_.remote(), timeout=30) == list(range(300))
