@@ -231,7 +231,8 @@ def cancel(ref, force=False):
     its next Python bytecode), or with ``force=True`` its worker process
     exits at once (and every task it ran with it); a cancelled task is not
     retried. An actor call still queued here never runs; one already sent
-    runs on. A finished task, a put's ref and an unknown ref are left
+    to an async actor has its coroutine cancelled (asyncio.CancelledError
+    at its await), and one sent to another actor runs on, as Ray's. A finished task, a put's ref and an unknown ref are left
     alone. Raises TypeError for a non-ObjectRef; ValueError for a ref
     another process owns, or force on an actor call; RuntimeError when the
     task's worker could not be told (its refs are cancelled all the same)."""

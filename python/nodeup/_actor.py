@@ -184,15 +184,17 @@ class ActorMethod:
 
 class _Call:
     """One method call: its arguments until resolved (wargs after), its
-    result object, how often it was resent, and why it was lost (the
-    error of a connection that failed with it out, None if never sent)."""
+    result object, how often it was resent, why it was lost (the error of
+    a connection that failed with it out, None if never sent), and where it
+    was sent."""
 
-    __slots__ = ("method", "args", "kwargs", "oid", "tid", "out", "wargs", "retries", "lost")
+    __slots__ = ("method", "args", "kwargs", "oid", "tid", "out", "wargs", "retries", "lost", "sent_to")
 
     def __init__(self, method, args, kwargs, oid, out):
         self.method, self.args, self.kwargs, self.oid, self.out = method, args, kwargs, oid, out
         self.tid = oid.rsplit(".", 1)[0]
         self.wargs, self.retries, self.lost = None, 0, None
+        self.sent_to = None  # the worker address it was last sent to (cancel tells it there)
 
 
 class _Sender:
@@ -291,6 +293,7 @@ class _Sender:
 
     def _call(self, info, req, name, call):
         core = self.core
+        call.sent_to = info["WorkerAddr"]
         try:
             rep = core.pool.call(info["WorkerAddr"], "Actor.Call", req)
         except P.TransportError as e:

@@ -481,8 +481,10 @@ class Core:
         """Cancels the task or actor call producing ref, as Go's
         worker.Cancel: a queued task is dropped; a pushed one is told to its
         worker (Task.Cancel: interrupted there, or with force its worker
-        exits); a queued actor call is dropped, a sent one runs on. Its refs
-        then raise TaskCancelledError at get. A finished task, a put's ref
+        exits); a queued actor call is dropped, a sent one is told to its
+        worker (an async actor cancels its coroutine; others run it on). The
+        refs of what was cancelled then raise TaskCancelledError at get. A
+        finished task, a put's ref
         or an unknown one are left alone. Raises ValueError for a ref this
         process does not own or force on an actor call, RuntimeError when
         the worker could not be told (its refs are cancelled all the same)."""
@@ -501,6 +503,18 @@ class Core:
             if sender.drop(call):
                 self._done(tid)
                 self._finish(call.out, error=TaskCancelledError(f"actor call {call.method} ({tid}) was cancelled"))
+                return
+            addr = call.sent_to
+            if addr is None:
+                return
+            # Sent: an async actor cancels its coroutine and answers
+            # TaskCancelledError; other actors run it on (as Ray's).
+            try:
+                self.pool.call(addr, "Task.Cancel", {"TaskID": tid, "Force": False}, timeout=timeout)
+            except P.TransportError:
+                pass  # the worker is gone: the call fails with it
+            except P.RpcError as e:
+                raise RuntimeError(f"cancel actor call {call.method}: tell its worker at {addr}: {e}") from e
             return
         t = w
         with self.qcond:

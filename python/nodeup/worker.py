@@ -3,6 +3,7 @@ the node (docs/protocol.md, Worker processes). It serves Task.Push and
 Object.Get, registers with its node, and exits when the node is gone."""
 
 import asyncio
+import concurrent.futures
 import ctypes
 import hashlib
 import inspect
@@ -50,6 +51,7 @@ class _Executor:
         self.lease_locks = {}
         self.rlock = threading.Lock()  # guards running and cancelled
         self.running = {}  # task ID -> ident of the thread running its function
+        self.async_calls = {}  # task ID -> the Future of an async actor's running call
         self.cancelled = set()  # IDs of tasks cancelled before they started here
 
     def function(self, code):
@@ -187,13 +189,25 @@ class _Executor:
                         r = await r
                     return r
 
+            tid = spec.get("TaskID") or ""
             with self.actor_cond:
                 self.await_turn(session, seq)
                 try:
-                    fut = asyncio.run_coroutine_threadsafe(invoke(), self.loop)
+                    with self.rlock:
+                        if tid in self.cancelled:
+                            self.cancelled.discard(tid)
+                            raise TaskCancelledError(f"actor call {spec.get('Name')} ({tid}) was cancelled")
+                        fut = asyncio.run_coroutine_threadsafe(invoke(), self.loop)
+                        self.async_calls[tid] = fut
                 finally:
                     self.end_turn(session, seq)
-            result = fut.result()
+            try:
+                result = fut.result()
+            except (concurrent.futures.CancelledError, asyncio.CancelledError):
+                raise TaskCancelledError(f"actor call {spec.get('Name')} ({tid}) was cancelled") from None
+            finally:
+                with self.rlock:
+                    self.async_calls.pop(tid, None)
             return self.reply(spec, result, start)
         except Exception as e:
             return {"Returns": None, "Stored": None, "Error": _core.failure_of(e, self.core),
@@ -204,10 +218,17 @@ class _Executor:
         starts (its push answers NotRun); a running one gets
         TaskCancelledError raised in its thread (at its next Python
         bytecode: a blocking C call finishes first), or with Force this
-        process exits at once, as Ray's force=True."""
+        process exits at once, as Ray's force=True. An async actor's call
+        has its coroutine cancelled (asyncio.CancelledError at its await)
+        and answers TaskCancelledError, or never starts if it has not yet;
+        other actors' calls run on, as Ray's."""
         req = req or {}
         tid = req.get("TaskID") or ""
         with self.rlock:
+            fut = self.async_calls.get(tid)
+            if fut is not None:  # an async actor's call: its coroutine is cancelled (as Ray's)
+                fut.cancel()
+                return {}
             ident = self.running.get(tid)
             if ident is None:
                 if len(self.cancelled) >= 1024:  # cancels of tasks that never came (Go keeps 1,024 too)

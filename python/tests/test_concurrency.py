@@ -208,3 +208,69 @@ def test_async_actor_starts_each_callers_calls_in_submission_order(ray):
     refs = [log.append.remote(i) for i in range(300)]
     ray.get(refs, timeout=60)
     assert ray.get(log.items_.remote(), timeout=30) == list(range(300))
+
+
+def test_cancel_interrupts_a_running_async_actor_call(ray):
+    from conftest import until
+    from nodeup.exceptions import TaskCancelledError
+
+    @ray.remote
+    class Sleeper:
+        def __init__(self):
+            self.started, self.saw_cancel = set(), False
+
+        async def forever(self, i):
+            self.started.add(i)
+            try:
+                await asyncio.sleep(600)
+            except asyncio.CancelledError:
+                self.saw_cancel = True
+                raise
+
+        def state(self):
+            return sorted(self.started), self.saw_cancel
+
+    s = Sleeper.remote()
+    ref = s.forever.remote(1)
+    until("the call started", lambda: ray.get(s.state.remote(), timeout=30)[0] == [1])
+    ray.cancel(ref)
+    with pytest.raises(TaskCancelledError):
+        ray.get(ref, timeout=30)
+    assert ray.get(s.state.remote(), timeout=30) == ([1], True)  # it saw CancelledError at its await
+    other = s.forever.remote(2)  # the actor lives on
+    until("the second call started", lambda: ray.get(s.state.remote(), timeout=30)[0] == [1, 2])
+    ray.cancel(other)
+    with pytest.raises(TaskCancelledError):
+        ray.get(other, timeout=30)
+
+    # A sync actor's call that is already running runs on (as Ray's).
+    @ray.remote
+    class Gate:
+        def __init__(self):
+            self.event, self.entered = asyncio.Event(), False
+
+        def enter(self):
+            self.entered = True
+
+        def has_entered(self):
+            return self.entered
+
+        def open(self):
+            self.event.set()
+
+        async def wait(self):
+            await self.event.wait()
+
+    @ray.remote
+    class Worker:
+        def work(self, gate):
+            ray.get(gate.enter.remote())
+            ray.get(gate.wait.remote())
+            return "done"
+
+    gate, w = Gate.remote(), Worker.remote()
+    held = w.work.remote(gate)
+    until("the call runs", lambda: ray.get(gate.has_entered.remote(), timeout=30))
+    ray.cancel(held)
+    ray.get(gate.open.remote(), timeout=30)
+    assert ray.get(held, timeout=30) == "done"
