@@ -14,12 +14,12 @@ from . import _state
 from . import _transport
 from . import accelerators
 from . import exceptions
-from ._actor import ActorClass, ActorHandle, get_actor, kill
+from ._actor import ActorClass, ActorHandle, get_actor, kill, method
 from ._core import ObjectRef
 
 __all__ = ["init", "shutdown", "is_initialized", "remote", "get", "put", "wait", "cluster_resources",
            "available_resources", "nodes", "ObjectRef", "ActorHandle", "exceptions", "get_actor", "kill", "cancel",
-           "get_runtime_context", "get_gpu_ids", "accelerators"]
+           "get_runtime_context", "get_gpu_ids", "accelerators", "method"]
 
 
 def _current_address_file():

@@ -85,7 +85,7 @@ class ActorClass:
             if e.code == "already_exists":  # the name is taken (Ray raises ValueError)
                 raise ValueError(e.message) from None
             raise
-        return ActorHandle(rep["ActorID"], self._cls.__qualname__)
+        return ActorHandle(rep["ActorID"], self._cls.__qualname__, _method_options(self._cls))
 
 
 def get_actor(name, namespace=None):
@@ -121,19 +121,53 @@ def kill(actor, no_restart=True):
                    timeout=30)
 
 
+def method(*args, **opts):
+    """``@nodeup.method(num_returns=N)`` on an actor class's method, as Ray's
+    ``@ray.method``: its calls return N ObjectRefs (a list) instead of one.
+    The handles that ``Cls.remote`` returns (and copies pickled from them)
+    know it; a handle from ``get_actor`` does not, so call
+    ``handle.m.options(num_returns=N)`` there. ValueError for another
+    option or a bad count."""
+    if args or set(opts) - {"num_returns"}:
+        raise ValueError(f"@method takes only num_returns=N (keyword), not {list(args) + sorted(set(opts))}")
+    _options._int_at_least(opts, "num_returns", 1)
+
+    def mark(fn):
+        fn.__nodeup_method_options__ = dict(opts)
+        return fn
+
+    return mark
+
+
+def _method_options(cls):
+    """{method name: its @method options} of cls."""
+    out = {}
+    for name in dir(cls):
+        try:
+            attr = inspect.getattr_static(cls, name)
+        except AttributeError:
+            continue
+        o = getattr(attr, "__nodeup_method_options__", None)
+        if o:
+            out[name] = dict(o)
+    return out
+
+
 class ActorHandle:
     """A handle to an actor, as Ray's ``ActorHandle``: ``handle.method.remote(*args)``
-    calls it and returns an ObjectRef. Handles pickle (as the actor's ID
-    and class name), so they may be passed to tasks and other actors."""
+    calls it and returns an ObjectRef. Handles pickle (as the actor's ID,
+    class name and methods' ``@method`` options), so they may be passed to
+    tasks and other actors."""
 
-    def __init__(self, actor_id, class_name):
+    def __init__(self, actor_id, class_name, method_options=None):
         self._actor_id = actor_id
         self._class_name = class_name
+        self._method_options = method_options or {}
         self._lock = threading.Lock()
         self._sender = None
 
     def __reduce__(self):
-        return (ActorHandle, (self._actor_id, self._class_name))
+        return (ActorHandle, (self._actor_id, self._class_name, self._method_options or None))
 
     def __repr__(self):
         return f"Actor({self._class_name}, {self._actor_id})"
@@ -147,36 +181,50 @@ class ActorHandle:
     def __getattr__(self, name):
         if name.startswith("_"):
             raise AttributeError(name)
-        return ActorMethod(self, name)
+        return ActorMethod(self, name, self._method_options.get(name, {}).get("num_returns", 1))
 
-    def _submit(self, method, args, kwargs):
+    def _submit(self, method, args, kwargs, num_returns=1):
         from . import _core_or_raise
         core = _core_or_raise()
-        ref = _core.ObjectRef(core._next("c") + ".0", core.address)
-        out = core._new_obj(ref.id)
+        tid = core._next("c")
+        refs = [_core.ObjectRef(f"{tid}.{i}", core.address) for i in range(num_returns)]
+        outs = [core._new_obj(r.id) for r in refs]
         with self._lock:
             if self._sender is None or self._sender.core is not core:
                 self._sender = _Sender(core, self._actor_id, self._class_name)
-            call = _Call(method, args, kwargs, ref.id, out)
+            call = _Call(method, args, kwargs, tid, outs)
             with core.lock:
                 core.works[call.tid] = (self._sender, call)
             self._sender.put(call)
-        return ref
+        return refs[0] if num_returns == 1 else refs
 
 
 class ActorMethod:
     """A method of an actor, as Ray's ActorMethod: ``handle.m.remote(...)``."""
 
-    def __init__(self, handle, name):
+    def __init__(self, handle, name, num_returns=1):
         self._handle = handle
         self._name = name
+        self._num_returns = num_returns
+
+    def options(self, **opts):
+        """This method with other call options, as Ray's
+        ``ActorMethod.options``: ``num_returns`` (int >= 1); ValueError for
+        anything else."""
+        bad = set(opts) - {"num_returns"}
+        if bad:
+            raise ValueError(f"unsupported actor method options {sorted(bad)}; supported so far: ['num_returns']")
+        _options._int_at_least(opts, "num_returns", 1)
+        return ActorMethod(self._handle, self._name, opts.get("num_returns", self._num_returns))
 
     def remote(self, *args, **kwargs):
-        """Calls the method and returns its ObjectRef at once; calls of one
-        handle run in submission order. ``get`` of the ref raises the
-        method's exception as a RayTaskError, or ActorDiedError/RayActorError
-        when the actor is dead or the call was lost with its worker."""
-        return self._handle._submit(self._name, args, kwargs)
+        """Calls the method and returns its ObjectRef at once (a list of
+        ``num_returns`` refs when that is over 1, and the method must then
+        return that many values); calls of one handle run in submission
+        order. ``get`` of the ref raises the method's exception as a
+        RayTaskError, or ActorDiedError/RayActorError when the actor is
+        dead or the call was lost with its worker."""
+        return self._handle._submit(self._name, args, kwargs, self._num_returns)
 
     def __call__(self, *a, **k):
         raise TypeError(f"actor method {self._name} cannot be called directly; use .{self._name}.remote()")
@@ -184,17 +232,22 @@ class ActorMethod:
 
 class _Call:
     """One method call: its arguments until resolved (wargs after), its
-    result object, how often it was resent, why it was lost (the error of
+    result objects, how often it was resent, why it was lost (the error of
     a connection that failed with it out, None if never sent), and where it
     was sent."""
 
-    __slots__ = ("method", "args", "kwargs", "oid", "tid", "out", "wargs", "retries", "lost", "sent_to")
+    __slots__ = ("method", "args", "kwargs", "tid", "outs", "wargs", "retries", "lost", "sent_to")
 
-    def __init__(self, method, args, kwargs, oid, out):
-        self.method, self.args, self.kwargs, self.oid, self.out = method, args, kwargs, oid, out
-        self.tid = oid.rsplit(".", 1)[0]
+    def __init__(self, method, args, kwargs, tid, outs):
+        self.method, self.args, self.kwargs, self.tid, self.outs = method, args, kwargs, tid, outs
         self.wargs, self.retries, self.lost = None, 0, None
         self.sent_to = None  # the worker address it was last sent to (cancel tells it there)
+
+    def fail(self, core, error, task_name=""):
+        """Ends the call with error on every result."""
+        core._done(self.tid)
+        for o in self.outs:
+            core._finish(o, error=error, task_name=task_name)
 
 
 class _Sender:
@@ -263,12 +316,10 @@ class _Sender:
                     call.wargs = [core._arg(a) for a in call.args] + [core._arg(v) for v in call.kwargs.values()]
                 info = self._where()
             except _core._ArgFailed as f:
-                core._done(call.tid)
-                core._finish(call.out, error=f.obj.error, task_name=f.obj.task_name)
+                call.fail(core, f.obj.error, f.obj.task_name)
                 continue
             except Exception as e:
-                core._done(call.tid)
-                core._finish(call.out, error=e if isinstance(e, RayActorError) else RayActorError(str(e)))
+                call.fail(core, e if isinstance(e, RayActorError) else RayActorError(str(e)))
                 continue
             name = f"{self.class_name}.{call.method}"
             if call.lost is not None:
@@ -276,15 +327,14 @@ class _Sender:
                 # while max_task_retries allows (-1: always).
                 mtr = int(info.get("MaxTaskRetries") or 0)
                 if 0 <= mtr <= call.retries:
-                    core._done(call.tid)
-                    core._finish(call.out, error=ActorDiedError(
+                    call.fail(core, ActorDiedError(
                         f"actor {self.class_name} ({self.actor_id}): its worker was lost while running call {name} "
                         f"({call.lost}); it restarted, and max_task_retries={mtr} allows no retry"))
                     continue
                 call.retries += 1
                 call.lost = None
             spec = {"TaskID": call.tid, "JobID": core.job_id, "Name": name,
-                    "Function": call.method, "Args": call.wargs, "NumReturns": 1, "Owner": core.address,
+                    "Function": call.method, "Args": call.wargs, "NumReturns": len(call.outs), "Owner": core.address,
                     "Attempt": call.retries, "KwargNames": list(call.kwargs.keys()) or None}
             req = {"ActorID": self.actor_id, "Incarnation": info.get("Incarnation", 0), "Session": self.session,
                    "Seq": self.seq, "Spec": spec}
@@ -307,8 +357,7 @@ class _Sender:
             self.put(call, front=True)
             return
         except Exception as e:
-            core._done(call.tid)
-            core._finish(call.out, error=RayActorError(f"call {name} on actor {self.actor_id}: {e}"))
+            call.fail(core, RayActorError(f"call {name} on actor {self.actor_id}: {e}"))
             return
         core._done(call.tid)
-        core.complete([call.out], rep, name)
+        core.complete(call.outs, rep, name)

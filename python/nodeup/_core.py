@@ -501,8 +501,7 @@ class Core:
             if force:
                 raise ValueError(f"cancel {ref.id}: force is not supported for actor calls (as Ray); cancel without it")
             if sender.drop(call):
-                self._done(tid)
-                self._finish(call.out, error=TaskCancelledError(f"actor call {call.method} ({tid}) was cancelled"))
+                call.fail(self, TaskCancelledError(f"actor call {call.method} ({tid}) was cancelled"))
                 return
             addr = call.sent_to
             if addr is None:
