@@ -376,6 +376,10 @@ type TaskSpec struct {
 	// LeaseRequest.Resources), for the worker's runtime context (Ray's
 	// get_assigned_resources); the Python SDK sends it, Go sends nothing.
 	Resources sched.ResourceSet `msgpack:",omitempty"`
+	// ConcurrencyGroup names the concurrency group an actor call runs in
+	// (Ray's concurrency_group option of an actor method); "" is the
+	// method's own group, else the default one. Python only.
+	ConcurrencyGroup string `msgpack:",omitempty"`
 }
 
 // PushTaskRequest runs Spec on the worker under LeaseID.

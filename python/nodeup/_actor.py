@@ -68,9 +68,18 @@ class ActorClass:
         from . import _core_or_raise
         core = _core_or_raise()
         o = self._opts
-        # One Arg: the pickled (args, kwargs); the worker resolves the top-level refs.
+        # One Arg: the pickled (args, kwargs), or (args, kwargs, worker
+        # options) with concurrency groups; the worker resolves the top-level refs.
         demand, strategy = _options.demand(o, "actor")
-        ctor = core._arg((tuple(args), dict(kwargs)))
+        groups = dict(o.get("concurrency_groups") or {})
+        methods = _method_options(self._cls)
+        for m, mo in methods.items():
+            g = mo.get("concurrency_group")
+            if g is not None and g not in groups:
+                raise ValueError(f"actor {self._cls.__qualname__}: method {m} names concurrency_group {g!r}, "
+                                 f"which concurrency_groups={groups!r} does not define")
+        ctor = core._arg((tuple(args), dict(kwargs), {"concurrency_groups": groups}) if groups
+                         else (tuple(args), dict(kwargs)))
         req = {"ActorID": secrets.token_hex(12), "JobID": core.job_id, "Class": self._cls.__qualname__,
                "Name": o.get("name") or "", "Namespace": o.get("namespace") or core.namespace,
                "JobNamespace": "" if core.namespace == _options.DEFAULT_NAMESPACE else core.namespace,
@@ -85,7 +94,7 @@ class ActorClass:
             if e.code == "already_exists":  # the name is taken (Ray raises ValueError)
                 raise ValueError(e.message) from None
             raise
-        return ActorHandle(rep["ActorID"], self._cls.__qualname__, _method_options(self._cls))
+        return ActorHandle(rep["ActorID"], self._cls.__qualname__, methods)
 
 
 def get_actor(name, namespace=None):
@@ -121,16 +130,31 @@ def kill(actor, no_restart=True):
                    timeout=30)
 
 
-def method(*args, **opts):
-    """``@nodeup.method(num_returns=N)`` on an actor class's method, as Ray's
-    ``@ray.method``: its calls return N ObjectRefs (a list) instead of one.
-    The handles that ``Cls.remote`` returns (and copies pickled from them)
-    know it; a handle from ``get_actor`` does not, so call
-    ``handle.m.options(num_returns=N)`` there. ValueError for another
-    option or a bad count."""
-    if args or set(opts) - {"num_returns"}:
-        raise ValueError(f"@method takes only num_returns=N (keyword), not {list(args) + sorted(set(opts))}")
+METHOD_OPTIONS = {"num_returns", "concurrency_group"}
+
+
+def _check_method_options(opts):
+    bad = set(opts) - METHOD_OPTIONS
+    if bad:
+        raise ValueError(f"unsupported actor method options {sorted(bad)}; supported so far: {sorted(METHOD_OPTIONS)}")
     _options._int_at_least(opts, "num_returns", 1)
+    g = opts.get("concurrency_group")
+    if g is not None and (not isinstance(g, str) or not g):
+        raise ValueError(f"concurrency_group={g!r}: want the name of one of the actor's concurrency_groups")
+
+
+def method(*args, **opts):
+    """``@nodeup.method(num_returns=N, concurrency_group=G)`` on an actor
+    class's method, as Ray's ``@ray.method``: its calls return N
+    ObjectRefs (a list) instead of one, and run in concurrency group G
+    (one of the class's ``concurrency_groups``). The handles that
+    ``Cls.remote`` returns (and copies pickled from them) know
+    ``num_returns``; a handle from ``get_actor`` does not, so call
+    ``handle.m.options(num_returns=N)`` there. ValueError for another
+    option or a bad value."""
+    if args:
+        raise ValueError(f"@method takes keyword options only, not {list(args)}")
+    _check_method_options(opts)
 
     def mark(fn):
         fn.__nodeup_method_options__ = dict(opts)
@@ -183,7 +207,7 @@ class ActorHandle:
             raise AttributeError(name)
         return ActorMethod(self, name, self._method_options.get(name, {}).get("num_returns", 1))
 
-    def _submit(self, method, args, kwargs, num_returns=1):
+    def _submit(self, method, args, kwargs, num_returns=1, group=None):
         from . import _core_or_raise
         core = _core_or_raise()
         tid = core._next("c")
@@ -192,7 +216,7 @@ class ActorHandle:
         with self._lock:
             if self._sender is None or self._sender.core is not core:
                 self._sender = _Sender(core, self._actor_id, self._class_name)
-            call = _Call(method, args, kwargs, tid, outs)
+            call = _Call(method, args, kwargs, tid, outs, group)
             with core.lock:
                 core.works[call.tid] = (self._sender, call)
             self._sender.put(call)
@@ -202,20 +226,20 @@ class ActorHandle:
 class ActorMethod:
     """A method of an actor, as Ray's ActorMethod: ``handle.m.remote(...)``."""
 
-    def __init__(self, handle, name, num_returns=1):
+    def __init__(self, handle, name, num_returns=1, group=None):
         self._handle = handle
         self._name = name
         self._num_returns = num_returns
+        self._group = group  # None: the method's own (@method), else the default group
 
     def options(self, **opts):
         """This method with other call options, as Ray's
-        ``ActorMethod.options``: ``num_returns`` (int >= 1); ValueError for
-        anything else."""
-        bad = set(opts) - {"num_returns"}
-        if bad:
-            raise ValueError(f"unsupported actor method options {sorted(bad)}; supported so far: ['num_returns']")
-        _options._int_at_least(opts, "num_returns", 1)
-        return ActorMethod(self._handle, self._name, opts.get("num_returns", self._num_returns))
+        ``ActorMethod.options``: ``num_returns`` (int >= 1) and
+        ``concurrency_group`` (a group of the actor's; an unknown one makes
+        the call raise ValueError at get); ValueError for anything else."""
+        _check_method_options(opts)
+        return ActorMethod(self._handle, self._name, opts.get("num_returns", self._num_returns),
+                           opts.get("concurrency_group", self._group))
 
     def remote(self, *args, **kwargs):
         """Calls the method and returns its ObjectRef at once (a list of
@@ -224,7 +248,7 @@ class ActorMethod:
         order. ``get`` of the ref raises the method's exception as a
         RayTaskError, or ActorDiedError/RayActorError when the actor is
         dead or the call was lost with its worker."""
-        return self._handle._submit(self._name, args, kwargs, self._num_returns)
+        return self._handle._submit(self._name, args, kwargs, self._num_returns, self._group)
 
     def __call__(self, *a, **k):
         raise TypeError(f"actor method {self._name} cannot be called directly; use .{self._name}.remote()")
@@ -236,10 +260,11 @@ class _Call:
     a connection that failed with it out, None if never sent), and where it
     was sent."""
 
-    __slots__ = ("method", "args", "kwargs", "tid", "outs", "wargs", "retries", "lost", "sent_to")
+    __slots__ = ("method", "args", "kwargs", "tid", "outs", "wargs", "retries", "lost", "sent_to", "group")
 
-    def __init__(self, method, args, kwargs, tid, outs):
+    def __init__(self, method, args, kwargs, tid, outs, group=None):
         self.method, self.args, self.kwargs, self.tid, self.outs = method, args, kwargs, tid, outs
+        self.group = group
         self.wargs, self.retries, self.lost = None, 0, None
         self.sent_to = None  # the worker address it was last sent to (cancel tells it there)
 
@@ -336,6 +361,8 @@ class _Sender:
             spec = {"TaskID": call.tid, "JobID": core.job_id, "Name": name,
                     "Function": call.method, "Args": call.wargs, "NumReturns": len(call.outs), "Owner": core.address,
                     "Attempt": call.retries, "KwargNames": list(call.kwargs.keys()) or None}
+            if call.group:
+                spec["ConcurrencyGroup"] = call.group
             req = {"ActorID": self.actor_id, "Incarnation": info.get("Incarnation", 0), "Session": self.session,
                    "Seq": self.seq, "Spec": spec}
             self.seq += 1

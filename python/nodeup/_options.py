@@ -12,7 +12,7 @@ _COMMON = {"num_cpus", "num_gpus", "memory", "resources", "name", "scheduling_st
            "placement_group_bundle_index", "accelerator_type"}
 TASK_OPTIONS = _COMMON | {"max_retries", "retry_exceptions", "num_returns"}
 ACTOR_OPTIONS = _COMMON | {"namespace", "lifetime", "get_if_exists", "max_restarts", "max_task_retries",
-                           "max_concurrency"}
+                           "max_concurrency", "concurrency_groups"}
 # num_cpus when none is given: a task takes a CPU, an actor none (as Ray's defaults).
 DEFAULT_CPUS = {"task": 1, "actor": 0}
 # How much of the node resource accelerator_type:<model> accelerator_type=
@@ -43,6 +43,15 @@ def check(opts, kind):
     _int_at_least(opts, "max_restarts", -1)
     _int_at_least(opts, "max_task_retries", -1)
     _int_at_least(opts, "max_concurrency", 1)
+    groups = opts.get("concurrency_groups")
+    if groups is not None:
+        if not isinstance(groups, dict):
+            raise ValueError(f"concurrency_groups={groups!r}: want a dict of group name -> max concurrency")
+        for name, n in groups.items():
+            if not isinstance(name, str) or not name:
+                raise ValueError(f"concurrency_groups: group name {name!r}: want a non-empty str")
+            if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+                raise ValueError(f"concurrency_groups[{name!r}]={n!r}: want an int >= 1")
     acc = opts.get("accelerator_type")
     if acc is not None and (not isinstance(acc, str) or not acc.strip()):
         raise ValueError(f"accelerator_type={acc!r}: want a GPU model name such as nodeup.accelerators.NVIDIA_H100")

@@ -44,7 +44,11 @@ class _Executor:
         self.sem = None
         self.loop = None
         self.asem = None
+        # Concurrency groups (Ray's concurrency_groups): name -> its
+        # threading semaphore, or for an async actor (event loop, semaphore).
+        self.groups = {}
         self.actor_cond = threading.Condition()
+        self.serial = threading.Lock()  # held by the running call of a one-at-a-time actor
         self.sessions = {}  # caller session -> next Seq to run (max_concurrency 1: calls in caller order)
         self.funcs = {}
         self.flock = threading.Lock()
@@ -101,24 +105,26 @@ class _Executor:
         try:
             cls = self.function(req.get("Code") or b"")
             wargs = req.get("Args") or []
-            args, kwargs = self.arg(wargs[0]) if wargs else ((), {})
+            ctor = self.arg(wargs[0]) if wargs else ((), {})
+            args, kwargs = ctor[0], ctor[1]
+            groups = (ctor[2] if len(ctor) > 2 else {}).get("concurrency_groups") or {}
             args = [self.core.get([a])[0] if isinstance(a, _core.ObjectRef) else a for a in args]
             kwargs = {k: (self.core.get([v])[0] if isinstance(v, _core.ObjectRef) else v) for k, v in kwargs.items()}
             n = max(1, int(req.get("MaxConcurrency") or 1))
             self.actor_incarnation = int(req.get("Incarnation") or 0)
             _context.set_actor(self.actor_id, self.actor_incarnation)
             if _actor.is_async_class(cls):
-                self.loop = asyncio.new_event_loop()
-                threading.Thread(target=self.loop.run_forever, name="nodeup-actor-loop", daemon=True).start()
+                self.loop, self.asem = _event_loop("default"), asyncio.Semaphore(n)
+                self.groups = {g: (_event_loop(g), asyncio.Semaphore(int(k))) for g, k in groups.items()}
 
                 async def make():
-                    self.asem = asyncio.Semaphore(n)
                     return cls(*args, **kwargs)
 
                 self.actor = asyncio.run_coroutine_threadsafe(make(), self.loop).result()
             else:
                 if n > 1:
                     self.sem = threading.BoundedSemaphore(n)
+                self.groups = {g: threading.BoundedSemaphore(int(k)) for g, k in groups.items()}
                 self.actor = cls(*args, **kwargs)
             return {"Error": None}
         except Exception as e:
@@ -129,24 +135,43 @@ class _Executor:
         no async method, each session's calls run one at a time in Seq order
         (a missing predecessor is waited for at most 5 s, as Go's); a
         threaded actor runs up to max_concurrency calls at once in no set
-        order, and an async actor runs them on its event loop, as Ray's."""
+        order, and an async actor runs them on its event loop, as Ray's. A
+        call in a concurrency group (Spec.ConcurrencyGroup, else the
+        method's @method(concurrency_group=...)) runs under that group's
+        limit instead, on its own event loop in an async actor."""
         req = req or {}
         if self.actor is None or req.get("ActorID") != self.actor_id:
             raise P.RpcError("not_found", f"actor {req.get('ActorID')!r} does not run in this worker")
         spec = req.get("Spec") or {}
         method = getattr(self.actor, spec.get("Function") or "", None)
         session, seq = req.get("Session") or "", int(req.get("Seq") or 0)
+        group = spec.get("ConcurrencyGroup") or (getattr(method, "__nodeup_method_options__", None) or {}).get(
+            "concurrency_group")
+        if group and group not in self.groups:
+            with self.actor_cond:
+                self.await_turn(session, seq)
+                self.end_turn(session, seq)
+            e = ValueError(f"concurrency_group {group!r} is not one of actor {self.actor_id}'s "
+                           f"concurrency_groups {sorted(self.groups)}")
+            return {"Returns": None, "Stored": None, "Error": _core.failure_of(e, self.core), "RunNanos": 0}
         if self.loop is not None:
-            return self.run_async(spec, method, session, seq)
-        if self.sem is not None:
-            with self.sem:
+            loop, asem = self.groups[group] if group else (self.loop, self.asem)
+            return self.run_async(spec, method, session, seq, loop, asem)
+        sem = self.groups[group] if group else self.sem
+        if sem is not None:
+            with self.actor_cond:  # started in each caller's order, then run at once
+                self.await_turn(session, seq)
+                self.end_turn(session, seq)
+            with sem:
                 return self.run(0, spec, method)
         with self.actor_cond:
             self.await_turn(session, seq)
+        with self.serial:  # one at a time; not under actor_cond, so other groups' calls start meanwhile
             try:
                 return self.run(0, spec, method)
             finally:
-                self.end_turn(session, seq)
+                with self.actor_cond:
+                    self.end_turn(session, seq)
 
     def await_turn(self, session, seq):
         """Waits (actor_cond held) until the calls of session before seq
@@ -161,7 +186,7 @@ class _Executor:
         self.sessions[session] = max(self.sessions[session], seq + 1)
         self.actor_cond.notify_all()
 
-    def run_async(self, spec, method, session, seq):
+    def run_async(self, spec, method, session, seq, loop, asem):
         """Runs an async actor's call: arguments are fetched and results
         stored on this (the server's) thread, the method itself on the
         actor's event loop, at most max_concurrency at once; a sync method
@@ -182,7 +207,7 @@ class _Executor:
                 raise
 
             async def invoke():
-                async with self.asem:
+                async with asem:
                     _context.set_task(spec)
                     r = method(*args, **kwargs)
                     if inspect.isawaitable(r):
@@ -197,7 +222,7 @@ class _Executor:
                         if tid in self.cancelled:
                             self.cancelled.discard(tid)
                             raise TaskCancelledError(f"actor call {spec.get('Name')} ({tid}) was cancelled")
-                        fut = asyncio.run_coroutine_threadsafe(invoke(), self.loop)
+                        fut = asyncio.run_coroutine_threadsafe(invoke(), loop)
                         self.async_calls[tid] = fut
                 finally:
                     self.end_turn(session, seq)
@@ -322,6 +347,13 @@ class _Executor:
                 if failures >= 3:
                     print("nodeup worker: node unreachable, exiting", file=sys.stderr)
                     os._exit(1)
+
+
+def _event_loop(name):
+    """A new asyncio event loop running on a daemon thread of its own."""
+    loop = asyncio.new_event_loop()
+    threading.Thread(target=loop.run_forever, name=f"nodeup-actor-loop-{name}", daemon=True).start()
+    return loop
 
 
 def main():

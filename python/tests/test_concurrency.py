@@ -274,3 +274,76 @@ def test_cancel_interrupts_a_running_async_actor_call(ray):
     ray.cancel(held)
     ray.get(gate.open.remote(), timeout=30)
     assert ray.get(held, timeout=30) == "done"
+
+
+def _gate(ray):
+    @ray.remote
+    class Gate:
+        def __init__(self):
+            self.event = asyncio.Event()
+
+        def open(self):
+            self.event.set()
+
+        async def wait(self):
+            await self.event.wait()
+
+    return Gate
+
+
+def test_concurrency_groups_run_beside_a_busy_default_group(ray):
+    gate = _gate(ray).remote()
+
+    @ray.remote(concurrency_groups={"io": 2})
+    class Sync:
+        def busy(self, gate):  # the default group: one call at a time
+            ray.get(gate.wait.remote())
+            return "busy done"
+
+        @ray.method(concurrency_group="io")
+        def io(self, x):
+            return x + 1
+
+        def plain(self, x):
+            return x * 10
+
+    s = Sync.remote()
+    busy = s.busy.remote(gate)
+    # The default group is held by busy; the io group still runs.
+    assert ray.get(s.io.remote(1), timeout=30) == 2
+    assert ray.get(s.plain.options(concurrency_group="io").remote(2), timeout=30) == 20
+    with pytest.raises(ValueError, match="nope"):
+        ray.get(s.plain.options(concurrency_group="nope").remote(3), timeout=30)
+    plain = s.plain.remote(4)  # default group: waits behind busy
+    assert ray.wait([busy, plain], num_returns=1, timeout=0.5)[0] == []
+    ray.get(gate.open.remote(), timeout=30)
+    assert ray.get([busy, plain], timeout=30) == ["busy done", 40]
+
+    gate2 = _gate(ray).remote()
+
+    @ray.remote(concurrency_groups={"io": 1})
+    class Async:
+        def block(self, gate):  # a sync method blocks the default group's loop
+            ray.get(gate.wait.remote())
+            return "unblocked"
+
+        @ray.method(concurrency_group="io")
+        async def ping(self):
+            await asyncio.sleep(0)
+            return "pong"
+
+    a = Async.remote()
+    blocked = a.block.remote(gate2)
+    assert ray.get(a.ping.remote(), timeout=30) == "pong"  # the io group has its own loop
+    ray.get(gate2.open.remote(), timeout=30)
+    assert ray.get(blocked, timeout=30) == "unblocked"
+
+    class Bad:
+        @ray.method(concurrency_group="missing")
+        def f(self):
+            return 1
+
+    with pytest.raises(ValueError, match="missing"):
+        ray.remote(Bad).remote()
+    with pytest.raises(ValueError, match="concurrency_groups"):
+        ray.remote(concurrency_groups={"io": 0})(Bad)
