@@ -114,13 +114,14 @@ class _Executor:
             self.actor_incarnation = int(req.get("Incarnation") or 0)
             _context.set_actor(self.actor_id, self.actor_incarnation)
             if _actor.is_async_class(cls):
-                self.loop, self.asem = _event_loop("default"), asyncio.Semaphore(n)
-                self.groups = {g: (_event_loop(g), asyncio.Semaphore(int(k))) for g, k in groups.items()}
-
-                async def make():
-                    return cls(*args, **kwargs)
-
-                self.actor = asyncio.run_coroutine_threadsafe(make(), self.loop).result()
+                # Each semaphore is made on its own loop (before Python 3.10
+                # asyncio objects bind to the loop current where they are made).
+                self.loop = _event_loop("default")
+                self.asem = _on(self.loop, lambda: asyncio.Semaphore(n))
+                for g, k in groups.items():
+                    loop = _event_loop(g)
+                    self.groups[g] = (loop, _on(loop, lambda k=k: asyncio.Semaphore(int(k))))
+                self.actor = _on(self.loop, lambda: cls(*args, **kwargs))
             else:
                 if n > 1:
                     self.sem = threading.BoundedSemaphore(n)
@@ -347,6 +348,15 @@ class _Executor:
                 if failures >= 3:
                     print("nodeup worker: node unreachable, exiting", file=sys.stderr)
                     os._exit(1)
+
+
+def _on(loop, fn):
+    """fn() run on loop's thread (inside a coroutine, so asyncio objects
+    made there belong to loop); its result, or its exception raised."""
+    async def call():
+        return fn()
+
+    return asyncio.run_coroutine_threadsafe(call(), loop).result()
 
 
 def _event_loop(name):
