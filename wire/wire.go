@@ -372,6 +372,14 @@ type TaskSpec struct {
 	// KwargNames name keyword arguments: the last len(KwargNames) Args are
 	// passed by these names (Python); empty for Go.
 	KwargNames []string `msgpack:",omitempty"`
+	// Resources is the demand the task was leased with (fixed-point, as
+	// LeaseRequest.Resources), for the worker's runtime context (Ray's
+	// get_assigned_resources); the Python SDK sends it, Go sends nothing.
+	Resources sched.ResourceSet `msgpack:",omitempty"`
+	// ConcurrencyGroup names the concurrency group an actor call runs in
+	// (Ray's concurrency_group option of an actor method); "" is the
+	// method's own group, else the default one. Python only.
+	ConcurrencyGroup string `msgpack:",omitempty"`
 }
 
 // PushTaskRequest runs Spec on the worker under LeaseID.

@@ -5,18 +5,21 @@ import atexit
 import os
 import secrets
 
+from . import _context
 from . import _core
 from . import _localnode
 from . import _options
 from . import _protocol as P
 from . import _state
 from . import _transport
+from . import accelerators
 from . import exceptions
-from ._actor import ActorClass, ActorHandle, get_actor, kill
+from ._actor import ActorClass, ActorHandle, get_actor, kill, method
 from ._core import ObjectRef
 
 __all__ = ["init", "shutdown", "is_initialized", "remote", "get", "put", "wait", "cluster_resources",
-           "available_resources", "nodes", "ObjectRef", "ActorHandle", "exceptions", "get_actor", "kill", "cancel"]
+           "available_resources", "nodes", "ObjectRef", "ActorHandle", "exceptions", "get_actor", "kill", "cancel",
+           "get_runtime_context", "get_gpu_ids", "accelerators", "method"]
 
 
 def _current_address_file():
@@ -228,7 +231,8 @@ def cancel(ref, force=False):
     its next Python bytecode), or with ``force=True`` its worker process
     exits at once (and every task it ran with it); a cancelled task is not
     retried. An actor call still queued here never runs; one already sent
-    runs on. A finished task, a put's ref and an unknown ref are left
+    to an async actor has its coroutine cancelled (asyncio.CancelledError
+    at its await), and one sent to another actor runs on, as Ray's. A finished task, a put's ref and an unknown ref are left
     alone. Raises TypeError for a non-ObjectRef; ValueError for a ref
     another process owns, or force on an actor call; RuntimeError when the
     task's worker could not be told (its refs are cancelled all the same)."""
@@ -268,3 +272,21 @@ def available_resources():
     return _sum("Available")
 
 
+
+
+def get_runtime_context():
+    """The RuntimeContext of this process, as Ray's
+    ray.get_runtime_context(): get_job_id(), get_node_id(), get_task_id(),
+    get_actor_id(), namespace, get_assigned_resources() and more.
+    RuntimeError before init."""
+    return _context.RuntimeContext(_core_or_raise())
+
+
+def get_gpu_ids():
+    """The GPUs the running task or actor may use, as Ray's ray.get_gpu_ids():
+    the device indices (list of int) its node gave the worker process in
+    CUDA_VISIBLE_DEVICES; [] in a driver and for work that asked for no GPU.
+    RuntimeError before init; ValueError when CUDA_VISIBLE_DEVICES holds
+    something other than indices (e.g. UUIDs)."""
+    _core_or_raise()
+    return _context.gpu_ids()

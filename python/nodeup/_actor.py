@@ -3,6 +3,7 @@ leader places the actor (Actor.Create); calls go straight to its worker
 process (Actor.Call), numbered per caller session so that they run in order."""
 
 import collections
+import inspect
 import secrets
 import threading
 
@@ -11,6 +12,20 @@ from . import _options
 from . import _protocol as P
 from .exceptions import ActorDiedError, RayActorError
 
+
+def is_async_class(cls):
+    """True when cls has an ``async def`` (or async generator) method: its
+    actor then runs on an event loop, as Ray's async actors."""
+    for name in dir(cls):
+        try:
+            attr = inspect.getattr_static(cls, name)
+        except AttributeError:
+            continue
+        if isinstance(attr, (staticmethod, classmethod)):
+            attr = attr.__func__
+        if inspect.iscoroutinefunction(attr) or inspect.isasyncgenfunction(attr):
+            return True
+    return False
 
 
 class ActorClass:
@@ -35,6 +50,14 @@ class ActorClass:
         merged.update(opts)
         return ActorClass(self._cls, merged)
 
+    def _max_concurrency(self):
+        mc = self._opts.get("max_concurrency")
+        if mc is not None:
+            return mc
+        if is_async_class(self._cls):
+            return _options.DEFAULT_ASYNC_MAX_CONCURRENCY
+        return _options.DEFAULT_MAX_CONCURRENCY
+
     def remote(self, *args, **kwargs):
         """Creates the actor (Actor.Create at the leader, which places it)
         and returns its ActorHandle, as Ray's ``Cls.remote``; the
@@ -45,15 +68,24 @@ class ActorClass:
         from . import _core_or_raise
         core = _core_or_raise()
         o = self._opts
-        # One Arg: the pickled (args, kwargs); the worker resolves the top-level refs.
+        # One Arg: the pickled (args, kwargs), or (args, kwargs, worker
+        # options) with concurrency groups; the worker resolves the top-level refs.
         demand, strategy = _options.demand(o, "actor")
-        ctor = core._arg((tuple(args), dict(kwargs)))
+        groups = dict(o.get("concurrency_groups") or {})
+        methods = _method_options(self._cls)
+        for m, mo in methods.items():
+            g = mo.get("concurrency_group")
+            if g is not None and g not in groups:
+                raise ValueError(f"actor {self._cls.__qualname__}: method {m} names concurrency_group {g!r}, "
+                                 f"which concurrency_groups={groups!r} does not define")
+        ctor = core._arg((tuple(args), dict(kwargs), {"concurrency_groups": groups}) if groups
+                         else (tuple(args), dict(kwargs)))
         req = {"ActorID": secrets.token_hex(12), "JobID": core.job_id, "Class": self._cls.__qualname__,
                "Name": o.get("name") or "", "Namespace": o.get("namespace") or core.namespace,
                "JobNamespace": "" if core.namespace == _options.DEFAULT_NAMESPACE else core.namespace,
                "GetIfExists": bool(o.get("get_if_exists")), "Detached": o.get("lifetime") == "detached",
                "MaxRestarts": o.get("max_restarts", 0), "MaxTaskRetries": o.get("max_task_retries", 0),
-               "MaxConcurrency": 1, "Resources": demand, "Strategy": strategy,
+               "MaxConcurrency": self._max_concurrency(), "Resources": demand, "Strategy": strategy,
                "Constructor": "__init__", "Args": [ctor], "BinaryHash": "", "BinaryNode": "",
                "OwnerAddr": core.address, "Language": P.LANGUAGE, "Code": _core.dumps(self._cls)}
         try:
@@ -62,7 +94,7 @@ class ActorClass:
             if e.code == "already_exists":  # the name is taken (Ray raises ValueError)
                 raise ValueError(e.message) from None
             raise
-        return ActorHandle(rep["ActorID"], self._cls.__qualname__)
+        return ActorHandle(rep["ActorID"], self._cls.__qualname__, methods)
 
 
 def get_actor(name, namespace=None):
@@ -98,19 +130,68 @@ def kill(actor, no_restart=True):
                    timeout=30)
 
 
+METHOD_OPTIONS = {"num_returns", "concurrency_group"}
+
+
+def _check_method_options(opts):
+    bad = set(opts) - METHOD_OPTIONS
+    if bad:
+        raise ValueError(f"unsupported actor method options {sorted(bad)}; supported so far: {sorted(METHOD_OPTIONS)}")
+    _options._int_at_least(opts, "num_returns", 1)
+    g = opts.get("concurrency_group")
+    if g is not None and (not isinstance(g, str) or not g):
+        raise ValueError(f"concurrency_group={g!r}: want the name of one of the actor's concurrency_groups")
+
+
+def method(*args, **opts):
+    """``@nodeup.method(num_returns=N, concurrency_group=G)`` on an actor
+    class's method, as Ray's ``@ray.method``: its calls return N
+    ObjectRefs (a list) instead of one, and run in concurrency group G
+    (one of the class's ``concurrency_groups``). The handles that
+    ``Cls.remote`` returns (and copies pickled from them) know
+    ``num_returns``; a handle from ``get_actor`` does not, so call
+    ``handle.m.options(num_returns=N)`` there. ValueError for another
+    option or a bad value."""
+    if args:
+        raise ValueError(f"@method takes keyword options only, not {list(args)}")
+    _check_method_options(opts)
+
+    def mark(fn):
+        fn.__nodeup_method_options__ = dict(opts)
+        return fn
+
+    return mark
+
+
+def _method_options(cls):
+    """{method name: its @method options} of cls."""
+    out = {}
+    for name in dir(cls):
+        try:
+            attr = inspect.getattr_static(cls, name)
+        except AttributeError:
+            continue
+        o = getattr(attr, "__nodeup_method_options__", None)
+        if o:
+            out[name] = dict(o)
+    return out
+
+
 class ActorHandle:
     """A handle to an actor, as Ray's ``ActorHandle``: ``handle.method.remote(*args)``
-    calls it and returns an ObjectRef. Handles pickle (as the actor's ID
-    and class name), so they may be passed to tasks and other actors."""
+    calls it and returns an ObjectRef. Handles pickle (as the actor's ID,
+    class name and methods' ``@method`` options), so they may be passed to
+    tasks and other actors."""
 
-    def __init__(self, actor_id, class_name):
+    def __init__(self, actor_id, class_name, method_options=None):
         self._actor_id = actor_id
         self._class_name = class_name
+        self._method_options = method_options or {}
         self._lock = threading.Lock()
         self._sender = None
 
     def __reduce__(self):
-        return (ActorHandle, (self._actor_id, self._class_name))
+        return (ActorHandle, (self._actor_id, self._class_name, self._method_options or None))
 
     def __repr__(self):
         return f"Actor({self._class_name}, {self._actor_id})"
@@ -124,36 +205,50 @@ class ActorHandle:
     def __getattr__(self, name):
         if name.startswith("_"):
             raise AttributeError(name)
-        return ActorMethod(self, name)
+        return ActorMethod(self, name, self._method_options.get(name, {}).get("num_returns", 1))
 
-    def _submit(self, method, args, kwargs):
+    def _submit(self, method, args, kwargs, num_returns=1, group=None):
         from . import _core_or_raise
         core = _core_or_raise()
-        ref = _core.ObjectRef(core._next("c") + ".0", core.address)
-        out = core._new_obj(ref.id)
+        tid = core._next("c")
+        refs = [_core.ObjectRef(f"{tid}.{i}", core.address) for i in range(num_returns)]
+        outs = [core._new_obj(r.id) for r in refs]
         with self._lock:
             if self._sender is None or self._sender.core is not core:
                 self._sender = _Sender(core, self._actor_id, self._class_name)
-            call = _Call(method, args, kwargs, ref.id, out)
+            call = _Call(method, args, kwargs, tid, outs, group)
             with core.lock:
                 core.works[call.tid] = (self._sender, call)
             self._sender.put(call)
-        return ref
+        return refs[0] if num_returns == 1 else refs
 
 
 class ActorMethod:
     """A method of an actor, as Ray's ActorMethod: ``handle.m.remote(...)``."""
 
-    def __init__(self, handle, name):
+    def __init__(self, handle, name, num_returns=1, group=None):
         self._handle = handle
         self._name = name
+        self._num_returns = num_returns
+        self._group = group  # None: the method's own (@method), else the default group
+
+    def options(self, **opts):
+        """This method with other call options, as Ray's
+        ``ActorMethod.options``: ``num_returns`` (int >= 1) and
+        ``concurrency_group`` (a group of the actor's; an unknown one makes
+        the call raise ValueError at get); ValueError for anything else."""
+        _check_method_options(opts)
+        return ActorMethod(self._handle, self._name, opts.get("num_returns", self._num_returns),
+                           opts.get("concurrency_group", self._group))
 
     def remote(self, *args, **kwargs):
-        """Calls the method and returns its ObjectRef at once; calls of one
-        handle run in submission order. ``get`` of the ref raises the
-        method's exception as a RayTaskError, or ActorDiedError/RayActorError
-        when the actor is dead or the call was lost with its worker."""
-        return self._handle._submit(self._name, args, kwargs)
+        """Calls the method and returns its ObjectRef at once (a list of
+        ``num_returns`` refs when that is over 1, and the method must then
+        return that many values); calls of one handle run in submission
+        order. ``get`` of the ref raises the method's exception as a
+        RayTaskError, or ActorDiedError/RayActorError when the actor is
+        dead or the call was lost with its worker."""
+        return self._handle._submit(self._name, args, kwargs, self._num_returns, self._group)
 
     def __call__(self, *a, **k):
         raise TypeError(f"actor method {self._name} cannot be called directly; use .{self._name}.remote()")
@@ -161,15 +256,23 @@ class ActorMethod:
 
 class _Call:
     """One method call: its arguments until resolved (wargs after), its
-    result object, how often it was resent, and why it was lost (the
-    error of a connection that failed with it out, None if never sent)."""
+    result objects, how often it was resent, why it was lost (the error of
+    a connection that failed with it out, None if never sent), and where it
+    was sent."""
 
-    __slots__ = ("method", "args", "kwargs", "oid", "tid", "out", "wargs", "retries", "lost")
+    __slots__ = ("method", "args", "kwargs", "tid", "outs", "wargs", "retries", "lost", "sent_to", "group")
 
-    def __init__(self, method, args, kwargs, oid, out):
-        self.method, self.args, self.kwargs, self.oid, self.out = method, args, kwargs, oid, out
-        self.tid = oid.rsplit(".", 1)[0]
+    def __init__(self, method, args, kwargs, tid, outs, group=None):
+        self.method, self.args, self.kwargs, self.tid, self.outs = method, args, kwargs, tid, outs
+        self.group = group
         self.wargs, self.retries, self.lost = None, 0, None
+        self.sent_to = None  # the worker address it was last sent to (cancel tells it there)
+
+    def fail(self, core, error, task_name=""):
+        """Ends the call with error on every result."""
+        core._done(self.tid)
+        for o in self.outs:
+            core._finish(o, error=error, task_name=task_name)
 
 
 class _Sender:
@@ -238,12 +341,10 @@ class _Sender:
                     call.wargs = [core._arg(a) for a in call.args] + [core._arg(v) for v in call.kwargs.values()]
                 info = self._where()
             except _core._ArgFailed as f:
-                core._done(call.tid)
-                core._finish(call.out, error=f.obj.error, task_name=f.obj.task_name)
+                call.fail(core, f.obj.error, f.obj.task_name)
                 continue
             except Exception as e:
-                core._done(call.tid)
-                core._finish(call.out, error=e if isinstance(e, RayActorError) else RayActorError(str(e)))
+                call.fail(core, e if isinstance(e, RayActorError) else RayActorError(str(e)))
                 continue
             name = f"{self.class_name}.{call.method}"
             if call.lost is not None:
@@ -251,16 +352,17 @@ class _Sender:
                 # while max_task_retries allows (-1: always).
                 mtr = int(info.get("MaxTaskRetries") or 0)
                 if 0 <= mtr <= call.retries:
-                    core._done(call.tid)
-                    core._finish(call.out, error=ActorDiedError(
+                    call.fail(core, ActorDiedError(
                         f"actor {self.class_name} ({self.actor_id}): its worker was lost while running call {name} "
                         f"({call.lost}); it restarted, and max_task_retries={mtr} allows no retry"))
                     continue
                 call.retries += 1
                 call.lost = None
             spec = {"TaskID": call.tid, "JobID": core.job_id, "Name": name,
-                    "Function": call.method, "Args": call.wargs, "NumReturns": 1, "Owner": core.address,
+                    "Function": call.method, "Args": call.wargs, "NumReturns": len(call.outs), "Owner": core.address,
                     "Attempt": call.retries, "KwargNames": list(call.kwargs.keys()) or None}
+            if call.group:
+                spec["ConcurrencyGroup"] = call.group
             req = {"ActorID": self.actor_id, "Incarnation": info.get("Incarnation", 0), "Session": self.session,
                    "Seq": self.seq, "Spec": spec}
             self.seq += 1
@@ -268,6 +370,7 @@ class _Sender:
 
     def _call(self, info, req, name, call):
         core = self.core
+        call.sent_to = info["WorkerAddr"]
         try:
             rep = core.pool.call(info["WorkerAddr"], "Actor.Call", req)
         except P.TransportError as e:
@@ -281,8 +384,7 @@ class _Sender:
             self.put(call, front=True)
             return
         except Exception as e:
-            core._done(call.tid)
-            core._finish(call.out, error=RayActorError(f"call {name} on actor {self.actor_id}: {e}"))
+            call.fail(core, RayActorError(f"call {name} on actor {self.actor_id}: {e}"))
             return
         core._done(call.tid)
-        core.complete([call.out], rep, name)
+        core.complete(call.outs, rep, name)

@@ -68,15 +68,43 @@ class ObjectRef:
         """The object's ID (str), as Ray's ``ObjectRef.hex()``."""
         return self.id
 
+    def __await__(self):
+        """``await ref`` in a coroutine gives its value (or raises its
+        task's error) without blocking the event loop, as Ray's;
+        RuntimeError before init."""
+        core = _state.get_core()
+        if core is None:
+            raise RuntimeError("nodeup is not initialized: call nodeup.init() first")
+        return core.get_async(self).__await__()
+
+    def future(self):
+        """A concurrent.futures.Future that gets this ref's value (or its
+        error), as Ray's ``ObjectRef.future()``; RuntimeError before init."""
+        import concurrent.futures
+        core = _state.get_core()
+        if core is None:
+            raise RuntimeError("nodeup is not initialized: call nodeup.init() first")
+        fut = concurrent.futures.Future()
+
+        def done():
+            try:
+                fut.set_result(core.get([self])[0])
+            except BaseException as e:
+                fut.set_exception(e)
+
+        core.on_ready(self, lambda: threading.Thread(target=done, daemon=True).start())
+        return fut
+
 
 class _Obj:
     """An object's state as this process knows it: pending, a value (pickle
     bytes), a store location, or a failure."""
 
-    __slots__ = ("ready", "value", "loc", "error", "task_name")
+    __slots__ = ("ready", "value", "loc", "error", "task_name", "callbacks")
 
     def __init__(self):
         self.ready = threading.Event()
+        self.callbacks = None  # functions to call once ready (await on a ref)
         self.value = None
         self.loc = None
         self.error = None  # TaskFailure map, or an exception instance
@@ -155,6 +183,37 @@ class Core:
             o.value, o.loc, o.error, o.task_name = value, loc, error, task_name
             o.ready.set()
             self.cond.notify_all()
+            cbs, o.callbacks = o.callbacks, None
+        for cb in cbs or ():
+            cb()
+
+    def on_ready(self, ref, cb):
+        """Calls cb() once ref's value (or failure) is here: at once if it
+        is, else from the thread that receives it. cb must not block."""
+        o = self._state(ref)
+        with self.cond:
+            if not o.ready.is_set():
+                o.callbacks = (o.callbacks or []) + [cb]
+                return
+        cb()
+
+    async def get_async(self, ref):
+        """ref's value for ``await ref`` (as Ray's): waits on the running
+        event loop without blocking it; a value in the node's store is
+        read on the loop's default executor."""
+        import asyncio
+        loop = asyncio.get_running_loop()
+        fut = loop.create_future()
+
+        def wake():
+            loop.call_soon_threadsafe(lambda: fut.done() or fut.set_result(None))
+
+        self.on_ready(ref, wake)
+        await fut
+        o = self._state(ref)
+        if o.error is None and o.loc is not None:
+            return await loop.run_in_executor(None, self.value_of, ref, o)
+        return self.value_of(ref, o)
 
     # ---- object store (docs/protocol.md, Large objects)
 
@@ -403,7 +462,7 @@ class Core:
             return
         t.spec = {"TaskID": t.tid, "JobID": self.job_id, "Name": t.name, "Function": t.name, "Args": wargs,
                   "NumReturns": t.num_returns, "Owner": self.address, "Attempt": 0, "Code": t.code,
-                  "KwargNames": list(kwargs.keys()) or None}
+                  "KwargNames": list(kwargs.keys()) or None, "Resources": t.resources or None}
         self._enqueue(t)
 
     def _fail_task(self, t, fail):
@@ -422,8 +481,10 @@ class Core:
         """Cancels the task or actor call producing ref, as Go's
         worker.Cancel: a queued task is dropped; a pushed one is told to its
         worker (Task.Cancel: interrupted there, or with force its worker
-        exits); a queued actor call is dropped, a sent one runs on. Its refs
-        then raise TaskCancelledError at get. A finished task, a put's ref
+        exits); a queued actor call is dropped, a sent one is told to its
+        worker (an async actor cancels its coroutine; others run it on). The
+        refs of what was cancelled then raise TaskCancelledError at get. A
+        finished task, a put's ref
         or an unknown one are left alone. Raises ValueError for a ref this
         process does not own or force on an actor call, RuntimeError when
         the worker could not be told (its refs are cancelled all the same)."""
@@ -440,8 +501,19 @@ class Core:
             if force:
                 raise ValueError(f"cancel {ref.id}: force is not supported for actor calls (as Ray); cancel without it")
             if sender.drop(call):
-                self._done(tid)
-                self._finish(call.out, error=TaskCancelledError(f"actor call {call.method} ({tid}) was cancelled"))
+                call.fail(self, TaskCancelledError(f"actor call {call.method} ({tid}) was cancelled"))
+                return
+            addr = call.sent_to
+            if addr is None:
+                return
+            # Sent: an async actor cancels its coroutine and answers
+            # TaskCancelledError; other actors run it on (as Ray's).
+            try:
+                self.pool.call(addr, "Task.Cancel", {"TaskID": tid, "Force": False}, timeout=timeout)
+            except P.TransportError:
+                pass  # the worker is gone: the call fails with it
+            except P.RpcError as e:
+                raise RuntimeError(f"cancel actor call {call.method}: tell its worker at {addr}: {e}") from e
             return
         t = w
         with self.qcond:

@@ -9,11 +9,20 @@ DEFAULT_NAMESPACE = "default"  # named actors' namespace when none is set (Go's 
 DEFAULT = {"Kind": ""}  # wire.StrategyDefault: local first, spill when busy
 
 _COMMON = {"num_cpus", "num_gpus", "memory", "resources", "name", "scheduling_strategy", "placement_group",
-           "placement_group_bundle_index"}
+           "placement_group_bundle_index", "accelerator_type"}
 TASK_OPTIONS = _COMMON | {"max_retries", "retry_exceptions", "num_returns"}
-ACTOR_OPTIONS = _COMMON | {"namespace", "lifetime", "get_if_exists", "max_restarts", "max_task_retries"}
+ACTOR_OPTIONS = _COMMON | {"namespace", "lifetime", "get_if_exists", "max_restarts", "max_task_retries",
+                           "max_concurrency", "concurrency_groups"}
 # num_cpus when none is given: a task takes a CPU, an actor none (as Ray's defaults).
 DEFAULT_CPUS = {"task": 1, "actor": 0}
+# How much of the node resource accelerator_type:<model> accelerator_type=
+# asks for: a token amount that pins work to such nodes (as Ray's 0.001).
+ACCELERATOR_DEMAND = 0.001
+ACCELERATOR_PREFIX = "accelerator_type:"  # sched.AcceleratorTypePrefix
+# max_concurrency when none is given: Ray's 1 for a sync actor, 1000 for an
+# actor with an async method.
+DEFAULT_MAX_CONCURRENCY = 1
+DEFAULT_ASYNC_MAX_CONCURRENCY = 1000
 
 
 def _int_at_least(opts, key, low):
@@ -33,6 +42,19 @@ def check(opts, kind):
     _int_at_least(opts, "max_retries", -1)
     _int_at_least(opts, "max_restarts", -1)
     _int_at_least(opts, "max_task_retries", -1)
+    _int_at_least(opts, "max_concurrency", 1)
+    groups = opts.get("concurrency_groups")
+    if groups is not None:
+        if not isinstance(groups, dict):
+            raise ValueError(f"concurrency_groups={groups!r}: want a dict of group name -> max concurrency")
+        for name, n in groups.items():
+            if not isinstance(name, str) or not name:
+                raise ValueError(f"concurrency_groups: group name {name!r}: want a non-empty str")
+            if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+                raise ValueError(f"concurrency_groups[{name!r}]={n!r}: want an int >= 1")
+    acc = opts.get("accelerator_type")
+    if acc is not None and (not isinstance(acc, str) or not acc.strip()):
+        raise ValueError(f"accelerator_type={acc!r}: want a GPU model name such as nodeup.accelerators.NVIDIA_H100")
     for key in ("name", "namespace"):
         v = opts.get(key)
         if v is not None and not isinstance(v, str):
@@ -47,7 +69,8 @@ def check(opts, kind):
 
 def resources(opts, default_cpus):
     """The fixed-point demand (1/P.UNIT units; memory in bytes) of
-    num_cpus (default ``default_cpus``), num_gpus, memory and resources;
+    num_cpus (default ``default_cpus``), num_gpus, memory, resources and
+    accelerator_type (0.001 of ``accelerator_type:<model>``, as Ray's);
     ValueError for a negative or non-numeric amount, or CPU/GPU/memory
     given in ``resources``."""
     res = {}
@@ -64,6 +87,8 @@ def resources(opts, default_cpus):
         if k in ("CPU", "GPU", "memory"):
             raise ValueError(f"resources={{{k!r}: …}}: use num_cpus, num_gpus or memory for {k}")
         res[k] = v
+    if opts.get("accelerator_type"):
+        res[ACCELERATOR_PREFIX + opts["accelerator_type"]] = ACCELERATOR_DEMAND
     out = {}
     for k, v in res.items():
         if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:

@@ -42,7 +42,7 @@ def until(what, cond, within=30.0):
 
 
 class Node:
-    def __init__(self, tmp, cpus=2):
+    def __init__(self, tmp, cpus=2, extra=()):
         if not os.access(NODEUP, os.X_OK):
             pytest.fail(f"{NODEUP} is missing: run `make build` first")
         self.tmp = tmp
@@ -56,7 +56,7 @@ class Node:
         self.proc = subprocess.Popen(
             [NODEUP, "start", "--head", "--bind", "127.0.0.1", "--port", str(self.port),
              "--gossip-port", str(free_port()), "--http-port", "-1", "--data-dir", self.data,
-             "--num-cpus", str(cpus), "--python", sys.executable],
+             "--num-cpus", str(cpus), "--python", sys.executable, *extra],
             env=self.env, stdout=self.log, stderr=subprocess.STDOUT)
         self.address = f"127.0.0.1:{self.port}"
         # A secure node (no --insecure) answers local clients on its Unix

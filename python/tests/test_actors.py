@@ -9,7 +9,7 @@ import textwrap
 import pytest
 
 from conftest import PYDIR, until
-from nodeup.exceptions import ActorDiedError, RayActorError
+from nodeup.exceptions import ActorDiedError, RayActorError, RayTaskError
 
 
 def _driver(node, code, timeout=120):
@@ -108,3 +108,34 @@ def test_kill_with_restart_runs_a_fresh_instance_within_max_restarts(ray):
 def test_get_actor_of_an_unknown_name_raises_value_error(ray):
     with pytest.raises(ValueError, match="no-such-actor"):
         ray.get_actor("no-such-actor")
+
+
+def test_actor_method_num_returns(ray):
+    @ray.remote
+    class Splitter:
+        @ray.method(num_returns=2)
+        def halves(self, n):
+            return n // 2, n - n // 2
+
+        def triple(self, x):
+            return x, x, x
+
+    s = Splitter.remote()
+    a, b = s.halves.remote(7)
+    assert ray.get([a, b], timeout=60) == [3, 4]
+    refs = s.triple.options(num_returns=3).remote("x")
+    assert len(refs) == 3 and ray.get(refs, timeout=60) == ["x", "x", "x"]
+    assert ray.get(s.triple.remote(1), timeout=60) == (1, 1, 1)
+
+    @ray.remote
+    def via_task(h):  # a pickled handle keeps the method's num_returns
+        return ray.get(h.halves.remote(9))
+
+    assert ray.get(via_task.remote(s), timeout=60) == [4, 5]
+    with pytest.raises(ValueError, match="num_returns"):
+        s.triple.options(num_returns=0)
+    with pytest.raises(ValueError, match="unsupported"):
+        s.triple.options(num_cpus=1)
+    bad = s.halves.options(num_returns=3).remote(4)  # it returns 2
+    with pytest.raises(RayTaskError, match="num_returns=3"):
+        ray.get(bad[0], timeout=60)

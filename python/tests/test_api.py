@@ -206,6 +206,14 @@ def test_example_hello(node):
     assert "squares [0, 1, 4, 9] divmod 3 2" in out.stdout
 
 
+def test_example_sync_runs_seed_002s_signal_actor_and_queue(node):
+    env = dict(node.env, PYTHONPATH=PYDIR)
+    out = subprocess.run([sys.executable, os.path.join(REPO, "examples", "python", "sync.py")],
+                         env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "go! go! go! go!" in out.stdout and "10 work items consumed" in out.stdout
+
+
 def test_python_install_writes_the_package(tmp_path):
     out = subprocess.run([NODEUP, "python", "install", "--target", str(tmp_path)], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
