@@ -35,6 +35,7 @@ func (n *Node) registerEndpoints() {
 	n.actorEndpoints()
 	n.placementEndpoints()
 	n.tokenEndpoints()
+	n.workerCertEndpoints()
 	n.keyringEndpoints()
 	n.jobEndpoints()
 }

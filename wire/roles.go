@@ -88,6 +88,9 @@ var MethodRoles = map[string]pki.Role{
 	// submit token (a job's own) may ask, and learns only the token's
 	// role and job.
 	MethodAuthCheck: pki.RoleSubmit,
+	// A core worker's TLS certificate for serving other core workers: any
+	// process that may run a job's code may serve its calls.
+	MethodWorkerCert: pki.RoleSubmit,
 	// Served by core workers (drivers and worker processes).
 	MethodPushTask:         pki.RoleSubmit,
 	MethodLeaseRevoke:      pki.RoleAdmin,

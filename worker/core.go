@@ -59,9 +59,12 @@ type coreWorker struct {
 	nodeName string
 	addr     string // this process's RPC address (owner address)
 
-	pool    *rpc.Pool
-	server  *rpc.Server
-	ln      net.Listener
+	pool   *rpc.Pool
+	server *rpc.Server
+	ln     net.Listener
+	// tls is this process's TLS with other core workers (workertls.go);
+	// nil on an --insecure cluster.
+	tls     *workerTLS
 	objects *objectTable
 	sub     *submitter
 	actors  *actorCaller                  // method calls this process makes
@@ -130,7 +133,7 @@ func (cw *coreWorker) serve(ip string) error {
 		cw.server.SetAuth(newJobAuth(cw, cw.jobToken).auth())
 	}
 	cw.registerMethods(cw.server)
-	go func() { _ = cw.server.Serve(&preambleListener{ln}) }()
+	go func() { _ = cw.server.Serve(&sniffListener{Listener: ln, tls: cw.tls}) }()
 	return nil
 }
 
@@ -175,23 +178,11 @@ func (cw *coreWorker) useJobToken(tok string) error {
 	return nil
 }
 
-// preambleListener strips the one-byte protocol preamble that rpc.Dial and
-// rpc.Pool clients send (node ports multiplex on it; ours only speaks RPC).
-// Accept returns at once: the byte is read and checked by the connection's
-// first Read, on the server goroutine serving it, so that a peer that sends
-// nothing delays no other connection (the server's idle timeout and
-// connection cap apply to it as to any).
-type preambleListener struct{ net.Listener }
-
-func (l *preambleListener) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if err != nil {
-		return nil, err
-	}
-	return &preambleConn{Conn: c}, nil
-}
-
-// preambleConn consumes and checks the preamble before its first Read.
+// preambleConn consumes and checks the one-byte protocol preamble that
+// rpc.Dial and rpc.Pool clients send (node ports multiplex on it; ours
+// only speaks RPC) before its first Read, on the server goroutine serving
+// it, so that a peer that sends nothing delays no other connection (the
+// server's idle timeout and connection cap apply to it as to any).
 type preambleConn struct {
 	net.Conn
 	checked bool // only the server's read loop reads

@@ -231,6 +231,9 @@ func (cw *coreWorker) connect(ctx context.Context, cfg initConfig) error {
 	if err := cw.useJobToken(rep.JobToken); err != nil {
 		return fmt.Errorf("nodeup: node %s: %w", rep.NodeAddr, err)
 	}
+	if err := cw.setupWorkerTLS(); err != nil {
+		return err
+	}
 	if err := cw.serve(rep.BindIP); err != nil {
 		return err
 	}
@@ -279,6 +282,9 @@ func runWorker(cw *coreWorker) {
 	cw.binHash = os.Getenv(wire.EnvBinaryHash)
 	if err := cw.useJobToken(os.Getenv(wire.EnvJobToken)); err != nil {
 		fatal(fmt.Errorf("%s: %w", wire.EnvJobToken, err))
+	}
+	if err := cw.setupWorkerTLS(); err != nil {
+		fatal(err)
 	}
 	if err := cw.serve(os.Getenv(wire.EnvBindIP)); err != nil {
 		fatal(err)

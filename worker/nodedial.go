@@ -11,18 +11,23 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/nodeup/nodeup/internal/pki"
 	"github.com/nodeup/nodeup/rpc"
 )
 
 // nodeDialer dials this process's pool: nodes' TCP ports over TLS when the
-// process holds a credential for them, everything else (Unix sockets, the
-// task ports of core workers, an --insecure cluster) plainly. A secure
+// process holds a credential for them, other core workers' ports over TLS
+// when it holds a worker certificate (workertls.go), everything else (Unix
+// sockets, an --insecure cluster) plainly. A secure
 // node refuses plaintext TCP callers everything but Cluster.Hello.
 type nodeDialer struct {
 	secure rpc.DialFunc // nil: no credential, nodes are dialed plainly
 	nodes  sync.Map     // TCP addresses known to be nodes' ports
+	// worker is the TLS configuration other core workers' ports are
+	// dialed with (workertls.go); nil: plainly.
+	worker atomic.Pointer[tls.Config]
 }
 
 // markNode records addr as a node's port, so calls to it take TLS.
@@ -34,10 +39,12 @@ func (d *nodeDialer) markNode(addr string) {
 
 // dial is the pool's DialFunc.
 func (d *nodeDialer) dial(ctx context.Context, addr string) (net.Conn, error) {
-	if d.secure != nil {
-		if _, ok := d.nodes.Load(addr); ok {
-			return d.secure(ctx, addr)
-		}
+	_, node := d.nodes.Load(addr)
+	if node && d.secure != nil {
+		return d.secure(ctx, addr)
+	}
+	if cfg := d.worker.Load(); cfg != nil && !node && !strings.HasPrefix(addr, rpc.UnixPrefix) {
+		return pki.DialTLS(ctx, nil, addr, cfg)
 	}
 	return rpc.PlainDial(ctx, addr)
 }
