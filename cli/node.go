@@ -16,7 +16,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/coreos/go-systemd/v22/daemon"
 	ucli "github.com/urfave/cli/v2"
 	"golang.org/x/sys/unix"
 
@@ -209,9 +208,9 @@ func runNode(c *ucli.Context, head bool, peers []string) error {
 		fmt.Fprintf(os.Stdout, "New cluster %s. Join other nodes with:\n\n  nodeup join %s --token %s\n\n(the token is also in %s; make more with 'nodeup token create')\n",
 			n.ClusterID(), n.RPCAddr(), tok, filepath.Join(cfg.DataDir, cluster.InitialTokenFile))
 	}
-	_, _ = daemon.SdNotify(false, daemon.SdNotifyReady)
+	stopNotify := notifySystemd(ctx, n, slog.Default())
 	<-ctx.Done()
-	_, _ = daemon.SdNotify(false, daemon.SdNotifyStopping)
+	stopNotify()
 	return n.Shutdown()
 }
 

@@ -101,6 +101,8 @@ type Node struct {
 	cancel   context.CancelFunc
 	group    *goGroup // every goroutine the node starts; close stops it
 	stopOnce sync.Once
+	// live tells systemd when the node is ready and still alive (notify.go).
+	live liveness
 }
 
 // Start opens the data dir, binds the ports, joins or bootstraps the cluster
