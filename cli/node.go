@@ -27,6 +27,7 @@ import (
 // nodeFlags are shared by start and join; docs/cli.md lists their defaults.
 func nodeFlags() []ucli.Flag {
 	return append([]ucli.Flag{
+		configFlag(),
 		&ucli.StringFlag{Name: "bind", Value: "0.0.0.0", Usage: "IP address to listen on (and advertise, unless --advertise)"},
 		&ucli.StringFlag{Name: "advertise", Usage: "IP address other nodes use to reach this one (default: --bind, or the first private IP)"},
 		&ucli.IntFlag{Name: "port", Value: cluster.DefaultPort, Usage: "TCP port for RPC and Raft (0: any free port)"},
@@ -54,15 +55,20 @@ func nodeFlags() []ucli.Flag {
 	}, gpuFlags()...)
 }
 
+func joinFlag() ucli.Flag {
+	return &ucli.StringSliceFlag{Name: "join", Usage: "peer to join through (host or host:port of its RPC port); repeatable, or comma-separated in NODEUP_JOIN"}
+}
+
 func startCommand() *ucli.Command {
 	return &ucli.Command{
 		Name:      "start",
 		Usage:     "run a node in the foreground (--head starts a new cluster)",
 		ArgsUsage: " ",
-		Flags: append(nodeFlags(),
+		Flags: withEnv(append(nodeFlags(),
 			&ucli.BoolFlag{Name: "head", Usage: "bootstrap a new cluster (a one-voter Raft group) if the data dir has none"},
-			&ucli.StringSliceFlag{Name: "join", Usage: "peer to join through (host or host:port of its RPC port); repeatable"},
-		),
+			joinFlag(),
+		)),
+		Before: applyConfig,
 		Action: func(c *ucli.Context) error {
 			if c.NArg() > 0 {
 				return fmt.Errorf("nodeup start takes no arguments (got %q); to join peers use 'nodeup join <peer>'", c.Args().First())
@@ -77,12 +83,14 @@ func joinCommand() *ucli.Command {
 		Name:      "join",
 		Usage:     "run a node in the foreground that joins the cluster through any live member",
 		ArgsUsage: "<peer> [<peer>...]",
-		Flags:     nodeFlags(),
+		Flags:     withEnv(append(nodeFlags(), joinFlag())),
+		Before:    applyConfig,
 		Action: func(c *ucli.Context) error {
-			if c.NArg() == 0 {
-				return errors.New("nodeup join needs at least one peer (host or host:port of a member's RPC port)")
+			peers := append(c.Args().Slice(), c.StringSlice("join")...)
+			if len(peers) == 0 {
+				return errors.New("nodeup join needs at least one peer (host or host:port of a member's RPC port), as arguments, --join, NODEUP_JOIN or join in --config")
 			}
-			return runNode(c, false, c.Args().Slice())
+			return runNode(c, false, peers)
 		},
 	}
 }
