@@ -28,8 +28,8 @@ import (
 func nodeFlags() []ucli.Flag {
 	return append([]ucli.Flag{
 		configFlag(),
-		&ucli.StringFlag{Name: "bind", Value: "0.0.0.0", Usage: "IP address to listen on (and advertise, unless --advertise)"},
-		&ucli.StringFlag{Name: "advertise", Usage: "IP address other nodes use to reach this one (default: --bind, or the first private IP)"},
+		&ucli.StringFlag{Name: "bind", Value: "0.0.0.0", Usage: "IP address to listen on (and advertise, unless --advertise): an IP, an interface name (eth0) or a go-sockaddr template ('{{ GetInterfaceIP \"eth0\" }}')"},
+		&ucli.StringFlag{Name: "advertise", Usage: "IP address other nodes use to reach this one, as --bind takes it (default: --bind, or the first private IP)"},
 		&ucli.IntFlag{Name: "port", Value: cluster.DefaultPort, Usage: "TCP port for RPC and Raft (0: any free port)"},
 		&ucli.IntFlag{Name: "gossip-port", Value: cluster.DefaultGossipPort, Usage: "memberlist TCP and UDP port (0: any free port)"},
 		&ucli.IntFlag{Name: "http-port", Value: cluster.DefaultHTTPPort, Usage: "HTTP API and /metrics port (0: any free port, -1: off)"},
@@ -116,6 +116,13 @@ func nodeConfig(c *ucli.Context, head bool, peers []string) (cluster.Config, err
 		NodeName: c.String("node-name"), RaftVoters: c.Int("raft-voters"), Server: c.Bool("server"),
 		Version: Version, Logger: slog.Default(), RecordCurrent: true, SocketGroup: c.String("socket-group"), Python: c.String("python"),
 		Insecure: c.Bool("insecure"), Token: c.String("token"),
+	}
+	var err error
+	if cfg.BindAddr, err = resolveAddr("bind", cfg.BindAddr); err != nil {
+		return cfg, err
+	}
+	if cfg.AdvertiseAddr, err = resolveAddr("advertise", cfg.AdvertiseAddr); err != nil {
+		return cfg, err
 	}
 	if f := c.String("token-file"); f != "" {
 		if cfg.Token != "" {
