@@ -52,7 +52,7 @@ func nodeFlags() []ucli.Flag {
 		&ucli.StringFlag{Name: "token-file", Usage: "file holding the join token (instead of --token)"},
 		&ucli.StringFlag{Name: "max-working-dir", Usage: "largest working dir a submitted job may upload to this node, in bytes or with a unit (default 100MiB, as Ray's)"},
 		&ucli.StringFlag{Name: "python", Usage: "interpreter for Python jobs' workers (default: /usr/bin/python3 when it imports msgpack and cloudpickle, else python3)"},
-	}, gpuFlags()...)
+	}, append(gpuFlags(), retryFlags()...)...)
 }
 
 func joinFlag() ucli.Flag {
@@ -214,7 +214,11 @@ func runNode(c *ucli.Context, head bool, peers []string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	defer logHangups(slog.Default(), cfg.DataDir)()
-	n, err := cluster.Start(ctx, cfg)
+	retry, err := retryPolicyOf(c)
+	if err != nil {
+		return err
+	}
+	n, err := startWithRetry(ctx, cfg, retry, slog.Default())
 	if err != nil {
 		return err
 	}

@@ -504,7 +504,7 @@ func (n *Node) helloPeers(ctx context.Context, peers []string) (*wire.HelloRespo
 		}
 		errs = append(errs, fmt.Errorf("%s: %w", addr, err))
 	}
-	return nil, fmt.Errorf("cannot reach any peer to join: %w", errors.Join(errs...))
+	return nil, fmt.Errorf("%w: %w", ErrNoPeerAnswered, errors.Join(errs...))
 }
 
 // ID returns the node's stable ID.
