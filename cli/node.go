@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -159,7 +158,7 @@ func nodeConfig(c *ucli.Context, head bool, peers []string) (cluster.Config, err
 			return cfg, fmt.Errorf("--resources: %q is reserved (every node gets node:<id> itself)", name)
 		}
 	}
-	cpus := sched.QuantityOf(int64(runtime.NumCPU()))
+	cpus := sched.QuantityOf(defaultCPUs())
 	if s := c.String("num-cpus"); s != "" {
 		if cpus, err = sched.ParseQuantity(s); err != nil {
 			return cfg, fmt.Errorf("--num-cpus: %w", err)
@@ -334,13 +333,18 @@ func defaultDataDir() string {
 	return filepath.Join(os.TempDir(), "nodeup")
 }
 
-// defaultMemory is 70% of physical RAM in bytes, as Ray's default.
+// defaultMemory is 70% of physical RAM in bytes, as Ray's default, or of
+// the cgroup v2 memory.max limit when that is lower (cgroup.go).
 func defaultMemory() (int64, error) {
 	var si unix.Sysinfo_t
 	if err := unix.Sysinfo(&si); err != nil {
 		return 0, fmt.Errorf("read RAM size: %w", err)
 	}
-	return int64(float64(si.Totalram) * float64(si.Unit) * 0.7), nil
+	total := float64(si.Totalram) * float64(si.Unit)
+	if lim := processLimits().Memory; lim > 0 {
+		total = min(total, float64(lim))
+	}
+	return int64(total * 0.7), nil
 }
 
 // parseBytes reads "1073741824", "8GiB", "500MB", "2G" (G = GiB, as Docker).
