@@ -20,11 +20,15 @@ var Version = "0.1.0-dev"
 // code: 0 on success, 1 with one line on stderr naming the problem otherwise.
 func Run(args []string) int {
 	app := App()
-	if name := commandName(app, args); name != "" && name != "help" && name != "h" && findCommand(app.Commands, name) == nil {
+	completing := len(args) > 1 && args[len(args)-1] == completeFlag
+	if name := commandName(app, args); !completing && name != "" && name != "help" && name != "h" && findCommand(app.Commands, name) == nil {
 		fmt.Fprintf(os.Stderr, "nodeup: unknown command %q (see 'nodeup --help')\n", name)
 		return 1
 	}
-	if err := app.Run(reorderArgs(app, args)); err != nil {
+	if !completing { // reordering would put the completion flag before "--"
+		args = reorderArgs(app, args)
+	}
+	if err := app.Run(args); err != nil {
 		var ec *exitCodeError
 		if errors.As(err, &ec) {
 			if ec.msg != "" {
@@ -45,8 +49,9 @@ func App() *ucli.App {
 		Usage:                "Ray's programming model as one static binary: tasks, actors, objects, placement groups",
 		Version:              Version,
 		HideVersion:          true,
-		EnableBashCompletion: false,
-		OnUsageError:         usageError,
+		EnableBashCompletion: true, // nodeup completion bash|zsh
+
+		OnUsageError: usageError,
 		Flags: []ucli.Flag{
 			// Our own flag, not urfave's VersionFlag, so that it prints what
 			// `nodeup version` prints without changing urfave's globals.
@@ -81,6 +86,7 @@ func App() *ucli.App {
 			jobCommand(),
 			killCommand(),
 			removeCommand(),
+			completionCommand(),
 		},
 	}
 	for _, cmd := range app.Commands {

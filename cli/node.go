@@ -10,13 +10,11 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
-	"github.com/coreos/go-systemd/v22/daemon"
 	ucli "github.com/urfave/cli/v2"
 	"golang.org/x/sys/unix"
 
@@ -28,8 +26,9 @@ import (
 // nodeFlags are shared by start and join; docs/cli.md lists their defaults.
 func nodeFlags() []ucli.Flag {
 	return append([]ucli.Flag{
-		&ucli.StringFlag{Name: "bind", Value: "0.0.0.0", Usage: "IP address to listen on (and advertise, unless --advertise)"},
-		&ucli.StringFlag{Name: "advertise", Usage: "IP address other nodes use to reach this one (default: --bind, or the first private IP)"},
+		configFlag(),
+		&ucli.StringFlag{Name: "bind", Value: "0.0.0.0", Usage: "IP address to listen on (and advertise, unless --advertise): an IP, an interface name (eth0) or a go-sockaddr template ('{{ GetInterfaceIP \"eth0\" }}')"},
+		&ucli.StringFlag{Name: "advertise", Usage: "IP address other nodes use to reach this one, as --bind takes it (default: --bind, or the first private IP)"},
 		&ucli.IntFlag{Name: "port", Value: cluster.DefaultPort, Usage: "TCP port for RPC and Raft (0: any free port)"},
 		&ucli.IntFlag{Name: "gossip-port", Value: cluster.DefaultGossipPort, Usage: "memberlist TCP and UDP port (0: any free port)"},
 		&ucli.IntFlag{Name: "http-port", Value: cluster.DefaultHTTPPort, Usage: "HTTP API and /metrics port (0: any free port, -1: off)"},
@@ -52,7 +51,11 @@ func nodeFlags() []ucli.Flag {
 		&ucli.StringFlag{Name: "token-file", Usage: "file holding the join token (instead of --token)"},
 		&ucli.StringFlag{Name: "max-working-dir", Usage: "largest working dir a submitted job may upload to this node, in bytes or with a unit (default 100MiB, as Ray's)"},
 		&ucli.StringFlag{Name: "python", Usage: "interpreter for Python jobs' workers (default: /usr/bin/python3 when it imports msgpack and cloudpickle, else python3)"},
-	}, gpuFlags()...)
+	}, append(gpuFlags(), retryFlags()...)...)
+}
+
+func joinFlag() ucli.Flag {
+	return &ucli.StringSliceFlag{Name: "join", Usage: "peer to join through (host or host:port of its RPC port); repeatable, or comma-separated in NODEUP_JOIN"}
 }
 
 func startCommand() *ucli.Command {
@@ -60,10 +63,11 @@ func startCommand() *ucli.Command {
 		Name:      "start",
 		Usage:     "run a node in the foreground (--head starts a new cluster)",
 		ArgsUsage: " ",
-		Flags: append(nodeFlags(),
+		Flags: withEnv(append(nodeFlags(),
 			&ucli.BoolFlag{Name: "head", Usage: "bootstrap a new cluster (a one-voter Raft group) if the data dir has none"},
-			&ucli.StringSliceFlag{Name: "join", Usage: "peer to join through (host or host:port of its RPC port); repeatable"},
-		),
+			joinFlag(),
+		)),
+		Before: applyConfig,
 		Action: func(c *ucli.Context) error {
 			if c.NArg() > 0 {
 				return fmt.Errorf("nodeup start takes no arguments (got %q); to join peers use 'nodeup join <peer>'", c.Args().First())
@@ -78,12 +82,14 @@ func joinCommand() *ucli.Command {
 		Name:      "join",
 		Usage:     "run a node in the foreground that joins the cluster through any live member",
 		ArgsUsage: "<peer> [<peer>...]",
-		Flags:     nodeFlags(),
+		Flags:     withEnv(append(nodeFlags(), joinFlag())),
+		Before:    applyConfig,
 		Action: func(c *ucli.Context) error {
-			if c.NArg() == 0 {
-				return errors.New("nodeup join needs at least one peer (host or host:port of a member's RPC port)")
+			peers := append(c.Args().Slice(), c.StringSlice("join")...)
+			if len(peers) == 0 {
+				return errors.New("nodeup join needs at least one peer (host or host:port of a member's RPC port), as arguments, --join, NODEUP_JOIN or join in --config")
 			}
-			return runNode(c, false, c.Args().Slice())
+			return runNode(c, false, peers)
 		},
 	}
 }
@@ -109,6 +115,13 @@ func nodeConfig(c *ucli.Context, head bool, peers []string) (cluster.Config, err
 		NodeName: c.String("node-name"), RaftVoters: c.Int("raft-voters"), Server: c.Bool("server"),
 		Version: Version, Logger: slog.Default(), RecordCurrent: true, SocketGroup: c.String("socket-group"), Python: c.String("python"),
 		Insecure: c.Bool("insecure"), Token: c.String("token"),
+	}
+	var err error
+	if cfg.BindAddr, err = resolveAddr("bind", cfg.BindAddr); err != nil {
+		return cfg, err
+	}
+	if cfg.AdvertiseAddr, err = resolveAddr("advertise", cfg.AdvertiseAddr); err != nil {
+		return cfg, err
 	}
 	if f := c.String("token-file"); f != "" {
 		if cfg.Token != "" {
@@ -145,7 +158,7 @@ func nodeConfig(c *ucli.Context, head bool, peers []string) (cluster.Config, err
 			return cfg, fmt.Errorf("--resources: %q is reserved (every node gets node:<id> itself)", name)
 		}
 	}
-	cpus := sched.QuantityOf(int64(runtime.NumCPU()))
+	cpus := sched.QuantityOf(defaultCPUs())
 	if s := c.String("num-cpus"); s != "" {
 		if cpus, err = sched.ParseQuantity(s); err != nil {
 			return cfg, fmt.Errorf("--num-cpus: %w", err)
@@ -200,7 +213,11 @@ func runNode(c *ucli.Context, head bool, peers []string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	defer logHangups(slog.Default(), cfg.DataDir)()
-	n, err := cluster.Start(ctx, cfg)
+	retry, err := retryPolicyOf(c)
+	if err != nil {
+		return err
+	}
+	n, err := startWithRetry(ctx, cfg, retry, slog.Default())
 	if err != nil {
 		return err
 	}
@@ -209,9 +226,9 @@ func runNode(c *ucli.Context, head bool, peers []string) error {
 		fmt.Fprintf(os.Stdout, "New cluster %s. Join other nodes with:\n\n  nodeup join %s --token %s\n\n(the token is also in %s; make more with 'nodeup token create')\n",
 			n.ClusterID(), n.RPCAddr(), tok, filepath.Join(cfg.DataDir, cluster.InitialTokenFile))
 	}
-	_, _ = daemon.SdNotify(false, daemon.SdNotifyReady)
+	stopNotify := notifySystemd(ctx, n, slog.Default())
 	<-ctx.Done()
-	_, _ = daemon.SdNotify(false, daemon.SdNotifyStopping)
+	stopNotify()
 	return n.Shutdown()
 }
 
@@ -319,13 +336,18 @@ func defaultDataDir() string {
 	return filepath.Join(os.TempDir(), "nodeup")
 }
 
-// defaultMemory is 70% of physical RAM in bytes, as Ray's default.
+// defaultMemory is 70% of physical RAM in bytes, as Ray's default, or of
+// the cgroup v2 memory.max limit when that is lower (cgroup.go).
 func defaultMemory() (int64, error) {
 	var si unix.Sysinfo_t
 	if err := unix.Sysinfo(&si); err != nil {
 		return 0, fmt.Errorf("read RAM size: %w", err)
 	}
-	return int64(float64(si.Totalram) * float64(si.Unit) * 0.7), nil
+	total := float64(si.Totalram) * float64(si.Unit)
+	if lim := processLimits().Memory; lim > 0 {
+		total = min(total, float64(lim))
+	}
+	return int64(total * 0.7), nil
 }
 
 // parseBytes reads "1073741824", "8GiB", "500MB", "2G" (G = GiB, as Docker).

@@ -16,11 +16,13 @@ func (n *Node) agentLoop() {
 	tick := time.NewTicker(n.cfg.HeartbeatInterval)
 	defer tick.Stop()
 	for {
+		n.live.beat()
 		ctx, cancel := context.WithTimeout(n.ctx, forwardTimeout)
 		if !registered {
 			err := n.forward(ctx, wire.MethodNodeRegister, &wire.NodeRegisterRequest{Node: n.record()}, nil)
 			if err == nil {
 				registered = true
+				n.live.markRegistered()
 				n.logger.Info("registered with the cluster leader")
 			} else if n.ctx.Err() == nil {
 				n.logger.Warn("register with leader", "err", err)

@@ -101,6 +101,8 @@ type Node struct {
 	cancel   context.CancelFunc
 	group    *goGroup // every goroutine the node starts; close stops it
 	stopOnce sync.Once
+	// live tells systemd when the node is ready and still alive (notify.go).
+	live liveness
 }
 
 // Start opens the data dir, binds the ports, joins or bootstraps the cluster
@@ -502,7 +504,7 @@ func (n *Node) helloPeers(ctx context.Context, peers []string) (*wire.HelloRespo
 		}
 		errs = append(errs, fmt.Errorf("%s: %w", addr, err))
 	}
-	return nil, fmt.Errorf("cannot reach any peer to join: %w", errors.Join(errs...))
+	return nil, fmt.Errorf("%w: %w", ErrNoPeerAnswered, errors.Join(errs...))
 }
 
 // ID returns the node's stable ID.

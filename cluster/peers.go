@@ -235,5 +235,5 @@ func (n *Node) helloRemembered(ctx context.Context, peers []peerRecord) (*wire.H
 		}
 		errs = append(errs, fmt.Errorf("%s at %s: %w", a.p.Name, a.p.RPC, a.err))
 	}
-	return nil, fmt.Errorf("none of %d peers remembered in %s answered: %w", len(ask), n.dir.file(peersFile), errors.Join(errs...))
+	return nil, fmt.Errorf("none of %d peers remembered in %s answered (%w): %w", len(ask), n.dir.file(peersFile), ErrNoPeerAnswered, errors.Join(errs...))
 }

@@ -322,7 +322,7 @@ func (n *Node) joinWithToken(ctx context.Context, peers []string) error {
 		errs = append(errs, fmt.Errorf("%s: %w", addr, err))
 	}
 	if err != nil {
-		return fmt.Errorf("join with token %s: cannot reach any peer to join: %w", tok.ID, errors.Join(errs...))
+		return fmt.Errorf("join with token %s: %w: %w", tok.ID, ErrNoPeerAnswered, errors.Join(errs...))
 	}
 	keyPEM, err := pki.KeyPEM(key)
 	if err != nil {

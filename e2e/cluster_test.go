@@ -187,7 +187,7 @@ func TestBadInputOneLineErrors(t *testing.T) {
 		{[]string{"start", "--head", "--resources", "GPU=4"}, `--resources "GPU=4"`},
 		{[]string{"join"}, "at least one peer"},
 		{[]string{"join", "127.0.0.1:1"}, "pass --token"},
-		{[]string{"join", "127.0.0.1:1", "--token", "nodeup1.0123abcd.0123456789abcdef0123456789abcdef." + strings.Repeat("ab", 32)}, "cannot reach any peer"},
+		{[]string{"join", "127.0.0.1:1", "--retry-max", "1", "--token", "nodeup1.0123abcd.0123456789abcdef0123456789abcdef." + strings.Repeat("ab", 32)}, "cannot reach any peer"},
 		{[]string{"join", "127.0.0.1:1", "--token", "hunter2"}, "want nodeup1."},
 		{[]string{"start", "--head", "--insecure", "--token", "x"}, "--insecure with a token"},
 		{[]string{"frobnicate"}, "frobnicate"},
