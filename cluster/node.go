@@ -277,8 +277,8 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 
 // warnUnauthenticated says, once at start, what a node reachable beyond
 // this machine leaves open: with --insecure everything; otherwise the
-// traffic between core workers, authenticated by job tokens but not yet
-// encrypted (docs/security.md).
+// traffic between Python core workers, authenticated by job tokens but not
+// yet encrypted (docs/security.md).
 func warnUnauthenticated(logger *slog.Logger, bind string, insecure bool) {
 	if insecure {
 		logger.Warn("running with --insecure: no TLS between nodes, no CA, no tokens; anyone who can reach this node's ports can join, submit work and read the KV (docs/security.md)",
@@ -288,7 +288,7 @@ func warnUnauthenticated(logger *slog.Logger, bind string, insecure bool) {
 	if ip := net.ParseIP(bind); ip != nil && ip.IsLoopback() {
 		return
 	}
-	logger.Warn("traffic between drivers and worker processes (core worker ports) is authenticated by job tokens but not yet encrypted; keep it on a trusted network (docs/security.md)",
+	logger.Warn("traffic between Python drivers and worker processes (Python core worker ports) is authenticated by job tokens but not yet encrypted (Go core workers use TLS); keep it on a trusted network (docs/security.md)",
 		"bind", bind)
 }
 
