@@ -128,6 +128,9 @@ func (cw *coreWorker) serve(ip string) error {
 	}
 	cw.ln = ln
 	cw.addr = ln.Addr().String()
+	if host, _, err := net.SplitHostPort(cw.addr); err == nil {
+		cw.dialer.selfHost.Store(&host)
+	}
 	cw.server = rpc.NewServer(cw.logger.With("component", "rpc"), wire.ProtocolVersion)
 	if cw.jobToken != "" {
 		cw.server.SetAuth(newJobAuth(cw, cw.jobToken).auth())

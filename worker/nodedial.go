@@ -28,6 +28,18 @@ type nodeDialer struct {
 	// worker is the TLS configuration other core workers' ports are
 	// dialed with (workertls.go); nil: plainly.
 	worker atomic.Pointer[tls.Config]
+	// selfHost is the IP this process serves on, its node's: core workers
+	// there are on the same machine, so they are dialed plainly (the
+	// bytes never leave it, and TLS would only cost latency).
+	selfHost atomic.Pointer[string]
+}
+
+// sameHost reports whether addr ("host:port") is on the IP this process
+// serves on.
+func (d *nodeDialer) sameHost(addr string) bool {
+	self := d.selfHost.Load()
+	host, _, err := net.SplitHostPort(addr)
+	return self != nil && err == nil && host == *self
 }
 
 // markNode records addr as a node's port, so calls to it take TLS.
@@ -43,7 +55,7 @@ func (d *nodeDialer) dial(ctx context.Context, addr string) (net.Conn, error) {
 	if node && d.secure != nil {
 		return d.secure(ctx, addr)
 	}
-	if cfg := d.worker.Load(); cfg != nil && !node && !strings.HasPrefix(addr, rpc.UnixPrefix) {
+	if cfg := d.worker.Load(); cfg != nil && !node && !strings.HasPrefix(addr, rpc.UnixPrefix) && !d.sameHost(addr) {
 		return pki.DialTLS(ctx, nil, addr, cfg)
 	}
 	return rpc.PlainDial(ctx, addr)
