@@ -19,6 +19,7 @@ from . import _jobauth
 from . import _options
 from . import _protocol as P
 from . import _state
+from . import _transport
 from .exceptions import (GetTimeoutError, ObjectLostError, RayTaskError,
                          TaskCancelledError, WorkerCrashedError)
 
@@ -153,6 +154,9 @@ class Core:
         self.pool = P.Pool(job_token)
         if node_socket:
             self.pool.route(node_addr, node_socket)
+            # Other nodes (spillback, lease returns) want TLS with a node
+            # certificate: this node's, as Go's worker.nodeCredential.
+            self.pool.set_node_tls(lambda: _transport.node_tls_context(node_socket))
         self.arena_path = arena_path
         self._arena = None
         self.local = threading.local()  # lease_id of the task this thread runs
@@ -595,6 +599,7 @@ class Core:
                 return rep
             if rep.get("Spillback"):
                 addr = rep["Spillback"]
+                self.pool.mark_node(addr)
                 req["Spilled"] = True
                 continue
             if rep.get("Infeasible"):
@@ -715,6 +720,7 @@ class Core:
         if self.closed:
             return  # Job.Finish ended the job's workers, and their leases with them
         try:
+            self.pool.mark_node(lease["NodeAddr"])
             self.pool.call(lease["NodeAddr"], "Sched.Return", {"LeaseID": lease["LeaseID"]})
         except Exception as e:
             log.debug("return lease %s: %s", lease.get("LeaseID"), e)

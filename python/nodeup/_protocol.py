@@ -217,6 +217,22 @@ class Pool:
         self.conns = {}
         self.routes = {}  # address -> the address dialed for it (the node's Unix socket)
         self.token = token
+        # Other nodes' ports, dialed over TLS with node_tls() when it gives
+        # a context (set_node_tls); idle such connections by address.
+        self.nodes = set()
+        self.node_tls = None
+        self.idle_tls = {}
+
+    def set_node_tls(self, context_fn):
+        """Dials nodes' ports (mark_node) over TLS with the ssl.SSLContext
+        ``context_fn()`` returns (None: plainly), as Go's nodeDialer."""
+        self.node_tls = context_fn
+
+    def mark_node(self, address):
+        """Records ``address`` (host:port) as a node's port."""
+        if address and not address.startswith(_transport.UNIX_PREFIX):
+            with self.lock:
+                self.nodes.add(address)
 
     def route(self, address, via):
         """Dials ``via`` (e.g. the node's ``unix://`` socket) for calls to
@@ -240,13 +256,57 @@ class Pool:
         return c
 
     def call(self, address, method, req=None, timeout=None):
+        with self.lock:
+            tls_node = address in self.nodes and address not in self.routes
+        if tls_node and self.node_tls is not None:
+            ctx = self.node_tls()
+            if ctx is not None:
+                return self._call_tls(address, ctx, method, req, timeout)
         return self.get(address).call(method, req, timeout)
+
+    def _call_tls(self, address, ctx, method, req, timeout):
+        """One call to a node over TLS on a connection used by one call at
+        a time (an SSLSocket must not be read and written by two threads at
+        once); the connection is kept for the next call when it ends well."""
+        with self.lock:
+            idle = self.idle_tls.get(address) or []
+            sock = idle.pop() if idle else None
+        fresh = sock is None
+        try:
+            if fresh:
+                sock = _transport.dial(address, 10.0, tls=ctx)
+                sock.settimeout(30.0)
+                sock.sendall(PREAMBLE_RPC + HELLO)  # the node knows us by our node's certificate
+                _check_hello(_recv_exact(sock, 4), address)
+            sock.settimeout(timeout if timeout is not None else 300.0)
+            sock.sendall(_frame(1, KIND_REQUEST, method, body=pack(req if req is not None else {})))
+            seq, kind, _, error, code, body = _read_frame(sock)
+            if seq != 1 or kind not in (KIND_RESPONSE, KIND_ERROR):
+                raise ValueError(f"answer with sequence {seq}, kind {kind}")
+        except (OSError, EOFError, ValueError) as e:
+            try:
+                sock.close()
+            except (OSError, AttributeError):
+                pass
+            raise TransportError(f"{method} to {address} over TLS: {e}", unsent=fresh and isinstance(e, OSError)) from e
+        sock.settimeout(None)
+        with self.lock:
+            self.idle_tls.setdefault(address, []).append(sock)
+        if kind == KIND_ERROR:
+            raise RpcError(code, error)
+        return unpack(body)
 
     def close(self):
         with self.lock:
             conns, self.conns = list(self.conns.values()), {}
+            idle, self.idle_tls = [c for cs in self.idle_tls.values() for c in cs], {}
         for c in conns:
             c.close()
+        for c in idle:
+            try:
+                c.close()
+            except OSError:
+                pass
 
 
 class Limits:

@@ -5,14 +5,44 @@ local Unix socket (``unix:///path``, issue 15) without touching the
 protocol code: ``dial`` accepts ``host:port`` and ``unix://PATH``.
 """
 
+import os
 import socket
+import ssl
 
 UNIX_PREFIX = "unix://"
 
+# NODE_SERVER_NAME is the name in every node certificate (pki.NodeServerName):
+# the name a caller verifies a node's port under.
+NODE_SERVER_NAME = "node.nodeup"
 
-def dial(address, timeout=10.0):
+
+def node_tls_context(socket_address):
+    """The TLS context for dialing other nodes' ports as the node whose Unix
+    socket is ``socket_address`` (``unix://<data-dir>/nodeup.sock``), as Go's
+    worker.nodeCredential: TLS 1.3, presenting that node's certificate from
+    ``<data-dir>/tls/{node.pem,node-key.pem}`` and verifying the peer against
+    ``ca.pem`` under NODE_SERVER_NAME. None when there is no such socket, or
+    the files are missing or unreadable (an --insecure node, or a process of
+    another user): other nodes are then dialed plainly. Read at each call, as
+    the node renews its certificate."""
+    if not socket_address or not socket_address.startswith(UNIX_PREFIX):
+        return None
+    d = os.path.join(os.path.dirname(socket_address[len(UNIX_PREFIX):]), "tls")
+    try:
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        ctx.minimum_version = ssl.TLSVersion.TLSv1_3
+        ctx.load_cert_chain(os.path.join(d, "node.pem"), os.path.join(d, "node-key.pem"))
+        ctx.load_verify_locations(os.path.join(d, "ca.pem"))
+    except (OSError, ssl.SSLError):
+        return None
+    return ctx
+
+
+def dial(address, timeout=10.0, tls=None, server_hostname=NODE_SERVER_NAME):
     """Returns a connected stream socket to ``address`` (``host:port`` or
-    ``unix://PATH``); raises OSError (e.g. ConnectionRefusedError)."""
+    ``unix://PATH``), over TLS with the ssl.SSLContext ``tls`` (verifying
+    ``server_hostname``) when one is given; raises OSError (e.g.
+    ConnectionRefusedError, ssl.SSLError)."""
     if address.startswith(UNIX_PREFIX):
         s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         s.settimeout(timeout)
@@ -23,6 +53,12 @@ def dial(address, timeout=10.0):
             raise ValueError(f"node address {address!r}: want host:port or unix://PATH")
         s = socket.create_connection((host.strip("[]"), int(port)), timeout=timeout)
         s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if tls is not None:
+            try:
+                s = tls.wrap_socket(s, server_hostname=server_hostname)
+            except BaseException:
+                s.close()
+                raise
     s.settimeout(None)
     return s
 

@@ -42,7 +42,10 @@ def until(what, cond, within=30.0):
 
 
 class Node:
-    def __init__(self, tmp, cpus=2, extra=()):
+    """A node process in ``tmp``: a head, or with ``join`` (a head Node) a
+    node joining it with the head's first join token."""
+
+    def __init__(self, tmp, cpus=2, extra=(), join=None):
         if not os.access(NODEUP, os.X_OK):
             pytest.fail(f"{NODEUP} is missing: run `make build` first")
         self.tmp = tmp
@@ -54,7 +57,8 @@ class Node:
         self.env.pop("NODEUP_ADDRESS", None)
         self.log = open(os.path.join(tmp, "node.log"), "wb")
         self.proc = subprocess.Popen(
-            [NODEUP, "start", "--head", "--bind", "127.0.0.1", "--port", str(self.port),
+            [NODEUP, *(("join", join.address, "--token-file", os.path.join(join.data, "tls", "initial-join-token"))
+                       if join else ("start", "--head")), "--bind", "127.0.0.1", "--port", str(self.port),
              "--gossip-port", str(free_port()), "--http-port", "-1", "--data-dir", self.data,
              "--num-cpus", str(cpus), "--python", sys.executable, *extra],
             env=self.env, stdout=self.log, stderr=subprocess.STDOUT)

@@ -1,0 +1,58 @@
+"""A Python job on a secure cluster of two node processes: work that only
+the second node can hold is leased there (spillback over TLS with the
+driver's node's certificate, as Go's worker.nodeCredential) and runs."""
+
+import os
+import tempfile
+
+import pytest
+
+from conftest import Node, until
+
+import nodeup
+
+
+@pytest.fixture(scope="module")
+def two_nodes():
+    with tempfile.TemporaryDirectory(prefix="nodeup-pytest-2n-") as t0, \
+            tempfile.TemporaryDirectory(prefix="nodeup-pytest-2n-") as t1:
+        head = Node(t0)
+        far = None
+        try:
+            far = Node(t1, extra=("--resources", "far=2"), join=head)
+            yield head, far
+        finally:
+            if far is not None:
+                far.stop()
+            head.stop()
+
+
+def test_tasks_and_actors_spill_to_another_secure_node(two_nodes):
+    head, far = two_nodes
+    nodeup.init(address=head.socket)
+    try:
+        until("the second node's resources in the cluster",
+              lambda: nodeup.cluster_resources().get("far") == 2, within=30)
+        far_id = next(n["NodeID"] for n in nodeup.nodes() if n.get("Resources", {}).get("far"))
+
+        @nodeup.remote(resources={"far": 1})
+        def where(x):
+            return nodeup.get_runtime_context().get_node_id(), len(x)
+
+        big = b"x" * (1 << 20)  # stored: the far node pulls it from the head
+        node_id, n = nodeup.get(where.remote(nodeup.put(big)), timeout=60)
+        assert node_id == far_id and n == len(big)
+
+        @nodeup.remote(resources={"far": 1})
+        class Counter:
+            def __init__(self):
+                self.n = 0
+
+            def incr(self):
+                self.n += 1
+                return self.n, nodeup.get_runtime_context().get_node_id()
+
+        c = Counter.remote()
+        assert nodeup.get([c.incr.remote() for _ in range(3)], timeout=60)[-1] == (3, far_id)
+    finally:
+        nodeup.shutdown()
