@@ -160,6 +160,12 @@ class RemoteFunction:
         rf._code = self._code
         return rf
 
+    def _remote(self, args=None, kwargs=None, **opts):
+        """``f.options(**opts).remote(*args, **kwargs)``, as Ray's
+        ``f._remote(args=..., kwargs=..., resources=...)`` (the form older
+        Ray programs use)."""
+        return self.options(**opts).remote(*(args or ()), **(kwargs or {}))
+
     def remote(self, *args, **kwargs):
         """Submits the task and returns its ObjectRef at once (a list of
         ``num_returns`` refs when that is over 1), as Ray's ``f.remote``.

@@ -50,6 +50,11 @@ class ActorClass:
         merged.update(opts)
         return ActorClass(self._cls, merged)
 
+    def _remote(self, args=None, kwargs=None, **opts):
+        """``Cls.options(**opts).remote(*args, **kwargs)``, as Ray's
+        ``Cls._remote(args=..., kwargs=..., resources=...)``."""
+        return self.options(**opts).remote(*(args or ()), **(kwargs or {}))
+
     def _max_concurrency(self):
         mc = self._opts.get("max_concurrency")
         if mc is not None:
