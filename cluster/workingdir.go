@@ -79,22 +79,25 @@ func (n *Node) chunkSources(holder string) []string {
 
 // fetchChunk puts chunk h in this node's cache unless it is there,
 // asking srcs in turn; a source's answer is kept only when its sha256 is
-// h (jobChunks.put). The error wraps errNoHolder and says what the last
-// source answered.
+// h (jobChunks.put). The error wraps errNoHolder and says how many nodes
+// were asked and what the last one answered.
 func (n *Node) fetchChunk(ctx context.Context, srcs []string, h string) error {
 	if n.jobs.chunks.has(h) {
 		return nil
 	}
-	last := errNoHolder
+	if len(srcs) == 0 {
+		return fmt.Errorf("%w: no other node to ask", errNoHolder)
+	}
+	var last error
 	for _, src := range srcs {
 		var resp wire.JobChunkResponse
 		if err := n.pool.Call(ctx, src, wire.MethodJobChunk, &wire.JobChunkRequest{Hash: h}, &resp); err != nil {
-			last = fmt.Errorf("%w (%s: %v)", errNoHolder, src, err)
+			last = fmt.Errorf("%s: %w", src, err)
 			continue
 		}
 		if err := n.jobs.chunks.put(h, resp.Data); err != nil {
 			n.logger.Warn("a node sent a bad working dir chunk", "node", src, "chunk", h, "err", err)
-			last = fmt.Errorf("%w (%s sent a bad one: %v)", errNoHolder, src, err)
+			last = fmt.Errorf("%s sent a bad one: %w", src, err)
 			continue
 		}
 		return nil
@@ -102,7 +105,7 @@ func (n *Node) fetchChunk(ctx context.Context, srcs []string, h string) error {
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
-	return fmt.Errorf("%w, of %d asked", last, len(srcs))
+	return fmt.Errorf("%w: asked %d node(s), the last answered %v", errNoHolder, len(srcs), last)
 }
 
 // keepManifest stores m, encoded, in the chunk cache under its hash, so
