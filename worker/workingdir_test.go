@@ -1,0 +1,147 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nodeup/nodeup/internal/testutil"
+	"github.com/nodeup/nodeup/wire"
+)
+
+// wdSeen is what a task saw of its working dir.
+type wdSeen struct {
+	Data, Err, Cwd, Node string
+}
+
+func seeWorkingDir() wdSeen {
+	s := wdSeen{Node: os.Getenv(wire.EnvNodeID)}
+	b, err := os.ReadFile(filepath.Join("data", "in.txt")) // relative: the working dir's
+	s.Data = string(b)
+	if err != nil {
+		s.Err = err.Error()
+	}
+	s.Cwd, _ = os.Getwd()
+	return s
+}
+
+var (
+	wdRead = Register0(func(ctx context.Context) (wdSeen, error) { return seeWorkingDir(), nil })
+	// wdNested runs wdRead as a child on node, which inherits its dir.
+	wdNested = Register1(func(ctx context.Context, node string) (wdSeen, error) {
+		return Must(wdRead.Options(NodeAffinity(node, false))).Remote(ctx).Get(ctx)
+	})
+)
+
+type wdActor struct{}
+
+func (a *wdActor) See(ctx context.Context) (wdSeen, error) { return seeWorkingDir(), nil }
+
+var (
+	wdActorClass = RegisterActor0(func(ctx context.Context) (*wdActor, error) { return &wdActor{}, nil })
+	wdActorSee   = RegisterMethod0((*wdActor).See)
+)
+
+// writeWorkingDir makes a dir holding data/in.txt with body.
+func writeWorkingDir(t *testing.T, body string) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "data"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "data", "in.txt"), []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// A job-wide working dir (ray.init(runtime_env={"working_dir": ...})):
+// tasks pinned to each of three nodes, an actor, and a task's child on
+// another node all read data/in.txt by relative path from the dir
+// unpacked on their own node; a task whose WithRuntimeEnv names another
+// dir reads that one; and once the driver shuts down (the job ends) no
+// node keeps an unpacked dir.
+func TestWorkingDirOnEveryNode(t *testing.T) {
+	if _, err := os.Stat(filepath.Join("data", "in.txt")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the test's own dir must not hold data/in.txt (%v)", err)
+	}
+	const body = "shipped with the job"
+	nodes := startClusterInit(t, 3, nil, JobRuntimeEnv(RuntimeEnv{WorkingDir: writeWorkingDir(t, body)}))
+	ctx := ctxT(t)
+	check := func(what string, s wdSeen, nodeIdx int, want string) {
+		t.Helper()
+		nd := nodes[nodeIdx]
+		if s.Data != want || s.Err != "" {
+			t.Errorf("%s: read data/in.txt = %q (%s), want %q", what, s.Data, s.Err, want)
+		}
+		if s.Node != nd.ID() {
+			t.Errorf("%s ran on node %s, want %s", what, s.Node, nd.ID())
+		}
+		if !strings.HasPrefix(s.Cwd, filepath.Join(nd.DataDir(), "jobs", "wd")+string(filepath.Separator)) {
+			t.Errorf("%s ran in %s, want a dir under %s/jobs/wd", what, s.Cwd, nd.DataDir())
+		}
+	}
+	for i, nd := range nodes {
+		s, err := Must(wdRead.Options(NodeAffinity(nd.ID(), false))).Remote(ctx).Get(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		check(fmt.Sprintf("task on n%d", i), s, i, body)
+	}
+	a, err := Must(wdActorClass.Options(NodeAffinity(nodes[2].ID(), false))).Remote(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := wdActorSee.Remote(ctx, a).Get(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("actor on n2", s, 2, body)
+	s, err = Must(wdNested.Options(NodeAffinity(nodes[1].ID(), false))).Remote(ctx, nodes[2].ID()).Get(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("child on n2 of a task on n1", s, 2, body)
+	other := WithRuntimeEnv(RuntimeEnv{WorkingDir: writeWorkingDir(t, "per call")})
+	s, err = Must(wdRead.Options(other, NodeAffinity(nodes[1].ID(), false))).Remote(ctx).Get(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("task on n1 with its own working dir", s, 1, "per call")
+
+	Shutdown()
+	for _, nd := range nodes {
+		wd := filepath.Join(nd.DataDir(), "jobs", "wd")
+		testutil.Until(t, 30*time.Second, nd.Name()+" removes the job's working dirs", func() error {
+			ents, err := os.ReadDir(wd)
+			if err != nil && !errors.Is(err, os.ErrNotExist) {
+				return err
+			}
+			if len(ents) > 0 {
+				return fmt.Errorf("%s holds %d entries, first %s", wd, len(ents), ents[0].Name())
+			}
+			return nil
+		})
+	}
+}
+
+// A working dir that is not a directory fails Init, naming it; one given
+// per call before Init fails Options the same way.
+func TestWorkingDirErrors(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(f, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := wdRead.Options(WithRuntimeEnv(RuntimeEnv{WorkingDir: f})); err == nil || !strings.Contains(err.Error(), "working dir "+f) {
+		t.Fatalf("Options before Init: %v, want an error naming the working dir", err)
+	}
+	startCluster(t, 1, nil)
+	if _, err := wdRead.Options(WithRuntimeEnv(RuntimeEnv{WorkingDir: f})); err == nil || !strings.Contains(err.Error(), "not a directory") {
+		t.Fatalf("Options with a file as working dir: %v, want an error saying it is not a directory", err)
+	}
+}
