@@ -145,3 +145,41 @@ func TestWorkingDirErrors(t *testing.T) {
 		t.Fatalf("Options with a file as working dir: %v, want an error saying it is not a directory", err)
 	}
 }
+
+// A driver run by `nodeup job submit --working-dir` finds its job's dir in
+// NODEUP_WORKING_DIR (set by the job's node) and gives it to its tasks
+// without asking; an explicit JobRuntimeEnv WorkingDir would win.
+func TestWorkingDirOfASubmittedJob(t *testing.T) {
+	nodes := startClusterInit(t, 1, nil, JobRuntimeEnv(RuntimeEnv{WorkingDir: writeWorkingDir(t, "from job submit")}))
+	cw, err := current()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := cw.envVars[wire.EnvWorkingDir] // as the job's node would set it
+	if _, _, err := wire.ParseWorkingDirRef(ref); err != nil {
+		t.Fatalf("the job's env after Init: %v", err)
+	}
+	addr := nodes[0].SocketAddr()
+	Shutdown()
+	// The uploaded chunks stay in the node's cache: a new driver told the
+	// ref in its environment runs its tasks in the same dir.
+	t.Setenv(wire.EnvWorkingDir, ref)
+	if err := Init(context.Background(), Address(addr), Logger(testutil.Logger())); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(Shutdown)
+	ctx := ctxT(t)
+	s, err := wdRead.Remote(ctx).Get(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Data != "from job submit" {
+		t.Fatalf("a task of a driver with %s set read %q (%s), want the job's file", wire.EnvWorkingDir, s.Data, s.Err)
+	}
+	Shutdown()
+	t.Setenv(wire.EnvWorkingDir, "../etc@x")
+	if err := Init(context.Background(), Address(addr), Logger(testutil.Logger())); err == nil || !strings.Contains(err.Error(), wire.EnvWorkingDir) {
+		Shutdown()
+		t.Fatalf("Init with a malformed %s: %v, want an error naming it", wire.EnvWorkingDir, err)
+	}
+}
