@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"maps"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -427,15 +428,30 @@ func (cw *coreWorker) setWorkingDir(ctx context.Context, dir string) error {
 
 // uploadWorkingDir packs dir and uploads to this process's node the chunks
 // it lacks and the manifest (wdpack.Upload), and returns the dir's ref,
-// held by that node. Errors name dir.
+// held by that node; a dir this process uploaded before is not packed
+// again (later edits to it are not seen). Errors name dir.
 func (cw *coreWorker) uploadWorkingDir(ctx context.Context, dir string) (string, error) {
-	call := func(ctx context.Context, method string, req, resp any) error {
-		return cw.pool.Call(ctx, cw.nodeAddr, method, req, resp)
-	}
-	res, err := wdpack.Upload(ctx, call, dir, nil, true)
+	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return "", fmt.Errorf("working dir %s: %w", dir, err)
 	}
-	cw.logger.Debug("uploaded working dir", "dir", dir, "bytes", res.Manifest.Size, "chunks", len(res.Manifest.Chunks), "uploaded", res.Uploaded)
-	return wire.FormatWorkingDirRef(res.Manifest.Hash(), cw.nodeAddr), nil
+	cw.wdMu.Lock()
+	defer cw.wdMu.Unlock() // one upload at a time: a second of the same dir waits for the first's ref
+	if ref, ok := cw.workingDirs[abs]; ok {
+		return ref, nil
+	}
+	call := func(ctx context.Context, method string, req, resp any) error {
+		return cw.pool.Call(ctx, cw.nodeAddr, method, req, resp)
+	}
+	res, err := wdpack.Upload(ctx, call, abs, nil, true)
+	if err != nil {
+		return "", fmt.Errorf("working dir %s: %w", dir, err)
+	}
+	cw.logger.Debug("uploaded working dir", "dir", abs, "bytes", res.Manifest.Size, "chunks", len(res.Manifest.Chunks), "uploaded", res.Uploaded)
+	ref := wire.FormatWorkingDirRef(res.Manifest.Hash(), cw.nodeAddr)
+	if cw.workingDirs == nil {
+		cw.workingDirs = map[string]string{}
+	}
+	cw.workingDirs[abs] = ref
+	return ref, nil
 }

@@ -285,8 +285,9 @@ type RuntimeEnv struct {
 	// of the task or actor starts in, on any node (Ray's working_dir), so
 	// files shipped with the job are read by relative path everywhere. It
 	// is packed and uploaded to this process's node when the option is
-	// applied (Init for JobRuntimeEnv, Options for WithRuntimeEnv), at
-	// most the node's --max-working-dir (default 100 MiB); each node
+	// first applied (Init for JobRuntimeEnv, Options for WithRuntimeEnv;
+	// once per process and dir, so later edits are not seen), at most the
+	// node's --max-working-dir (default 100 MiB); each node
 	// fetches it from there (or from any node that has it) and unpacks it
 	// once. A driver run by `nodeup job submit --working-dir` has its
 	// job's dir by default. The driver's own current directory is not
@@ -302,8 +303,8 @@ func (e RuntimeEnv) validate() error { return wire.ValidateEnvVars(e.EnvVars) }
 // set over its parent's effective runtime env (see RuntimeEnv), as Ray's
 // .options(runtime_env=...). Given more than once, later variables win.
 // Tasks with different effective envs run in different worker processes;
-// tasks with the same one share them. A WorkingDir is uploaded here, once
-// per Options call, so Init must have run. Errors: a bad variable, named;
+// tasks with the same one share them. A WorkingDir is uploaded here (the
+// first time this process names it), so Init must have run. Errors: a bad variable, named;
 // a WorkingDir that cannot be packed or uploaded.
 func WithRuntimeEnv(env RuntimeEnv) Option {
 	return func(o *taskOptions) error {
