@@ -14,6 +14,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -134,6 +135,18 @@ func Excluded(rel string, patterns []string) bool {
 	return false
 }
 
+// CheckLink refuses, as the node that unpacks the archive would, a
+// symlink (at rel) whose target is absolute or holds "..": it could point
+// outside the working dir on the node. Refused here, the error names the
+// link before anything is uploaded, instead of the node's refusal
+// surfacing only when a worker starts there.
+func CheckLink(rel, target string) error {
+	if target == "" || filepath.IsAbs(target) || slices.Contains(strings.Split(filepath.ToSlash(target), "/"), "..") {
+		return fmt.Errorf("symlink %s → %s: a link in a working dir must be relative and must not hold \"..\" (copy the file in, or leave it out)", rel, target)
+	}
+	return nil
+}
+
 // PackDir writes dir's tree as a tar to w: dirs, regular files and
 // symlinks, names relative and slash-separated, in a stable order.
 func PackDir(w io.Writer, dir string, exclude []string) error {
@@ -171,6 +184,9 @@ func PackDir(w io.Writer, dir string, exclude []string) error {
 		switch {
 		case fi.Mode()&fs.ModeSymlink != 0:
 			if link, err = os.Readlink(p); err != nil {
+				return err
+			}
+			if err := CheckLink(rel, link); err != nil {
 				return err
 			}
 		case fi.IsDir(), fi.Mode().IsRegular():

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -52,5 +53,20 @@ func TestPackDirExcludes(t *testing.T) {
 	want := []string{"data/", "data/a.txt", "driver", "link", "sub/", "sub/deep/", "sub/deep/keep.txt"}
 	if !reflect.DeepEqual(names, want) {
 		t.Fatalf("packed %q, want %q", names, want)
+	}
+}
+
+// A symlink the node would refuse (absolute, or with "..") fails the pack,
+// naming the link, before anything is uploaded.
+func TestPackDirRefusesLinksOut(t *testing.T) {
+	for _, target := range []string{"/etc/hosts", "../outside", "a/../../b"} {
+		dir := t.TempDir()
+		if err := os.Symlink(target, filepath.Join(dir, "out")); err != nil {
+			t.Fatal(err)
+		}
+		err := PackDir(io.Discard, dir, nil)
+		if err == nil || !strings.Contains(err.Error(), "symlink out → "+target) {
+			t.Errorf("a link to %s: %v, want it refused, naming the link", target, err)
+		}
 	}
 }

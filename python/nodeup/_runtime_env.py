@@ -92,7 +92,8 @@ def pack(path, out):
     """Writes ``path``'s tree to the file ``out`` as an uncompressed tar:
     relative, slash-separated names in sorted order, dirs, regular files
     and symlinks (kept as links), owners cleared, as ``nodeup job submit``
-    packs (internal/wdpack)."""
+    packs (internal/wdpack). ValueError for a symlink that is absolute or
+    holds "..", which the node would refuse."""
     rels = []
     for root, dirs, files in os.walk(path):
         for name in dirs + files:
@@ -103,6 +104,12 @@ def pack(path, out):
             st = os.lstat(p)
             if not (stat.S_ISDIR(st.st_mode) or stat.S_ISREG(st.st_mode) or stat.S_ISLNK(st.st_mode)):
                 continue  # sockets, devices, pipes: not part of a working dir
+            if stat.S_ISLNK(st.st_mode):
+                target = os.readlink(p)
+                if not target or os.path.isabs(target) or ".." in target.replace(os.sep, "/").split("/"):
+                    # The node would refuse it when a worker starts (it could point outside the dir).
+                    raise ValueError(f"runtime_env working_dir: symlink {rel} -> {target}: a link in a working dir "
+                                     "must be relative and must not hold '..'")
             info = tw.gettarinfo(p, arcname=rel + ("/" if stat.S_ISDIR(st.st_mode) else ""))
             info.uid = info.gid = 0
             info.uname = info.gname = ""

@@ -66,4 +66,9 @@ def test_bad_runtime_env(node, tmp_path):
         read_data.options(runtime_env={"env_vars": {"NODEUP_X": "1"}})
     with pytest.raises(ValueError, match="not a directory"):
         nodeup.init(address=node.socket, runtime_env={"working_dir": str(f)})
+    linked = tmp_path / "linked"
+    linked.mkdir()
+    os.symlink("/etc/hosts", linked / "out")
+    with pytest.raises(ValueError, match="symlink out -> /etc/hosts"):
+        nodeup.init(address=node.socket, runtime_env={"working_dir": str(linked)})
     assert not nodeup.is_initialized()
