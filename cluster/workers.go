@@ -354,7 +354,11 @@ func (p *workerPool) workingDir(ctx context.Context, job string, vars map[string
 	}
 	dir, release, err := p.host.workingDir(ctx, ref)
 	if err != nil {
-		return "", nil, fmt.Errorf("start worker for job %s: runtime env working dir %s: %w", job, ref, err)
+		err = fmt.Errorf("start worker for job %s: runtime env working dir %s: %w", job, ref, err)
+		if runtimeEnvRefused(err) {
+			err = fmt.Errorf("%w: %w", errRuntimeEnvSetup, err)
+		}
+		return "", nil, err
 	}
 	return dir, release, nil
 }

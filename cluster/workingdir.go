@@ -7,6 +7,7 @@ import (
 	"os"
 	"slices"
 
+	"github.com/nodeup/nodeup/rpc"
 	"github.com/nodeup/nodeup/wire"
 )
 
@@ -21,8 +22,29 @@ import (
 // process pins the dir; when the last pin goes and no job's entrypoint
 // runs in it (the job ended, its workers with it), the dir is removed.
 
-// errNoHolder means no node of the cluster gave a chunk of a working dir.
-var errNoHolder = errors.New("no node has it")
+// errNoHolder means every node asked answered that it lacks a chunk of a
+// working dir (or sent a bad one); errHolderUnreachable that some could
+// not be reached, so it may yet come.
+var (
+	errNoHolder          = errors.New("no node has it")
+	errHolderUnreachable = errors.New("no node reached has it")
+)
+
+// errRuntimeEnvSetup marks a worker start that failed for good on its
+// runtime env (wire.CodeRuntimeEnvSetupFailed): retrying cannot help.
+var errRuntimeEnvSetup = errors.New("runtime env setup failed")
+
+// runtimeEnvRefused reports whether err, from workingDir, is permanent: a
+// malformed ref, a refused archive or manifest, a dir over the cap, or a
+// chunk every node lacks.
+func runtimeEnvRefused(err error) bool {
+	var re *rpc.Error
+	return errors.Is(err, ErrJobArchive) || errors.Is(err, ErrWorkingDirTooLarge) || errors.Is(err, errNoHolder) ||
+		errors.Is(err, errBadRef) || (errors.As(err, &re) && re.Code == wire.CodeBadInput)
+}
+
+// errBadRef wraps a malformed working dir ref.
+var errBadRef = errors.New("bad working dir ref")
 
 // workingDir returns the dir the working dir ref unpacks to here, pinned
 // until release is called (once). Errors name the ref's part that failed:
@@ -31,7 +53,7 @@ var errNoHolder = errors.New("no node has it")
 func (n *Node) workingDir(ctx context.Context, ref string) (string, func(), error) {
 	hash, holder, err := wire.ParseWorkingDirRef(ref)
 	if err != nil {
-		return "", nil, err
+		return "", nil, fmt.Errorf("%w: %v", errBadRef, err)
 	}
 	srcs := n.chunkSources(holder)
 	if err := n.fetchChunk(ctx, srcs, hash); err != nil {
@@ -89,9 +111,13 @@ func (n *Node) fetchChunk(ctx context.Context, srcs []string, h string) error {
 		return fmt.Errorf("%w: no other node to ask", errNoHolder)
 	}
 	var last error
+	missing := errNoHolder
 	for _, src := range srcs {
 		var resp wire.JobChunkResponse
 		if err := n.pool.Call(ctx, src, wire.MethodJobChunk, &wire.JobChunkRequest{Hash: h}, &resp); err != nil {
+			if rpc.IsTransport(err) {
+				missing = errHolderUnreachable
+			}
 			last = fmt.Errorf("%s: %w", src, err)
 			continue
 		}
@@ -105,7 +131,7 @@ func (n *Node) fetchChunk(ctx context.Context, srcs []string, h string) error {
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
-	return fmt.Errorf("%w: asked %d node(s), the last answered %v", errNoHolder, len(srcs), last)
+	return fmt.Errorf("%w: asked %d node(s), the last answered %v", missing, len(srcs), last)
 }
 
 // keepManifest stores m, encoded, in the chunk cache under its hash, so

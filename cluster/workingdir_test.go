@@ -78,8 +78,9 @@ func TestWorkingDirFetchedUnpackedSharedAndRemoved(t *testing.T) {
 // Everything a peer sends for a working dir is checked: an archive with
 // "../x" or an absolute name, a manifest whose lines are not chunk hashes,
 // a chunk whose bytes do not hash to its name, and a ref that names no
-// node of the cluster are refused, naming what is wrong, and nothing is
-// unpacked.
+// node of the cluster are refused, naming what is wrong, for good (a lease
+// that needs it fails with runtime_env_setup_failed, not retried), and
+// nothing is unpacked.
 func TestWorkingDirRefusesHostileInput(t *testing.T) {
 	nodes := testCluster(t, 2, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -115,6 +116,9 @@ func TestWorkingDirRefusesHostileInput(t *testing.T) {
 			_, _, err := nodes[1].workingDir(ctx, tc.ref)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("workingDir: %v, want an error with %q", err, tc.want)
+			}
+			if !runtimeEnvRefused(err) {
+				t.Errorf("%v is taken for a passing failure; the lease would be retried forever", err)
 			}
 			ents, _ := os.ReadDir(filepath.Join(nodes[1].jobs.root, "wd"))
 			if len(ents) != 0 {

@@ -183,3 +183,21 @@ func TestWorkingDirOfASubmittedJob(t *testing.T) {
 		t.Fatalf("Init with a malformed %s: %v, want an error naming it", wire.EnvWorkingDir, err)
 	}
 }
+
+// A task whose working dir no node has fails with ErrRuntimeEnvSetupFailed
+// naming what is missing, as Ray's RuntimeEnvSetupError, instead of
+// waiting for a worker forever.
+func TestWorkingDirNoNodeHasFailsTheTask(t *testing.T) {
+	nodes := startCluster(t, 1, nil)
+	ctx := ctxT(t)
+	ref := wire.FormatWorkingDirRef(strings.Repeat("d", 64), nodes[0].RPCAddr())
+	h := Must(wdRead.Options(WithRuntimeEnv(RuntimeEnv{EnvVars: map[string]string{wire.EnvWorkingDir: ref}})))
+	_, err := h.Remote(ctx).Get(ctx)
+	if !errors.Is(err, ErrRuntimeEnvSetupFailed) || !strings.Contains(err.Error(), "no node has it") {
+		t.Fatalf("Get of a task whose working dir no node has: %v, want ErrRuntimeEnvSetupFailed saying no node has it", err)
+	}
+	// The next task of the job, without that env, runs.
+	if s, err := wdRead.Remote(ctx).Get(ctx); err != nil || s.Err == "" {
+		t.Fatalf("a task without the working dir: %+v, %v; want it run (reading no data/in.txt)", s, err)
+	}
+}
