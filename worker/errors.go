@@ -41,15 +41,16 @@ var (
 	ErrStaleIncarnation = &CodeError{wire.CodeStaleIncarnation} // a newer incarnation replaced it
 	ErrWorkerCrashed    = &CodeError{wire.CodeWorkerCrashed}    // also *WorkerCrashedError
 	ErrWorkerFailed     = &CodeError{wire.CodeWorkerFailed}     // the job's worker could not start
+	ErrTimeout          = &CodeError{wire.CodeTimeout}          // the server's own deadline passed
+	ErrCancelled        = &CodeError{wire.CodeCancelled}        // also *TaskCancelledError; its Cause when Cancel did it
+	ErrLeaseRevoked     = &CodeError{wire.CodeLeaseRevoked}     // the SDK retries these itself
+	ErrObjectStoreFull  = &CodeError{wire.CodeObjectStoreFull}  // start the node with more --object-store-memory
+	ErrOverloaded       = &CodeError{wire.CodeOverloaded}       // may be retried
+
 	// ErrRuntimeEnvSetupFailed: the task's runtime env (its working dir)
 	// could not be set up on a node, as Ray's RuntimeEnvSetupError; Get
 	// of the task's refs returns it, naming what was refused or missing.
 	ErrRuntimeEnvSetupFailed = &CodeError{wire.CodeRuntimeEnvSetupFailed}
-	ErrTimeout               = &CodeError{wire.CodeTimeout}         // the server's own deadline passed
-	ErrCancelled             = &CodeError{wire.CodeCancelled}       // also *TaskCancelledError; its Cause when Cancel did it
-	ErrLeaseRevoked          = &CodeError{wire.CodeLeaseRevoked}    // the SDK retries these itself
-	ErrObjectStoreFull       = &CodeError{wire.CodeObjectStoreFull} // start the node with more --object-store-memory
-	ErrOverloaded            = &CodeError{wire.CodeOverloaded}      // may be retried
 )
 
 // TaskError is a task's own failure (a returned error or a panic) as the
