@@ -43,6 +43,12 @@ func runtimeEnvRefused(err error) bool {
 		errors.Is(err, errBadRef) || (errors.As(err, &re) && re.Code == wire.CodeBadInput)
 }
 
+// isCode reports whether err is an *rpc.Error with code.
+func isCode(err error, code string) bool {
+	var re *rpc.Error
+	return errors.As(err, &re) && re.Code == code
+}
+
 // errBadRef wraps a malformed working dir ref.
 var errBadRef = errors.New("bad working dir ref")
 

@@ -186,7 +186,7 @@ func TestWorkingDirOfASubmittedJob(t *testing.T) {
 
 // A task whose working dir no node has fails with ErrRuntimeEnvSetupFailed
 // naming what is missing, as Ray's RuntimeEnvSetupError, instead of
-// waiting for a worker forever.
+// waiting for a worker forever; an actor's dies with that cause.
 func TestWorkingDirNoNodeHasFailsTheTask(t *testing.T) {
 	nodes := startCluster(t, 1, nil)
 	ctx := ctxT(t)
@@ -195,6 +195,15 @@ func TestWorkingDirNoNodeHasFailsTheTask(t *testing.T) {
 	_, err := h.Remote(ctx).Get(ctx)
 	if !errors.Is(err, ErrRuntimeEnvSetupFailed) || !strings.Contains(err.Error(), "no node has it") {
 		t.Fatalf("Get of a task whose working dir no node has: %v, want ErrRuntimeEnvSetupFailed saying no node has it", err)
+	}
+	// An actor with it dies, its cause naming the runtime env.
+	a, err := Must(wdActorClass.Options(WithRuntimeEnv(RuntimeEnv{EnvVars: map[string]string{wire.EnvWorkingDir: ref}}))).Remote(ctx)
+	if err == nil {
+		_, err = wdActorSee.Remote(ctx, a).Get(ctx)
+	}
+	var died *ActorDiedError
+	if !errors.As(err, &died) || !strings.Contains(err.Error(), "runtime env could not be set up") {
+		t.Fatalf("an actor whose working dir no node has: %v, want *ActorDiedError naming its runtime env", err)
 	}
 	// The next task of the job, without that env, runs.
 	if s, err := wdRead.Remote(ctx).Get(ctx); err != nil || s.Err == "" {
