@@ -61,6 +61,9 @@ func (n *Node) workingDir(ctx context.Context, ref string) (string, func(), erro
 	if err != nil {
 		return "", nil, fmt.Errorf("%w: %v", errBadRef, err)
 	}
+	if dir := n.jobs.pinUnpacked(hash); dir != "" {
+		return dir, func() { n.jobs.releaseDir(dir) }, nil // a lease of a running job: no file is read
+	}
 	srcs := n.chunkSources(holder)
 	if err := n.fetchChunk(ctx, srcs, hash); err != nil {
 		return "", nil, fmt.Errorf("manifest %s: %w", hash, err)
@@ -150,6 +153,20 @@ func (s *jobSupervisor) keepManifest(m *wire.JobManifest) error {
 		return nil
 	}
 	return s.chunks.put(m.Hash(), enc)
+}
+
+// pinUnpacked pins and returns the dir the working dir of manifest hash h
+// is unpacked to here, "" when it is not (unpack renames a dir into place
+// only once it is whole).
+func (s *jobSupervisor) pinUnpacked(h string) string {
+	s.unpackMu.Lock()
+	defer s.unpackMu.Unlock()
+	dst := s.wdPath(h)
+	if _, err := os.Stat(dst); err != nil {
+		return ""
+	}
+	s.pin(dst, 1)
+	return dst
 }
 
 // releaseDir drops a worker process's pin on the unpacked working dir wd
