@@ -278,8 +278,10 @@ type RuntimeEnv struct {
 	// the task or actor (Ray's env_vars), so os.Getenv sees them. Keys must
 	// be non-empty and contain no '=' or NUL byte, values no NUL byte; keys
 	// nodeup sets itself (NODEUP_*, CUDA_VISIBLE_DEVICES,
-	// NVIDIA_VISIBLE_DEVICES, CUDA_DEVICE_ORDER) are refused. An empty
-	// value sets the variable to "" (it does not unset it).
+	// NVIDIA_VISIBLE_DEVICES, CUDA_DEVICE_ORDER) are refused, but for
+	// NODEUP_WORKING_DIR holding a working dir's ref in its wire form
+	// (docs/protocol.md; WorkingDir makes one). An empty value sets the
+	// variable to "" (it does not unset it).
 	EnvVars map[string]string
 	// WorkingDir is a local directory whose content every worker process
 	// of the task or actor starts in, on any node (Ray's working_dir), so
