@@ -1,21 +1,16 @@
 package cli
 
 import (
-	"archive/tar"
-	"crypto/sha256"
-	"encoding/hex"
+	"context"
 	"fmt"
 	"io"
-	"io/fs"
-	"os"
-	"path/filepath"
-	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	ucli "github.com/urfave/cli/v2"
 
+	"github.com/nodeup/nodeup/internal/wdpack"
 	"github.com/nodeup/nodeup/sched"
 	"github.com/nodeup/nodeup/wire"
 )
@@ -274,155 +269,14 @@ func streamJob(c *ucli.Context, id string, offset int64, follow bool) (*wire.Job
 	}
 }
 
-// uploadWorkingDir packs dir as a tar (less what exclude matches), cuts it
-// into chunks of wire.MaxJobChunkBytes named by sha256, uploads those the
-// node lacks, and returns the manifest.
+// uploadWorkingDir packs dir (less what exclude matches), uploads the
+// chunks the node lacks (wdpack.Upload), and returns the manifest.
 func uploadWorkingDir(c *ucli.Context, dir string, exclude []string) (*wire.JobManifest, error) {
-	for _, p := range exclude {
-		if _, err := filepath.Match(p, ""); err != nil {
-			return nil, fmt.Errorf("--exclude %q: %w", p, err)
-		}
-	}
-	st, err := os.Stat(dir)
+	rpcCall := func(_ context.Context, method string, req, resp any) error { return call(c, method, req, resp) }
+	res, err := wdpack.Upload(c.Context, rpcCall, dir, exclude, false)
 	if err != nil {
 		return nil, fmt.Errorf("--working-dir: %w", err)
 	}
-	if !st.IsDir() {
-		return nil, fmt.Errorf("--working-dir %s: not a directory", dir)
-	}
-	tmp, err := os.CreateTemp("", "nodeup-wd-*.tar")
-	if err != nil {
-		return nil, err
-	}
-	defer os.Remove(tmp.Name())
-	defer tmp.Close()
-	if err := packDir(tmp, dir, exclude); err != nil {
-		return nil, fmt.Errorf("--working-dir %s: %w", dir, err)
-	}
-	size, err := tmp.Seek(0, io.SeekCurrent)
-	if err != nil {
-		return nil, err
-	}
-	m := &wire.JobManifest{Size: size}
-	buf := make([]byte, wire.MaxJobChunkBytes)
-	for off := int64(0); off < size; off += wire.MaxJobChunkBytes {
-		k, err := tmp.ReadAt(buf[:min(int64(len(buf)), size-off)], off)
-		if err != nil && err != io.EOF {
-			return nil, err
-		}
-		sum := sha256.Sum256(buf[:k])
-		m.Chunks = append(m.Chunks, hex.EncodeToString(sum[:]))
-	}
-	var miss wire.JobMissingResponse
-	if err := call(c, wire.MethodJobMissing, &wire.JobMissingRequest{Chunks: m.Chunks}, &miss); err != nil {
-		return nil, err
-	}
-	if size > miss.MaxBytes {
-		return nil, fmt.Errorf("--working-dir %s packs to %d bytes; the node takes at most %d (its --max-working-dir): leave large files out with --exclude", dir, size, miss.MaxBytes)
-	}
-	need := map[string]bool{}
-	for _, h := range miss.Missing {
-		need[h] = true
-	}
-	for i, h := range m.Chunks {
-		if !need[h] {
-			continue
-		}
-		off := int64(i) * wire.MaxJobChunkBytes
-		k, err := tmp.ReadAt(buf[:min(int64(len(buf)), size-off)], off)
-		if err != nil && err != io.EOF {
-			return nil, err
-		}
-		if err := call(c, wire.MethodJobUpload, &wire.JobUploadRequest{Hash: h, Data: buf[:k]}, &wire.Empty{}); err != nil {
-			return nil, err
-		}
-		delete(need, h)
-	}
-	fmt.Fprintf(c.App.ErrWriter, "nodeup: working dir %s: %d bytes in %d chunks, %d uploaded\n", dir, size, len(m.Chunks), len(miss.Missing))
-	return m, nil
-}
-
-// excluded reports whether rel (slash-separated) matches a pattern, by its
-// whole relative path or by its name.
-func excluded(rel string, patterns []string) bool {
-	for _, p := range patterns {
-		p = strings.TrimSuffix(p, "/")
-		if ok, _ := filepath.Match(p, rel); ok {
-			return true
-		}
-		if ok, _ := filepath.Match(p, filepath.Base(rel)); ok {
-			return true
-		}
-	}
-	return false
-}
-
-// packDir writes dir's tree as a tar to w: dirs, regular files and
-// symlinks, names relative and slash-separated, in a stable order.
-func packDir(w io.Writer, dir string, exclude []string) error {
-	tw := tar.NewWriter(w)
-	var paths []string
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, err := filepath.Rel(dir, p)
-		if err != nil || rel == "." {
-			return err
-		}
-		rel = filepath.ToSlash(rel)
-		if excluded(rel, exclude) {
-			if d.IsDir() {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		paths = append(paths, rel)
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	sort.Strings(paths)
-	for _, rel := range paths {
-		p := filepath.Join(dir, filepath.FromSlash(rel))
-		fi, err := os.Lstat(p)
-		if err != nil {
-			return err
-		}
-		link := ""
-		switch {
-		case fi.Mode()&fs.ModeSymlink != 0:
-			if link, err = os.Readlink(p); err != nil {
-				return err
-			}
-		case fi.IsDir(), fi.Mode().IsRegular():
-		default:
-			continue // sockets, devices, pipes: not part of a working dir
-		}
-		hdr, err := tar.FileInfoHeader(fi, link)
-		if err != nil {
-			return err
-		}
-		hdr.Name = rel
-		hdr.Uname, hdr.Gname, hdr.Uid, hdr.Gid = "", "", 0, 0
-		if fi.IsDir() {
-			hdr.Name += "/"
-		}
-		if err := tw.WriteHeader(hdr); err != nil {
-			return err
-		}
-		if fi.Mode().IsRegular() {
-			f, err := os.Open(p)
-			if err != nil {
-				return err
-			}
-			_, err = io.CopyN(tw, f, fi.Size())
-			f.Close()
-			if err != nil {
-				return fmt.Errorf("%s: %w", rel, err)
-			}
-		}
-	}
-	return tw.Close()
+	fmt.Fprintf(c.App.ErrWriter, "nodeup: working dir %s: %d bytes in %d chunks, %d uploaded\n", dir, res.Manifest.Size, len(res.Manifest.Chunks), res.Uploaded)
+	return res.Manifest, nil
 }

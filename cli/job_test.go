@@ -1,12 +1,6 @@
 package cli
 
 import (
-	"archive/tar"
-	"bytes"
-	"io"
-	"os"
-	"path/filepath"
-	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -15,51 +9,6 @@ import (
 	"github.com/nodeup/nodeup/cluster/clustertest"
 	"github.com/nodeup/nodeup/internal/testutil"
 )
-
-// packDir writes the working dir as a tar of relative, slash-separated
-// names in a stable order, leaving out what --exclude matches (by relative
-// path or by name; an excluded dir with everything under it) and keeping
-// symlinks as links.
-func TestPackDirExcludes(t *testing.T) {
-	dir := t.TempDir()
-	for path, body := range map[string]string{
-		"driver": "bin", "data/a.txt": "a", "data/skip.bin": "x", ".git/HEAD": "ref", "sub/deep/keep.txt": "k",
-	} {
-		p := filepath.Join(dir, filepath.FromSlash(path))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := os.Symlink("data/a.txt", filepath.Join(dir, "link")); err != nil {
-		t.Fatal(err)
-	}
-	var buf bytes.Buffer
-	if err := packDir(&buf, dir, []string{"*.bin", ".git"}); err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	tr := tar.NewReader(&buf)
-	for {
-		hdr, err := tr.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		if hdr.Name == "link" && (hdr.Typeflag != tar.TypeSymlink || hdr.Linkname != "data/a.txt") {
-			t.Fatalf("link packed as %+v", hdr)
-		}
-		names = append(names, hdr.Name)
-	}
-	want := []string{"data/", "data/a.txt", "driver", "link", "sub/", "sub/deep/", "sub/deep/keep.txt"}
-	if !reflect.DeepEqual(names, want) {
-		t.Fatalf("packed %q, want %q", names, want)
-	}
-}
 
 // runJob runs `nodeup job args...` and returns its stdout.
 func runJob(t *testing.T, args ...string) (string, error) {

@@ -710,6 +710,10 @@ func (m *actorManager) tryNode(a *store.Actor, nd wire.NodeInfo) (ok, stop bool,
 		m.host.log().Warn("start actor on node abandoned", "actor", cur.ID, "node", nd.NodeName, "incarnation", cur.Restarts, "cause", lost)
 		m.restartLocked(cur, lost.Error())
 		return false, false, ""
+	case isCode(err, wire.CodeRuntimeEnvSetupFailed):
+		// Its working dir is refused or lost: no node can start it.
+		m.setDead(cur, fmt.Sprintf("its runtime env could not be set up on node %s: %v", nd.NodeName, err))
+		return false, true, ""
 	case err != nil:
 		m.host.log().Warn("start actor on node failed", "actor", cur.ID, "node", nd.NodeName, "err", err)
 		return false, false, ""

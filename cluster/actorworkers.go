@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -82,9 +83,20 @@ func (n *Node) actorStart(ctx context.Context, req *wire.ActorStartRequest) (*wi
 		n.local.release(l.id)
 		return nil, &rpc.Error{Code: wire.CodeWorkerFailed, Message: err.Error()}
 	}
-	spec := procSpec{job: actorJobID(req.ActorID, req.Incarnation), actor: req.ActorID, lang: req.Language, binHash: req.BinaryHash, env: env, envVars: req.EnvVars, gpus: l.gpus, token: token}
+	dir, release, err := p.workingDir(ctx, req.JobID, req.EnvVars)
+	if err != nil {
+		n.local.release(l.id)
+		code := wire.CodeWorkerFailed
+		if errors.Is(err, errRuntimeEnvSetup) {
+			code = wire.CodeRuntimeEnvSetupFailed
+		}
+		return nil, &rpc.Error{Code: code, Message: fmt.Sprintf("actor %s: %v", req.ActorID, err)}
+	}
+	spec := procSpec{job: actorJobID(req.ActorID, req.Incarnation), actor: req.ActorID, lang: req.Language, binHash: req.BinaryHash, env: env, envVars: req.EnvVars, gpus: l.gpus, token: token,
+		dir: dir, release: release}
 	w, err := p.startActor(spec, req.Incarnation, l.id)
 	if err != nil {
+		release()
 		n.local.release(l.id)
 		return nil, &rpc.Error{Code: wire.CodeWorkerFailed, Message: err.Error()}
 	}

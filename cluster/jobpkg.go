@@ -157,16 +157,9 @@ func (c *jobChunks) get(hash string) ([]byte, error) {
 	return os.ReadFile(c.path(hash))
 }
 
-// manifestHash is a manifest's content address: the sha256 of its chunk
-// names and size.
-func manifestHash(m *wire.JobManifest) string {
-	h := sha256.New()
-	fmt.Fprintf(h, "%d\n", m.Size)
-	for _, c := range m.Chunks {
-		io.WriteString(h, c+"\n")
-	}
-	return hex.EncodeToString(h.Sum(nil))
-}
+// manifestHash is a manifest's content address (wire.JobManifest.Hash):
+// the sha256 of its chunk names and size.
+func manifestHash(m *wire.JobManifest) string { return m.Hash() }
 
 // checkManifest checks a manifest's shape against the cap (bytes).
 func checkManifest(m *wire.JobManifest, maxBytes int64) error {

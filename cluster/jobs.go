@@ -217,6 +217,9 @@ func (n *Node) jobSubmit(ctx context.Context, req *wire.JobSubmitRequest) (*wire
 			return nil, badInput("job %s: %d of the working dir's %d chunks were not uploaded to this node", rec.ID, missing, len(m.Chunks))
 		}
 		rec.WorkingDir = manifestHash(m)
+		if err := n.jobs.keepManifest(m); err != nil {
+			return nil, fmt.Errorf("job %s: %w", rec.ID, err)
+		}
 	}
 	target, err := n.pickJobNode(want)
 	if err != nil {
@@ -486,6 +489,9 @@ func (n *Node) jobRun(ctx context.Context, req *wire.JobRunRequest) (*wire.JobRe
 		}
 		if err := n.fetchChunks(ctx, req.Source, m); err != nil {
 			return nil, fmt.Errorf("job %s: fetch the working dir from %s: %w", req.Job.ID, req.Source, err)
+		}
+		if err := n.jobs.keepManifest(m); err != nil {
+			return nil, fmt.Errorf("job %s: %w", req.Job.ID, err)
 		}
 		var err error
 		if wd, err = n.jobs.unpack(m); err != nil {

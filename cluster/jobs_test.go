@@ -167,7 +167,7 @@ func TestJobSubmitRunsOnTheResourceNodeAndSurvivesLeaderLoss(t *testing.T) {
 
 	archive := craftTar(t, tarEntry{"data.txt", tar.TypeReg, "the data file\n"})
 	m := chunkUp(t, entry, archive)
-	rec, err := entry.jobSubmit(ctx, &wire.JobSubmitRequest{ID: "reads-data", Entrypoint: []string{"/bin/sh", "-c", `cat data.txt; echo "addr=$NODEUP_ADDRESS id=$NODEUP_JOB_SUBMISSION_ID"; exit 7`},
+	rec, err := entry.jobSubmit(ctx, &wire.JobSubmitRequest{ID: "reads-data", Entrypoint: []string{"/bin/sh", "-c", `cat data.txt; echo "addr=$NODEUP_ADDRESS id=$NODEUP_JOB_SUBMISSION_ID wd=$NODEUP_WORKING_DIR"; exit 7`},
 		Resources: map[string]float64{runner.Name(): 1}, Manifest: m})
 	if err != nil {
 		t.Fatal(err)
@@ -185,9 +185,15 @@ func TestJobSubmitRunsOnTheResourceNodeAndSurvivesLeaderLoss(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := "the data file\naddr=" + runner.SocketAddr() + " id=reads-data\n"
-	if runner.SocketAddr() == "" {
-		want = "the data file\naddr=" + runner.RPCAddr() + " id=reads-data\n"
+	// NODEUP_WORKING_DIR gives the driver's tasks the job's working dir,
+	// held by the job's node, which keeps the manifest for them.
+	addr := runner.SocketAddr()
+	if addr == "" {
+		addr = runner.RPCAddr()
+	}
+	want := "the data file\naddr=" + addr + " id=reads-data wd=" + wire.FormatWorkingDirRef(m.Hash(), runner.RPCAddr()) + "\n"
+	if !runner.jobs.chunks.has(m.Hash()) {
+		t.Errorf("the job's node does not keep the working dir's manifest %s", m.Hash())
 	}
 	if string(logs.Data) != want {
 		t.Fatalf("logs through %s: %q, want %q", leader.Name(), logs.Data, want)

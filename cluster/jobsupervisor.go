@@ -199,13 +199,14 @@ func (s *jobSupervisor) pruneDirs(keep string) {
 
 // jobEnv is the entrypoint's environment: the node's own, less the
 // variables that would point a driver elsewhere, plus the job's --env and
-// NODEUP_ADDRESS (the node's Unix socket, else its RPC address) and
-// NODEUP_JOB_SUBMISSION_ID.
+// NODEUP_ADDRESS (the node's Unix socket, else its RPC address),
+// NODEUP_JOB_SUBMISSION_ID and, with a working dir, NODEUP_WORKING_DIR
+// (its ref, held by this node).
 func (s *jobSupervisor) jobEnv(rec *wire.JobRecord) []string {
 	var env []string
 	for _, kv := range os.Environ() {
 		k, _, _ := strings.Cut(kv, "=")
-		if k == wire.EnvAddress || k == wire.EnvToken || k == wire.EnvJobSubmissionID || k == "NODEUP_DATA_DIR" {
+		if k == wire.EnvAddress || k == wire.EnvToken || k == wire.EnvJobSubmissionID || k == wire.EnvWorkingDir || k == "NODEUP_DATA_DIR" {
 			continue
 		}
 		env = append(env, kv)
@@ -217,7 +218,12 @@ func (s *jobSupervisor) jobEnv(rec *wire.JobRecord) []string {
 	if addr == "" {
 		addr = s.n.rpcAddr
 	}
-	return append(env, wire.EnvAddress+"="+addr, wire.EnvJobSubmissionID+"="+rec.ID)
+	env = append(env, wire.EnvAddress+"="+addr, wire.EnvJobSubmissionID+"="+rec.ID)
+	if rec.WorkingDir != "" {
+		// The driver's tasks and actors start in the same dir on every node.
+		env = append(env, wire.EnvWorkingDir+"="+wire.FormatWorkingDirRef(rec.WorkingDir, s.n.rpcAddr))
+	}
+	return env
 }
 
 // start runs rec's entrypoint in wd and records it RUNNING; a start that

@@ -3,6 +3,7 @@ package cluster
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -156,7 +157,11 @@ func (n *Node) leaseWorker(ctx context.Context, req *wire.LeaseRequest) (*wire.L
 	w, err := n.workers.worker(ctx, req, l.gpus)
 	if err != nil {
 		n.local.release(l.id)
-		return nil, &rpc.Error{Code: wire.CodeWorkerFailed, Message: err.Error()}
+		code := wire.CodeWorkerFailed
+		if errors.Is(err, errRuntimeEnvSetup) {
+			code = wire.CodeRuntimeEnvSetupFailed
+		}
+		return nil, &rpc.Error{Code: code, Message: err.Error()}
 	}
 	ok := n.local.setWorker(l.id, w.id)
 	n.workers.unreserve(w)

@@ -40,6 +40,10 @@ type workerHost interface {
 	// reportActorDied tells the leader an actor incarnation is gone;
 	// it may block while the leader changes.
 	reportActorDied(req *wire.ActorDiedRequest)
+	// workingDir returns the dir a runtime env's working dir ref
+	// (wire.EnvWorkingDir) is unpacked to here, fetching and unpacking it
+	// first, pinned until release is called once (workingdir.go).
+	workingDir(ctx context.Context, ref string) (dir string, release func(), err error)
 }
 
 var _ workerHost = (*Node)(nil)
@@ -76,14 +80,14 @@ type process interface {
 	Kill() error
 }
 
-// spawnFunc starts the program argv[0] with arguments argv[1:] and env,
-// its output to out.
-type spawnFunc func(argv []string, env []string, out *os.File) (process, error)
+// spawnFunc starts the program argv[0] with arguments argv[1:] and env in
+// dir ("": the node's own), its output to out.
+type spawnFunc func(argv []string, env []string, dir string, out *os.File) (process, error)
 
 // execSpawn starts a real process.
-func execSpawn(argv []string, env []string, out *os.File) (process, error) {
+func execSpawn(argv []string, env []string, dir string, out *os.File) (process, error) {
 	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Env = env
+	cmd.Env, cmd.Dir = env, dir
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		return nil, err

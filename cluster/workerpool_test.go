@@ -22,6 +22,7 @@ type fakeProc struct {
 	pid  int
 	argv []string
 	env  []string
+	dir  string
 	exit chan error // buffered 1: why it exits
 }
 
@@ -58,6 +59,34 @@ type fakeWorkerHost struct {
 	jobsEnded []string // actor jobs ended
 	deaths    []wire.ActorDiedRequest
 	leasesOf  map[string]int // leases each worker holds, as the test sets them
+	wdPins    map[string]int // pins on each working dir ref's dir
+}
+
+// workingDir "unpacks" ref to /wd/<ref> and counts its pins.
+func (h *fakeWorkerHost) workingDir(_ context.Context, ref string) (string, func(), error) {
+	if _, _, err := wire.ParseWorkingDirRef(ref); err != nil {
+		return "", nil, err
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.wdPins == nil {
+		h.wdPins = map[string]int{}
+	}
+	h.wdPins[ref]++
+	var once sync.Once
+	return "/wd/" + ref, func() {
+		once.Do(func() {
+			h.mu.Lock()
+			defer h.mu.Unlock()
+			h.wdPins[ref]--
+		})
+	}, nil
+}
+
+func (h *fakeWorkerHost) pins(ref string) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.wdPins[ref]
 }
 
 func (h *fakeWorkerHost) callWorker(context.Context, string, string, any, any) error {
@@ -141,12 +170,12 @@ func newFakePool(t *testing.T) (*workerPool, *fakeWorkerHost) {
 	h.ctx, h.cancel = context.WithCancel(context.Background())
 	dir := t.TempDir()
 	var p *workerPool
-	spawn := func(argv []string, env []string, out *os.File) (process, error) {
+	spawn := func(argv []string, env []string, dir string, out *os.File) (process, error) {
 		if bin := argv[0]; bin != fakePython && filepath.Base(bin) != fakeBinHash {
 			t.Errorf("spawned %s, want the cached binary %s or %s", bin, fakeBinHash, fakePython)
 		}
 		h.mu.Lock()
-		proc := &fakeProc{pid: 1000 + len(h.procs), argv: argv, env: env, exit: make(chan error, 1)}
+		proc := &fakeProc{pid: 1000 + len(h.procs), argv: argv, env: env, dir: dir, exit: make(chan error, 1)}
 		h.procs = append(h.procs, proc)
 		h.mu.Unlock()
 		go func() { // the worker's RPC server comes up
@@ -434,5 +463,56 @@ func TestCheckJobLanguage(t *testing.T) {
 		if err != nil && (!errors.As(err, &re) || re.Code != wire.CodeBadInput) {
 			t.Errorf("checkJob(lang %q, hash %q) = %v, want a %s error", tc.lang, tc.hash, err, wire.CodeBadInput)
 		}
+	}
+}
+
+// A lease whose runtime env has a working dir starts its worker process in
+// the dir the host unpacked, holding one pin while it lives: a second
+// lease of the same env reuses the process and pins nothing more, a lease
+// with another working dir gets a process of its own, and a process's exit
+// (the job's end) lets go of its dir.
+func TestWorkerPoolWorkingDirOnFakeHost(t *testing.T) {
+	p, h := newFakePool(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	refA := wire.FormatWorkingDirRef(strings.Repeat("a", 64), "n1:7370")
+	refB := wire.FormatWorkingDirRef(strings.Repeat("b", 64), "n1:7370")
+	lease := func(ref string) *wire.LeaseRequest {
+		req := leaseFor("jobA")
+		req.EnvVars = map[string]string{wire.EnvWorkingDir: ref}
+		return req
+	}
+	w1, err := p.worker(ctx, lease(refA), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w2, err := p.worker(ctx, lease(refA), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w1 != w2 || h.spawned() != 1 {
+		t.Fatalf("two leases of one working dir: %d processes, want one shared", h.spawned())
+	}
+	if got := h.procs[0].dir; got != "/wd/"+refA {
+		t.Fatalf("worker started in %q, want the unpacked /wd/%s", got, refA)
+	}
+	if got := h.pins(refA); got != 1 {
+		t.Fatalf("working dir A pinned %d times by one process, want 1", got)
+	}
+	w3, err := p.worker(ctx, lease(refB), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w3 == w1 || h.procs[1].dir != "/wd/"+refB {
+		t.Fatalf("a lease of working dir B reused A's process or started in %q", h.procs[1].dir)
+	}
+	if _, err := p.worker(ctx, lease("not-a-ref"), nil); err == nil || !strings.Contains(err.Error(), "working dir") {
+		t.Fatalf("a lease with a malformed working dir ref: %v, want an error naming the working dir", err)
+	}
+	p.stopJob("jobA")
+	<-w1.handled
+	<-w3.handled
+	if a, b := h.pins(refA), h.pins(refB); a != 0 || b != 0 {
+		t.Fatalf("after the job ended the working dirs hold %d and %d pins, want 0", a, b)
 	}
 }

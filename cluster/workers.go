@@ -78,6 +78,9 @@ type workerProc struct {
 	// reserved counts leases handed this Python worker whose lease is not
 	// tied to it in the local scheduler yet (p.mu): it is busy meanwhile.
 	reserved int
+	// release unpins its runtime env's working dir once it exited (nil:
+	// none).
+	release func()
 }
 
 func newWorkerPool(host workerHost, cfg workerPoolConfig) *workerPool {
@@ -106,12 +109,17 @@ func (p *workerPool) worker(ctx context.Context, req *wire.LeaseRequest, as *gpu
 	if err != nil {
 		return nil, err
 	}
+	dir, release, err := p.workingDir(ctx, req.JobID, req.EnvVars)
+	if err != nil {
+		return nil, err
+	}
 	p.mu.Lock()
 	if p.finished.has(req.JobID) {
 		p.mu.Unlock()
+		release()
 		return nil, fmt.Errorf("job %s has finished", req.JobID)
 	}
-	spec := procSpec{job: req.JobID, lang: req.Language, binHash: req.BinaryHash, env: req.Env, envVars: req.EnvVars, gpus: as, token: token}
+	spec := procSpec{job: req.JobID, lang: req.Language, binHash: req.BinaryHash, env: req.Env, envVars: req.EnvVars, gpus: as, token: token, dir: dir, release: release}
 	var w *workerProc
 	if spec.lang == wire.LanguagePython {
 		w = p.idlePythonWorker(spec.poolKey())
@@ -129,8 +137,11 @@ func (p *workerPool) worker(ctx context.Context, req *wire.LeaseRequest, as *gpu
 		var err error
 		if w, err = p.start(spec); err != nil {
 			p.mu.Unlock()
+			release()
 			return nil, err
 		}
+	} else {
+		release() // the running process holds the dir already
 	}
 	if spec.lang == wire.LanguagePython {
 		w.reserved++
@@ -215,6 +226,11 @@ type procSpec struct {
 	// driver's job, also for an actor's worker, whose job is its own
 	// (actorJobID). "" for none.
 	token string
+	// dir is the unpacked runtime env working dir the process starts in
+	// ("": the node's own); release unpins it, and a started process owns
+	// it (called once it exited), else the caller calls it.
+	dir     string
+	release func()
 }
 
 // poolKey is the key under which a task worker started from this spec is
@@ -283,12 +299,12 @@ func (p *workerPool) start(spec procSpec) (*workerProc, error) {
 	env := append(append(append(append(os.Environ(), extraEnv...), spec.userEnv()...), gpuEnv(spec.gpus)...), p.cfg.nodeEnv...)
 	env = append(env, wire.EnvWorkerMode+"=1", wire.EnvJobID+"="+spec.job, wire.EnvWorkerID+"="+w.id,
 		wire.EnvActorID+"="+spec.actor, wire.EnvBinaryHash+"="+spec.binHash, wire.EnvJobToken+"="+spec.token)
-	proc, err := p.cfg.spawn(argv, env, logf)
+	proc, err := p.cfg.spawn(argv, env, spec.dir, logf)
 	if err != nil {
 		logf.Close()
 		return nil, fmt.Errorf("start worker for job %s: %w", spec.job, err)
 	}
-	w.proc = proc
+	w.proc, w.release = proc, spec.release
 	if spec.actor == "" {
 		p.workers[w.key] = w
 	}
@@ -299,6 +315,9 @@ func (p *workerPool) start(spec procSpec) (*workerProc, error) {
 		w.err = proc.Wait()
 		logf.Close()
 		close(w.dead)
+		if w.release != nil {
+			w.release()
+		}
 		p.mu.Lock()
 		w.markReady()
 		if p.workers[w.key] == w {
@@ -323,6 +342,25 @@ func (p *workerPool) start(spec procSpec) (*workerProc, error) {
 		wait()
 	}
 	return w, nil
+}
+
+// workingDir returns the unpacked dir of the runtime env working dir in
+// vars (wire.EnvWorkingDir) and its release; "" and a no-op without one.
+// The error names the job and the ref.
+func (p *workerPool) workingDir(ctx context.Context, job string, vars map[string]string) (string, func(), error) {
+	ref := vars[wire.EnvWorkingDir]
+	if ref == "" {
+		return "", func() {}, nil
+	}
+	dir, release, err := p.host.workingDir(ctx, ref)
+	if err != nil {
+		err = fmt.Errorf("start worker for job %s: runtime env working dir %s: %w", job, ref, err)
+		if runtimeEnvRefused(err) {
+			err = fmt.Errorf("%w: %w", errRuntimeEnvSetup, err)
+		}
+		return "", nil, err
+	}
+	return dir, release, nil
 }
 
 // registered marks a worker ready once its RPC server is up.

@@ -184,3 +184,40 @@ func TestJobSubmitWordcountFromWorkingDir(t *testing.T) {
 	want["after"] = "SUCCEEDED"
 	testutil.Until(t, 10*time.Second, "job records after the leader's loss", func() error { return check(rest[1].addr()) })
 }
+
+// TestJobWorkingDirOnEveryNode (issue 17, item 3): a job submitted with
+// --working-dir whose driver runs a task pinned to each of three nodes:
+// every task reads data/in.txt by relative path, because each worker
+// process starts in the working dir unpacked on its own node; once the
+// job ended, no node keeps a worker's copy (the job's node keeps the
+// entrypoint's until job delete).
+func TestJobWorkingDirOnEveryNode(t *testing.T) {
+	procs := startJobCluster(t)
+	dir := t.TempDir()
+	if err := testutil.GoBuild(dir+"/", "./e2e/testdata/wdjob"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "data"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "data", "in.txt"), []byte("shipped"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code := nodeup(t, nil, "job", "submit", "--address", procs[1].addr(), "--working-dir", dir,
+		"--entrypoint-resources", "node0=1", "--job-id", "wd", "--timeout", "50s", "--", "./wdjob")
+	if code != 0 {
+		t.Fatalf("job submit wdjob: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	if want := "n0: shipped\nn1: shipped\nn2: shipped\n"; out != want {
+		t.Fatalf("the tasks read %q, want %q\nstderr:\n%s", out, want, errOut)
+	}
+	for _, p := range procs[1:] {
+		wd := filepath.Join(p.dataDir, "jobs", "wd")
+		testutil.Until(t, 20*time.Second, p.name+" removes its copy of the job's working dir", func() error {
+			if ents, _ := os.ReadDir(wd); len(ents) > 0 {
+				return fmt.Errorf("%s holds %s", wd, ents[0].Name())
+			}
+			return nil
+		})
+	}
+}

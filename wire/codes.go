@@ -48,6 +48,11 @@ const (
 	// CodeWorkerFailed: the job's worker process could not be started or
 	// its binary fetched (Sched.Lease).
 	CodeWorkerFailed = "worker_failed"
+	// CodeRuntimeEnvSetupFailed: the work's runtime env could not be set
+	// up on the node (Sched.Lease): its working dir was refused (a hostile
+	// archive or manifest, over --max-working-dir) or no node of the
+	// cluster has it. Not worth retrying, as Ray's RuntimeEnvSetupError.
+	CodeRuntimeEnvSetupFailed = "runtime_env_setup_failed"
 	// CodeTimeout: the server gave up waiting (a deadline of its own);
 	// package rpc sets it for any handler error wrapping
 	// context.DeadlineExceeded.
@@ -80,7 +85,7 @@ const (
 var Codes = []string{
 	CodeNotFound, CodeAlreadyExists, CodeInfeasible, CodeNotLeader, CodeNoLeader,
 	CodeBadInput, CodePermissionDenied, CodeObjectLost, CodeOwnerDied, CodeActorDied,
-	CodeStaleIncarnation, CodeWorkerCrashed, CodeWorkerFailed, CodeTimeout, CodeCancelled,
+	CodeStaleIncarnation, CodeWorkerCrashed, CodeWorkerFailed, CodeRuntimeEnvSetupFailed, CodeTimeout, CodeCancelled,
 	CodeLeaseRevoked, CodeObjectStoreFull, CodeOverloaded, CodeUnknownMethod,
 	CodeBadRequest, CodeInternal,
 }

@@ -54,9 +54,14 @@ var reservedEnvVars = []string{"CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES",
 // env_vars entry): the key must be non-empty and contain no '=' or NUL
 // byte, the value no NUL byte, and the key must not be one nodeup sets
 // itself (NODEUP_*, CUDA_VISIBLE_DEVICES, NVIDIA_VISIBLE_DEVICES,
-// CUDA_DEVICE_ORDER). The error names the key and what is accepted.
+// CUDA_DEVICE_ORDER), but for EnvWorkingDir, whose value must then be a
+// working dir ref (ParseWorkingDirRef). The error names the key and what
+// is accepted.
 func ValidateEnvVar(key, value string) error {
 	switch {
+	case key == EnvWorkingDir:
+		_, _, err := ParseWorkingDirRef(value)
+		return err
 	case key == "":
 		return fmt.Errorf("env var key %q: must not be empty", key)
 	case strings.ContainsAny(key, "=\x00"):

@@ -43,6 +43,11 @@ type coreWorker struct {
 	// a driver, the node-given ones in a worker), which the work it submits
 	// inherits. Set once in Init.
 	envVars map[string]string
+	// workingDirs are the refs of the working dirs this process uploaded
+	// (uploadWorkingDir), by absolute path: each dir is packed once per
+	// process, as Ray packs a working_dir once per job.
+	wdMu        sync.Mutex
+	workingDirs map[string]string
 
 	// jobToken is the job's token (JobRegisterReply.JobToken, or
 	// EnvJobToken in a worker process), presented on every connection

@@ -46,6 +46,11 @@ var (
 	ErrLeaseRevoked     = &CodeError{wire.CodeLeaseRevoked}     // the SDK retries these itself
 	ErrObjectStoreFull  = &CodeError{wire.CodeObjectStoreFull}  // start the node with more --object-store-memory
 	ErrOverloaded       = &CodeError{wire.CodeOverloaded}       // may be retried
+
+	// ErrRuntimeEnvSetupFailed: the task's runtime env (its working dir)
+	// could not be set up on a node, as Ray's RuntimeEnvSetupError; Get
+	// of the task's refs returns it, naming what was refused or missing.
+	ErrRuntimeEnvSetupFailed = &CodeError{wire.CodeRuntimeEnvSetupFailed}
 )
 
 // TaskError is a task's own failure (a returned error or a panic) as the

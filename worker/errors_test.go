@@ -19,7 +19,7 @@ var sentinels = map[string]error{
 	wire.CodeNotLeader: ErrNotLeader, wire.CodeNoLeader: ErrNoLeader, wire.CodeBadInput: ErrBadInput,
 	wire.CodePermissionDenied: ErrPermissionDenied, wire.CodeObjectLost: ErrObjectLost, wire.CodeOwnerDied: ErrOwnerDied,
 	wire.CodeActorDied: ErrActorDied, wire.CodeStaleIncarnation: ErrStaleIncarnation, wire.CodeWorkerCrashed: ErrWorkerCrashed,
-	wire.CodeWorkerFailed: ErrWorkerFailed, wire.CodeTimeout: ErrTimeout, wire.CodeCancelled: ErrCancelled,
+	wire.CodeWorkerFailed: ErrWorkerFailed, wire.CodeRuntimeEnvSetupFailed: ErrRuntimeEnvSetupFailed, wire.CodeTimeout: ErrTimeout, wire.CodeCancelled: ErrCancelled,
 	wire.CodeLeaseRevoked: ErrLeaseRevoked, wire.CodeObjectStoreFull: ErrObjectStoreFull, wire.CodeOverloaded: ErrOverloaded,
 	wire.CodeUnknownMethod: nil, wire.CodeBadRequest: nil, wire.CodeInternal: nil,
 }

@@ -10,9 +10,11 @@ import (
 	"log/slog"
 	"maps"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
+	"github.com/nodeup/nodeup/internal/wdpack"
 	"github.com/nodeup/nodeup/rpc"
 	"github.com/nodeup/nodeup/sched"
 	"github.com/nodeup/nodeup/wire"
@@ -77,12 +79,17 @@ func JobNamespace(ns string) InitOption { return func(c *initConfig) { c.namespa
 
 // JobRuntimeEnv sets the runtime env of the whole job, as ray.init's
 // runtime_env=: every task and actor this driver submits, and their
-// children, run with its EnvVars unless they override them (WithRuntimeEnv;
-// see RuntimeEnv). Given more than once, later variables win. Init fails
-// with an error naming a bad variable. Ignored in a worker process, which
-// runs with the env its node started it with.
+// children, run with its EnvVars and in its WorkingDir unless they
+// override them (WithRuntimeEnv; see RuntimeEnv). Given more than once,
+// later variables and dirs win. Init uploads the WorkingDir to its node
+// and fails with an error naming a bad variable or a dir it could not
+// upload. Ignored in a worker process, which runs with the env its node
+// started it with.
 func JobRuntimeEnv(env RuntimeEnv) InitOption {
 	return func(c *initConfig) {
+		if env.WorkingDir != "" {
+			c.env.WorkingDir = env.WorkingDir
+		}
 		if len(env.EnvVars) == 0 {
 			return
 		}
@@ -163,6 +170,10 @@ func Init(ctx context.Context, opts ...InitOption) error {
 	}
 	cw.setEnv(cfg.env.EnvVars)
 	if err := cw.connect(ctx, cfg); err != nil {
+		cw.close()
+		return err
+	}
+	if err := cw.setWorkingDir(ctx, cfg.env.WorkingDir); err != nil {
 		cw.close()
 		return err
 	}
@@ -390,4 +401,63 @@ func workerRuntimeEnv() (map[string]string, error) {
 		return nil, fmt.Errorf("%s: want a JSON object of strings: %w", wire.EnvRuntimeEnv, err)
 	}
 	return env, nil
+}
+
+// workingDirUploadTimeout bounds packing and uploading a runtime env's
+// working dir (at most a node's --max-working-dir, 100 MiB by default).
+const workingDirUploadTimeout = 5 * time.Minute
+
+// setWorkingDir makes dir (else the job's, wire.EnvWorkingDir, when this
+// driver runs as a submitted job with a working dir) the working dir of
+// the job's runtime env: uploaded to this process's node, and named by its
+// ref in the env vars every lease and actor carries.
+func (cw *coreWorker) setWorkingDir(ctx context.Context, dir string) error {
+	ref := os.Getenv(wire.EnvWorkingDir)
+	if dir != "" {
+		uctx, cancel := context.WithTimeout(ctx, workingDirUploadTimeout)
+		defer cancel()
+		var err error
+		if ref, err = cw.uploadWorkingDir(uctx, dir); err != nil {
+			return fmt.Errorf("nodeup: JobRuntimeEnv: %w", err)
+		}
+	} else if ref != "" {
+		if _, _, err := wire.ParseWorkingDirRef(ref); err != nil {
+			return fmt.Errorf("nodeup: %s: %w", wire.EnvWorkingDir, err)
+		}
+	}
+	if ref == "" {
+		return nil
+	}
+	cw.setEnv(cw.envFor(map[string]string{wire.EnvWorkingDir: ref}))
+	return nil
+}
+
+// uploadWorkingDir packs dir and uploads to this process's node the chunks
+// it lacks and the manifest (wdpack.Upload), and returns the dir's ref,
+// held by that node; a dir this process uploaded before is not packed
+// again (later edits to it are not seen). Errors name dir.
+func (cw *coreWorker) uploadWorkingDir(ctx context.Context, dir string) (string, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", fmt.Errorf("working dir %s: %w", dir, err)
+	}
+	cw.wdMu.Lock()
+	defer cw.wdMu.Unlock() // one upload at a time: a second of the same dir waits for the first's ref
+	if ref, ok := cw.workingDirs[abs]; ok {
+		return ref, nil
+	}
+	call := func(ctx context.Context, method string, req, resp any) error {
+		return cw.pool.Call(ctx, cw.nodeAddr, method, req, resp)
+	}
+	res, err := wdpack.Upload(ctx, call, abs, nil, true)
+	if err != nil {
+		return "", fmt.Errorf("working dir %s: %w", dir, err)
+	}
+	cw.logger.Debug("uploaded working dir", "dir", abs, "bytes", res.Manifest.Size, "chunks", len(res.Manifest.Chunks), "uploaded", res.Uploaded)
+	ref := wire.FormatWorkingDirRef(res.Manifest.Hash(), cw.nodeAddr)
+	if cw.workingDirs == nil {
+		cw.workingDirs = map[string]string{}
+	}
+	cw.workingDirs[abs] = ref
+	return ref, nil
 }

@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"context"
 	"fmt"
 	"maps"
 	"slices"
@@ -264,47 +265,80 @@ func AcceleratorType(model string) Option {
 }
 
 // RuntimeEnv is the environment a job, task or actor runs in, as Ray's
-// runtime_env. Only env_vars maps onto Go programs: pip and conda are
-// Python's, and working_dir is not supported (the job's binary is shipped
-// to every node already; data files are not).
+// runtime_env: env_vars and working_dir map onto Go programs (pip and
+// conda are Python's).
 //
 // A runtime env is inherited: a task or actor runs with its parent's
 // effective env (the job's, set with JobRuntimeEnv, for work the driver
 // submits; the running task's or actor's for work submitted from inside
-// one) updated with its own EnvVars, key by key, as Ray merges a child's
-// runtime_env into its parent's with a dict update.
+// one) updated with its own EnvVars and WorkingDir, key by key, as Ray
+// merges a child's runtime_env into its parent's with a dict update.
 type RuntimeEnv struct {
 	// EnvVars are environment variables set in the worker process that runs
 	// the task or actor (Ray's env_vars), so os.Getenv sees them. Keys must
 	// be non-empty and contain no '=' or NUL byte, values no NUL byte; keys
 	// nodeup sets itself (NODEUP_*, CUDA_VISIBLE_DEVICES,
-	// NVIDIA_VISIBLE_DEVICES, CUDA_DEVICE_ORDER) are refused. An empty
-	// value sets the variable to "" (it does not unset it).
+	// NVIDIA_VISIBLE_DEVICES, CUDA_DEVICE_ORDER) are refused, but for
+	// NODEUP_WORKING_DIR holding a working dir's ref in its wire form
+	// (docs/protocol.md; WorkingDir makes one). An empty value sets the
+	// variable to "" (it does not unset it).
 	EnvVars map[string]string
+	// WorkingDir is a local directory whose content every worker process
+	// of the task or actor starts in, on any node (Ray's working_dir), so
+	// files shipped with the job are read by relative path everywhere. It
+	// is packed and uploaded to this process's node when the option is
+	// first applied (Init for JobRuntimeEnv, Options for WithRuntimeEnv;
+	// once per process and dir, so later edits are not seen), at most the
+	// node's --max-working-dir (default 100 MiB); each node
+	// fetches it from there (or from any node that has it) and unpacks it
+	// once. A driver run by `nodeup job submit --working-dir` has its
+	// job's dir by default. The driver's own current directory is not
+	// changed.
+	WorkingDir string
 }
 
 // validate checks every variable (wire.ValidateEnvVar), naming the
 // first bad key in key order.
 func (e RuntimeEnv) validate() error { return wire.ValidateEnvVars(e.EnvVars) }
 
-// WithRuntimeEnv runs the task or actor with env's EnvVars set over its
-// parent's effective runtime env (see RuntimeEnv), as Ray's
+// WithRuntimeEnv runs the task or actor with env's EnvVars and WorkingDir
+// set over its parent's effective runtime env (see RuntimeEnv), as Ray's
 // .options(runtime_env=...). Given more than once, later variables win.
 // Tasks with different effective envs run in different worker processes;
-// tasks with the same one share them. Error: a bad variable, named.
+// tasks with the same one share them. A WorkingDir is uploaded here (the
+// first time this process names it), so Init must have run. Errors: a bad variable, named;
+// a WorkingDir that cannot be packed or uploaded.
 func WithRuntimeEnv(env RuntimeEnv) Option {
 	return func(o *taskOptions) error {
 		if err := env.validate(); err != nil {
 			return fmt.Errorf("option WithRuntimeEnv: %w", err)
 		}
-		if len(env.EnvVars) == 0 {
+		vars := env.EnvVars
+		if env.WorkingDir != "" {
+			cw, err := current()
+			if err != nil {
+				return fmt.Errorf("option WithRuntimeEnv: working dir %s: %w", env.WorkingDir, err)
+			}
+			ctx, cancel := context.WithTimeout(cw.ctx, workingDirUploadTimeout)
+			ref, err := cw.uploadWorkingDir(ctx, env.WorkingDir)
+			cancel()
+			if err != nil {
+				return fmt.Errorf("option WithRuntimeEnv: %w", err)
+			}
+			vars = maps.Clone(vars)
+			if vars == nil {
+				vars = map[string]string{}
+			}
+			vars[wire.EnvWorkingDir] = ref
+		}
+		if len(vars) == 0 {
 			return nil
 		}
 		m := maps.Clone(o.envVars) // o shares its map with the handle it came from
 		if m == nil {
-			m = make(map[string]string, len(env.EnvVars))
+			m = make(map[string]string, len(vars))
 		}
-		maps.Copy(m, env.EnvVars)
+		maps.Copy(m, vars)
 		o.envVars = m
 		return nil
 	}

@@ -350,6 +350,10 @@ func (s *submitter) requestLease(q *keyQueue) {
 			if addr == cw.nodeAddr && rpc.IsTransport(err) && s.localDown(q, err) {
 				return
 			}
+			if errors.Is(err, ErrRuntimeEnvSetupFailed) {
+				s.envSetupFailed(q, addr, err)
+				return
+			}
 			cw.logger.Warn("lease request failed; retrying", "node", addr, "task", name, "err", err)
 			// A spillback target that cannot be reached: ask the local node
 			// again, marked spilled so it does not send us back there.
@@ -416,6 +420,22 @@ func (s *submitter) localDown(q *keyQueue, err error) bool {
 		s.cw.objects.failAll(t.ids, lost)
 	}
 	return true
+}
+
+// envSetupFailed fails q's queued tasks with err, a node's answer that
+// their runtime env cannot be set up there (their working dir refused or
+// held by no node), and ends this lease request: as Ray fails a task with
+// RuntimeEnvSetupError rather than retrying it.
+func (s *submitter) envSetupFailed(q *keyQueue, addr string, err error) {
+	s.mu.Lock()
+	q.requesting--
+	failed := q.tasks
+	q.tasks = nil
+	s.mu.Unlock()
+	s.cw.logger.Warn("runtime env setup failed: failing the tasks that need it", "node", addr, "tasks", len(failed), "err", err)
+	for _, t := range failed {
+		s.cw.objects.failAll(t.ids, fmt.Errorf("task %s: %w", t.spec.Name, err))
+	}
 }
 
 // localUp notes that this process's node answered.

@@ -9,6 +9,7 @@ from . import _context
 from . import _core
 from . import _localnode
 from . import _options
+from . import _runtime_env
 from . import _protocol as P
 from . import _state
 from . import _transport
@@ -65,7 +66,7 @@ def is_initialized():
     return _state.get_core() is not None
 
 
-def init(address=None, namespace=None, ignore_reinit_error=False, **_ignored):
+def init(address=None, namespace=None, ignore_reinit_error=False, runtime_env=None, **_ignored):
     """Connects this driver to the nodeup node at ``address`` (``host:port``;
     default: $NODEUP_ADDRESS, else the node last started on this machine,
     else a node of its own started with the nodeup binary on PATH or
@@ -73,12 +74,19 @@ def init(address=None, namespace=None, ignore_reinit_error=False, **_ignored):
     registers a Python job there and starts serving the objects it owns,
     as Ray's ray.init. ``namespace`` (str) is where named actors and
     placement groups are created and looked up (default "default").
+    ``runtime_env`` (``{"env_vars": {...}, "working_dir": path}``) is the
+    job's, inherited by every task and actor unless their
+    ``.options(runtime_env=...)`` override it key by key; the working dir
+    is uploaded here, and a driver run by ``nodeup job submit
+    --working-dir`` has its job's by default (NODEUP_WORKING_DIR).
     Raises ConnectionError when no node is found, reachable or startable;
-    RuntimeError when called twice without ``ignore_reinit_error``."""
+    ValueError for a bad runtime_env; RuntimeError when called twice
+    without ``ignore_reinit_error``."""
     if is_initialized():
         if ignore_reinit_error or _state.is_worker():
             return
         raise RuntimeError("nodeup.init called twice: call nodeup.shutdown() first, or pass ignore_reinit_error=True")
+    _runtime_env.check(runtime_env)
     addr = _find_address(address)
     local = None
     if addr is None:  # nothing runs: start a node of our own, as ray.init()
@@ -105,6 +113,14 @@ def init(address=None, namespace=None, ignore_reinit_error=False, **_ignored):
                       job_token=reg.get("JobToken") or "")
     core.namespace = namespace or _options.DEFAULT_NAMESPACE
     core.local_node = local
+    job_wd = os.environ.get(_runtime_env.WORKING_DIR_VAR)
+    try:
+        core.env_vars = _runtime_env.resolve(core, runtime_env, {_runtime_env.WORKING_DIR_VAR: job_wd} if job_wd else {})
+    except Exception:
+        core.close()
+        if local is not None:
+            local.stop()
+        raise
     _state.set_core(core)
 
 
@@ -178,8 +194,9 @@ class RemoteFunction:
         name = o.get("name") or getattr(self._fn, "__qualname__", self.__name__)
         n = o.get("num_returns", 1)
         demand, strategy = _options.demand(o, "task")
+        env = _runtime_env.resolve(core, o.get("runtime_env"), core.env_vars)
         refs = core.submit(self._code, name, args, kwargs, n, demand, o.get("max_retries", 3),
-                           o.get("retry_exceptions", False), strategy)
+                           o.get("retry_exceptions", False), strategy, env)
         return refs[0] if n == 1 else refs
 
 

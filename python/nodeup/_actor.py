@@ -9,6 +9,7 @@ import threading
 
 from . import _core
 from . import _options
+from . import _runtime_env
 from . import _protocol as P
 from .exceptions import ActorDiedError, RayActorError
 
@@ -93,6 +94,9 @@ class ActorClass:
                "MaxConcurrency": self._max_concurrency(), "Resources": demand, "Strategy": strategy,
                "Constructor": "__init__", "Args": [ctor], "BinaryHash": "", "BinaryNode": "",
                "OwnerAddr": core.address, "Language": P.LANGUAGE, "Code": _core.dumps(self._cls)}
+        env = _runtime_env.resolve(core, o.get("runtime_env"), core.env_vars)
+        if env:
+            req["EnvVars"] = env
         try:
             rep = core.pool.call(core.node_addr, "Actor.Create", req)
         except P.RpcError as e:

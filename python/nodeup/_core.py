@@ -133,6 +133,11 @@ class Core:
         self.node_id = node_id
         self.node_name = node_name
         self.namespace = _options.DEFAULT_NAMESPACE  # named actors' namespace (init(namespace=...); NODEUP_NAMESPACE in a worker)
+        # The runtime env vars work submitted from here inherits (init's
+        # runtime_env; NODEUP_RUNTIME_ENV in a worker), and the refs of the
+        # working dirs uploaded, by absolute path (_runtime_env).
+        self.env_vars = {}
+        self.working_dirs = {}
         self.prefix = secrets.token_hex(6)
         self.counter = 0
         self.lock = threading.Lock()
@@ -432,15 +437,17 @@ class Core:
     # ---- submitting tasks (docs/protocol.md, Task lifecycle)
 
     def submit(self, code, name, args, kwargs, num_returns, resources, max_retries, retry_exceptions=False,
-               strategy=None):
+               strategy=None, env_vars=None):
         """Submits a task and returns its num_returns refs at once. The task
         waits for the refs among its arguments that this process owns,
-        then joins the queue of its resource shape."""
+        then joins the queue of its resource shape and runtime env vars
+        (``env_vars``, already merged: every worker of a queue's leases
+        starts with exactly these)."""
         tid = self._next()
         refs = [ObjectRef(f"{tid}.{i}", self.address) for i in range(num_returns)]
         outs = [self._new_obj(r.id) for r in refs]
         t = _Task(tid, code, name, num_returns, resources, max_retries, retry_exceptions, outs,
-                  strategy or {"Kind": ""})
+                  strategy or {"Kind": ""}, env_vars or {})
         with self.lock:
             self.works[tid] = t
         waits = any(isinstance(v, ObjectRef) and v.owner == self.address and not self._state(v).ready.is_set()
@@ -545,7 +552,7 @@ class Core:
                 return
             q = self.queues.get(t.key)
             if q is None:
-                q = self.queues[t.key] = _KeyQueue(t.resources, t.name, t.strategy)
+                q = self.queues[t.key] = _KeyQueue(t.resources, t.name, t.strategy, t.env_vars)
             if front:
                 q.tasks.appendleft(t)
             else:
@@ -581,10 +588,12 @@ class Core:
             return {"Inline": None, "RefID": oid, "Owner": self.address, "IsRef": True}
         return {"Inline": data, "RefID": "", "Owner": "", "IsRef": False}
 
-    def _lease(self, resources, name, strategy):
+    def _lease(self, resources, name, strategy, env_vars=None):
         req = {"JobID": self.job_id, "BinaryHash": "", "BinaryNode": "", "Env": None, "Resources": resources,
                "Strategy": strategy, "Spilled": False, "TaskName": name, "NoQueueIfNot": False,
                "Language": P.LANGUAGE}
+        if env_vars:
+            req["EnvVars"] = env_vars
         addr, warned = self.node_addr, False
         while True:
             if self.closed:
@@ -615,7 +624,7 @@ class Core:
         """Leases a worker for q's shape, runs q's tasks on it one after
         another, and gives it back after LEASE_LINGER seconds without work."""
         try:
-            lease = self._lease(q.resources, q.name, q.strategy)
+            lease = self._lease(q.resources, q.name, q.strategy, q.env_vars)
         except Exception as e:  # e.g. worker_failed: the queued tasks fail, never hang
             with self.qcond:
                 q.requests -= 1
@@ -741,13 +750,15 @@ LEASE_LINGER = 0.05  # seconds a lease without work is kept for the next task of
 
 class _Task:
     __slots__ = ("tid", "code", "name", "num_returns", "resources", "key", "max_retries", "retry_exceptions",
-                 "outs", "spec", "crashes", "cancelled", "lease", "strategy")
+                 "outs", "spec", "crashes", "cancelled", "lease", "strategy", "env_vars")
 
-    def __init__(self, tid, code, name, num_returns, resources, max_retries, retry_exceptions, outs, strategy):
+    def __init__(self, tid, code, name, num_returns, resources, max_retries, retry_exceptions, outs, strategy,
+                 env_vars):
         self.tid, self.code, self.name, self.num_returns = tid, code, name, num_returns
         self.strategy = strategy
         self.resources = resources
-        self.key = (tuple(sorted(resources.items())), _options.strategy_key(strategy))
+        self.env_vars = env_vars
+        self.key = (tuple(sorted(resources.items())), _options.strategy_key(strategy), tuple(sorted(env_vars.items())))
         self.max_retries, self.retry_exceptions, self.outs = max_retries, retry_exceptions, outs
         self.spec, self.crashes = None, 0
         self.cancelled = False  # cancel: never run (again), its results discarded
@@ -758,8 +769,8 @@ class _KeyQueue:
     """The tasks of one resource shape waiting for a lease, and the leases
     asked for (requests), running its tasks (holders) and lingering (idle)."""
 
-    def __init__(self, resources, name, strategy):
-        self.resources, self.name, self.strategy = resources, name, strategy
+    def __init__(self, resources, name, strategy, env_vars):
+        self.resources, self.name, self.strategy, self.env_vars = resources, name, strategy, env_vars
         self.spread = strategy.get("Kind") == "SPREAD"
         self.tasks = collections.deque()
         self.requests = self.holders = self.idle = 0

@@ -4,12 +4,13 @@ resources and scheduling strategy (wire LeaseRequest/ActorCreateRequest
 Resources and Strategy)."""
 
 from . import _protocol as P
+from . import _runtime_env
 
 DEFAULT_NAMESPACE = "default"  # named actors' namespace when none is set (Go's worker.DefaultNamespace)
 DEFAULT = {"Kind": ""}  # wire.StrategyDefault: local first, spill when busy
 
 _COMMON = {"num_cpus", "num_gpus", "memory", "resources", "name", "scheduling_strategy", "placement_group",
-           "placement_group_bundle_index", "accelerator_type"}
+           "placement_group_bundle_index", "accelerator_type", "runtime_env"}
 TASK_OPTIONS = _COMMON | {"max_retries", "retry_exceptions", "num_returns"}
 ACTOR_OPTIONS = _COMMON | {"namespace", "lifetime", "get_if_exists", "max_restarts", "max_task_retries",
                            "max_concurrency", "concurrency_groups"}
@@ -65,6 +66,7 @@ def check(opts, kind):
         raise ValueError("get_if_exists=True needs a name")
     resources(opts, DEFAULT_CPUS[kind])
     scheduling(opts, {})
+    _runtime_env.check(opts.get("runtime_env"))
 
 
 def resources(opts, default_cpus):

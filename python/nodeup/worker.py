@@ -17,6 +17,7 @@ from . import _actor
 from . import _context
 from . import _core
 from . import _protocol as P
+from . import _runtime_env
 from . import _state
 from .exceptions import TaskCancelledError
 
@@ -34,6 +35,7 @@ class _Executor:
                                node_socket=env.get("NODEUP_NODE_SOCKET") or None,
                                job_token=env.get("NODEUP_JOB_TOKEN", ""))
         self.core.namespace = env.get("NODEUP_NAMESPACE") or self.core.namespace
+        self.core.env_vars = _runtime_env.inherited()  # what its nested tasks and actors inherit
         self.actor_id = env.get("NODEUP_ACTOR_ID", "")
         self.actor = None  # the instance, once constructed
         self.actor_incarnation = 0
