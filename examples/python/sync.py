@@ -61,3 +61,4 @@ got = sorted(w for ws in ray.get(consumers) for w in ws)
 assert len(got) == 10, got
 print(len(got), "work items consumed")
 ray.shutdown()
+print("sync: ok")

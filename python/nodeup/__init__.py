@@ -281,7 +281,10 @@ def _sum(field):
     for n in _core_or_raise().cluster_view():
         if n.get("Alive"):
             for k, v in _amounts(n.get(field)).items():
-                out[k] = out.get(k, 0) + v
+                # A node may run over its CPUs for a moment (a task that
+                # lent its CPU while blocked in get takes it back), which
+                # its report shows as a negative amount: none is free.
+                out[k] = out.get(k, 0) + max(v, 0)
     return out
 
 
@@ -291,7 +294,8 @@ def cluster_resources():
 
 
 def available_resources():
-    """Free resources of the alive nodes, as Ray's."""
+    """Free resources of the alive nodes, as Ray's: each node's as it last
+    reported it (heartbeats, so up to a second old), never below zero."""
     return _sum("Available")
 
 

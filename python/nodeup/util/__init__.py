@@ -2,8 +2,8 @@
 strategies, ActorPool, and (imported on their own, as Ray's)
 ``nodeup.util.queue`` and ``nodeup.util.accelerators`` (docs/python.md)."""
 
-from .._placement import (PlacementGroup, get_placement_group, placement_group,
-                          placement_group_table, remove_placement_group)
+from .placement_group import (PlacementGroup, get_placement_group, placement_group,
+                              placement_group_table, remove_placement_group)
 from . import scheduling_strategies
 from .actor_pool import ActorPool
 
