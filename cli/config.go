@@ -125,6 +125,9 @@ func applyConfig(c *ucli.Context) error {
 		attr *hcl.Attribute
 		file string
 	}
+	for _, name := range reloadable {
+		configPinned[name] = c.IsSet(name)
+	}
 	merged := map[string]setting{}
 	for _, file := range files {
 		attrs, err := readConfigFile(file)

@@ -106,6 +106,26 @@ var reservedResources = []struct{ name, how string }{
 
 const declareGPUs = "declare GPUs with --num-gpus N [--gpu-model NAME] [--gpu-memory SIZE], or let the node detect them"
 
+// parseCustomResources reads --resources (TPU-v3=2,FPGA=4 or JSON),
+// refusing the resources a node sets itself.
+func parseCustomResources(s string) (sched.ResourceSet, error) {
+	res, err := sched.ParseResources(s)
+	if err != nil {
+		return nil, fmt.Errorf("--resources: %w", err)
+	}
+	for _, r := range reservedResources {
+		if _, ok := res[r.name]; ok {
+			return nil, fmt.Errorf("--resources %q: %s is not a custom resource; %s", s, r.name, r.how)
+		}
+	}
+	for name := range res {
+		if strings.HasPrefix(name, sched.NodeResourcePrefix) {
+			return nil, fmt.Errorf("--resources: %q is reserved (every node gets node:<id> itself)", name)
+		}
+	}
+	return res, nil
+}
+
 // nodeConfig turns flags into a cluster.Config, rejecting bad values.
 func nodeConfig(c *ucli.Context, head bool, peers []string) (cluster.Config, error) {
 	cfg := cluster.Config{
@@ -144,19 +164,9 @@ func nodeConfig(c *ucli.Context, head bool, peers []string) (cluster.Config, err
 		return cfg, fmt.Errorf("--data-dir %q: %w", c.String("data-dir"), err)
 	}
 	cfg.DataDir = dir
-	res, err := sched.ParseResources(c.String("resources"))
+	res, err := parseCustomResources(c.String("resources"))
 	if err != nil {
-		return cfg, fmt.Errorf("--resources: %w", err)
-	}
-	for _, r := range reservedResources {
-		if _, ok := res[r.name]; ok {
-			return cfg, fmt.Errorf("--resources %q: %s is not a custom resource; %s", c.String("resources"), r.name, r.how)
-		}
-	}
-	for name := range res {
-		if strings.HasPrefix(name, sched.NodeResourcePrefix) {
-			return cfg, fmt.Errorf("--resources: %q is reserved (every node gets node:<id> itself)", name)
-		}
+		return cfg, err
 	}
 	cpus := sched.QuantityOf(defaultCPUs())
 	if s := c.String("num-cpus"); s != "" {
@@ -212,7 +222,8 @@ func runNode(c *ucli.Context, head bool, peers []string) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	defer logHangups(slog.Default(), cfg.DataDir)()
+	reloader := newSettingsReloader(c)
+	defer logHangups(slog.Default(), cfg.DataDir, reloader.reload)()
 	retry, err := retryPolicyOf(c)
 	if err != nil {
 		return err
@@ -226,6 +237,7 @@ func runNode(c *ucli.Context, head bool, peers []string) error {
 		fmt.Fprintf(os.Stdout, "New cluster %s. Join other nodes with:\n\n  nodeup join %s --token %s\n\n(the token is also in %s; make more with 'nodeup token create')\n",
 			n.ClusterID(), n.RPCAddr(), tok, filepath.Join(cfg.DataDir, cluster.InitialTokenFile))
 	}
+	reloader.node.Store(n)
 	stopNotify := notifySystemd(ctx, n, slog.Default())
 	<-ctx.Done()
 	stopNotify()
@@ -240,9 +252,9 @@ const logLevelFile = "log-level"
 
 // logHangups keeps SIGHUP (systemd's reload, a closed terminal) from killing
 // the node: each one reloads the log level from logLevelFile in dataDir, or
-// keeps the current level when there is no such file, and logs what it did.
-// Flags are read only at start. The returned func stops it.
-func logHangups(logger *slog.Logger, dataDir string) (stop func()) {
+// keeps the current level when there is no such file, then calls reload
+// (nil: nothing more), and logs what it did. The returned func stops it.
+func logHangups(logger *slog.Logger, dataDir string, reload func(*slog.Logger)) (stop func()) {
 	ch := make(chan os.Signal, 1)
 	signal.Notify(ch, syscall.SIGHUP)
 	done := make(chan struct{})
@@ -251,6 +263,9 @@ func logHangups(logger *slog.Logger, dataDir string) (stop func()) {
 			select {
 			case <-ch:
 				reloadLogLevel(logger, filepath.Join(dataDir, logLevelFile))
+				if reload != nil {
+					reload(logger)
+				}
 			case <-done:
 				return
 			}

@@ -67,9 +67,10 @@ func (n *Node) agentLoop() {
 
 // record is this node's entry for the Raft node table.
 func (n *Node) record() store.Node {
+	_, labels := n.settings.get()
 	return store.Node{
 		ID: n.id.NodeID, Name: n.cfg.NodeName, Address: n.rpcAddr, GossipAddress: n.ml.LocalNode().Address(),
-		HTTPAddress: n.httpAddr, Server: n.cfg.Server, Resources: n.Resources(), Labels: n.cfg.Labels,
+		HTTPAddress: n.httpAddr, Server: n.cfg.Server, Resources: n.Resources(), Labels: labels,
 		Status: store.NodeAlive, Incarnation: n.id.Incarnation, Version: n.cfg.Version,
 	}
 }

@@ -171,13 +171,13 @@ func (n *Node) onGPUHealth(ev gpu.HealthEvent) {
 	n.group.goFunc("register-again", n.registerAgain)
 }
 
-// registerAgain replaces this node's record (its totals) in the Raft node
+// registerAgain replaces this node's record (its totals and labels) in the Raft node
 // table, retrying through leader changes for up to a minute.
 func (n *Node) registerAgain() {
 	ctx, cancel := context.WithTimeout(n.ctx, time.Minute)
 	defer cancel()
 	if err := n.forward(ctx, wire.MethodNodeRegister, &wire.NodeRegisterRequest{Node: n.record()}, nil); err != nil && n.ctx.Err() == nil {
-		n.logger.Warn("report reduced GPU resources to the leader", "err", err)
+		n.logger.Warn("report this node's changed resources to the leader", "err", err)
 	}
 }
 

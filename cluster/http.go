@@ -129,7 +129,8 @@ func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 		writable = 0
 	}
 	ch <- prometheus.MustNewConstMetric(descWritable, prometheus.GaugeValue, writable)
-	for name, q := range c.n.cfg.Resources {
+	res, _ := c.n.settings.get()
+	for name, q := range res {
 		ch <- prometheus.MustNewConstMetric(descResource, prometheus.GaugeValue, q.Float(), name)
 	}
 }

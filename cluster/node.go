@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -29,10 +30,13 @@ import (
 // Node is one running node daemon. Create it with Start; stop it with
 // Shutdown (graceful leave) or Kill (as if the process died, for tests).
 type Node struct {
-	cfg    Config
-	logger *slog.Logger
-	dir    *dataDir
-	id     Identity
+	cfg Config
+	// settings are the custom resources and labels, which Reload changes
+	// (read them there, not in cfg).
+	settings settings
+	logger   *slog.Logger
+	dir      *dataDir
+	id       Identity
 
 	rpcAddr string // advertised host:port of the RPC+Raft port
 	ln      net.Listener
@@ -116,6 +120,7 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 		return nil, err
 	}
 	n := &Node{cfg: cfg, logger: cfg.Logger, disk: newDiskHealth(), tokenWaits: make(chan struct{}, maxTokenWaits)}
+	n.settings.resources, n.settings.labels = cfg.Resources.Clone(), maps.Clone(cfg.Labels)
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	n.group = newGoGroup(n.ctx, n.logger)
 	n.leaderHint.Store("")
@@ -533,7 +538,7 @@ func (n *Node) State() *store.StateStore { return n.fsm.State() }
 
 // Resources returns the node's total resources, its node:<id> resource included.
 func (n *Node) Resources() sched.ResourceSet {
-	r := n.cfg.Resources.Clone()
+	r, _ := n.settings.get()
 	r[sched.NodeResource(n.id.NodeID)] = sched.Unit
 	if n.objects != nil {
 		r[sched.ObjectStoreMemory] = sched.QuantityOf(n.objects.Capacity())

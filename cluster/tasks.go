@@ -319,8 +319,9 @@ func (n *Node) clusterView() []wire.NodeInfo {
 		out = append(out, nd)
 	}
 	if !found {
+		_, labels := n.settings.get()
 		out = append(out, wire.NodeInfo{NodeID: n.id.NodeID, NodeName: n.cfg.NodeName, Addr: n.rpcAddr, Alive: true, State: "alive",
-			Total: n.local.totals(), Available: n.local.available(), Labels: n.cfg.Labels})
+			Total: n.local.totals(), Available: n.local.available(), Labels: labels})
 	}
 	n.spills.deduct(out)
 	return out

@@ -75,3 +75,58 @@ func TestDamagedRaftDataOneLine(t *testing.T) {
 		t.Fatalf("start on a truncated raft.db: exit %d, stderr:\n%s", code, errOut)
 	}
 }
+
+// TestSIGHUPReloadsResourcesAndLabels: a node started from a config file
+// takes new custom resources from it on SIGHUP, without a restart, and
+// keeps them when the file is broken.
+func TestSIGHUPReloadsResourcesAndLabels(t *testing.T) {
+	root := t.TempDir()
+	conf := filepath.Join(root, "nodeup.hcl")
+	write := func(body string) {
+		t.Helper()
+		if err := os.WriteFile(conf, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("resources = \"fpga=1\"\nlabels = \"zone=a\"\n")
+	head := startHead(t, root, "--config", conf)
+	fpga := func() float64 {
+		st, err := status(t, head.addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.Total["fpga"]
+	}
+	if got := fpga(); got != 1 {
+		t.Fatalf("fpga at start: %v, want 1 from the config file", got)
+	}
+	hup := func(want string) {
+		t.Helper()
+		if err := head.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+			t.Fatal(err)
+		}
+		testutil.Until(t, 10*time.Second, "logged: "+want, func() error {
+			if !strings.Contains(head.log.String(), want) {
+				return fmt.Errorf("no %q in the log", want)
+			}
+			return nil
+		})
+	}
+	write("resources = \"fpga=3,tpu=2\"\nlabels = \"zone=b\"\n")
+	hup("resources and labels reloaded")
+	testutil.Until(t, 10*time.Second, "status shows fpga=3 and tpu=2", func() error {
+		st, err := status(t, head.addr())
+		if err != nil {
+			return err
+		}
+		if st.Total["fpga"] != 3 || st.Total["tpu"] != 2 {
+			return fmt.Errorf("totals %v", st.Total)
+		}
+		return nil
+	})
+	write("resources = \"CPU=64\"\n")
+	hup("resources and labels unchanged")
+	if got := fpga(); got != 3 {
+		t.Fatalf("fpga after a refused reload: %v, want 3 kept", got)
+	}
+}
