@@ -66,9 +66,14 @@ func (n *Node) Reload(custom sched.ResourceSet, labels map[string]string) (strin
 	n.settings.mu.Lock()
 	oldCustom := customOf(n.settings.resources)
 	delta := sched.ResourceSet{}
-	for name := range mergeKeys(oldCustom, custom) {
-		if d := custom[name] - oldCustom[name]; d != 0 {
+	for name, q := range custom {
+		if d := q - oldCustom[name]; d != 0 {
 			delta[name] = d
+		}
+	}
+	for name, q := range oldCustom {
+		if _, kept := custom[name]; !kept {
+			delta[name] = -q
 		}
 	}
 	if err := n.local.resize(delta); err != nil {
@@ -98,17 +103,6 @@ func (n *Node) Reload(custom sched.ResourceSet, labels map[string]string) (strin
 	}
 	n.group.goFunc("register-again", n.registerAgain)
 	return strings.Join(changes, "\n"), nil
-}
-
-func mergeKeys(a, b sched.ResourceSet) map[string]bool {
-	out := map[string]bool{}
-	for k := range a {
-		out[k] = true
-	}
-	for k := range b {
-		out[k] = true
-	}
-	return out
 }
 
 // resize adds delta to the total and the free pool (negative entries

@@ -103,26 +103,38 @@ type Identity struct {
 // NewIdentity reads a node's certificate and key PEM and the CA
 // certificate PEM. The certificate must chain to the CA.
 func NewIdentity(certPEM, keyPEM, caPEM []byte) (*Identity, error) {
+	cert, pool, err := chained(certPEM, keyPEM, caPEM, "node", NodeServerName)
+	if err != nil {
+		return nil, err
+	}
+	return &Identity{Cert: cert, CA: pool}, nil
+}
+
+// chained reads a certificate of kind ("node", "worker"), its key and the
+// CA certificate, all PEM, and checks that the certificate chains to the
+// CA as a TLS server named name; it returns the certificate (Leaf set)
+// and a pool holding the CA.
+func chained(certPEM, keyPEM, caPEM []byte, kind, name string) (tls.Certificate, *x509.CertPool, error) {
 	cert, err := tls.X509KeyPair(certPEM, keyPEM)
 	if err != nil {
-		return nil, fmt.Errorf("pki: node certificate and key: %w", err)
+		return cert, nil, fmt.Errorf("pki: %s certificate and key: %w", kind, err)
 	}
 	ca, err := parseCertPEM(caPEM)
 	if err != nil {
-		return nil, fmt.Errorf("pki: CA certificate: %w", err)
+		return cert, nil, fmt.Errorf("pki: CA certificate: %w", err)
 	}
 	pool := x509.NewCertPool()
 	pool.AddCert(ca)
 	leaf, err := x509.ParseCertificate(cert.Certificate[0])
 	if err != nil {
-		return nil, fmt.Errorf("pki: node certificate: %w", err)
+		return cert, nil, fmt.Errorf("pki: %s certificate: %w", kind, err)
 	}
-	if _, err := leaf.Verify(x509.VerifyOptions{Roots: pool, DNSName: NodeServerName,
+	if _, err := leaf.Verify(x509.VerifyOptions{Roots: pool, DNSName: name,
 		KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}); err != nil {
-		return nil, fmt.Errorf("pki: node certificate %q does not chain to the cluster CA: %w", leaf.Subject.CommonName, err)
+		return cert, nil, fmt.Errorf("pki: %s certificate %q does not chain to the cluster CA: %w", kind, leaf.Subject.CommonName, err)
 	}
 	cert.Leaf = leaf
-	return &Identity{Cert: cert, CA: pool}, nil
+	return cert, pool, nil
 }
 
 // ServerConfig is the TLS configuration a node serves with: TLS 1.3, its

@@ -74,25 +74,10 @@ type WorkerTLS struct {
 // certificate, all PEM; the certificate must chain to the CA under
 // WorkerServerName as a TLS server.
 func NewWorkerTLS(certPEM, keyPEM, caPEM []byte) (*WorkerTLS, error) {
-	cert, err := tls.X509KeyPair(certPEM, keyPEM)
+	cert, pool, err := chained(certPEM, keyPEM, caPEM, "worker", WorkerServerName)
 	if err != nil {
-		return nil, fmt.Errorf("pki: worker certificate and key: %w", err)
+		return nil, err
 	}
-	ca, err := parseCertPEM(caPEM)
-	if err != nil {
-		return nil, fmt.Errorf("pki: CA certificate: %w", err)
-	}
-	pool := x509.NewCertPool()
-	pool.AddCert(ca)
-	leaf, err := x509.ParseCertificate(cert.Certificate[0])
-	if err != nil {
-		return nil, fmt.Errorf("pki: worker certificate: %w", err)
-	}
-	if _, err := leaf.Verify(x509.VerifyOptions{Roots: pool, DNSName: WorkerServerName,
-		KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}); err != nil {
-		return nil, fmt.Errorf("pki: worker certificate %q does not chain to the cluster CA: %w", leaf.Subject.CommonName, err)
-	}
-	cert.Leaf = leaf
 	return &WorkerTLS{Cert: cert, CA: pool}, nil
 }
 
