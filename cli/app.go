@@ -81,6 +81,7 @@ func App() *ucli.App {
 			jobCommand(),
 			killCommand(),
 			removeCommand(),
+			operatorCommand(),
 		},
 	}
 	for _, cmd := range app.Commands {

@@ -37,6 +37,7 @@ func (n *Node) registerEndpoints() {
 	n.tokenEndpoints()
 	n.keyringEndpoints()
 	n.jobEndpoints()
+	n.operatorEndpoints()
 }
 
 // apply commits one command to the Raft log and returns the FSM's result.

@@ -350,6 +350,9 @@ func (n *Node) setupRaft() error {
 	if err != nil {
 		return fmt.Errorf("read raft state: %w", err)
 	}
+	if err := n.recoverPeers(rc, snaps, existing); err != nil {
+		return err
+	}
 	if n.raft, err = n.newRaft(rc, snaps); err != nil {
 		return err
 	}

@@ -1,0 +1,45 @@
+package wire
+
+// Operator methods (issue 19), as Consul's and Nomad's `operator raft` and
+// `operator snapshot`: served by the leader (any node forwards them). Each
+// names its role in MethodRoles.
+const (
+	// MethodRaftPeers: CLI → leader (forwarded). Empty → RaftPeersResponse.
+	// Needs read.
+	MethodRaftPeers = "Operator.RaftPeers"
+	// MethodRaftRemovePeer: CLI → leader (forwarded).
+	// RaftRemovePeerRequest → RaftServer (the server removed). Needs admin.
+	MethodRaftRemovePeer = "Operator.RaftRemovePeer"
+	// MethodSnapshotSave: CLI → leader (forwarded). Empty → Snapshot.
+	// Needs admin: a snapshot holds every token's hash and the KV.
+	MethodSnapshotSave = "Operator.SnapshotSave"
+	// MethodSnapshotRestore: CLI → leader (forwarded). Snapshot → Empty.
+	// Needs admin.
+	MethodSnapshotRestore = "Operator.SnapshotRestore"
+)
+
+// RaftPeersResponse lists the servers of the latest Raft configuration,
+// sorted by name then ID, as `nodeup operator raft list-peers` prints them.
+type RaftPeersResponse struct {
+	Servers []RaftServer
+}
+
+// RaftRemovePeerRequest names the server to take out of the Raft
+// configuration by its node ID or its Raft address (host:port).
+type RaftRemovePeerRequest struct {
+	Peer string
+}
+
+// MaxSnapshotSize is the largest snapshot, in bytes, that save returns and
+// restore accepts: it travels in one RPC frame (rpc.MaxFrameSize, 64 MiB)
+// with room for the frame's header.
+const MaxSnapshotSize = 60 << 20
+
+// Snapshot is the leader's FSM state as Raft snapshots it (the store's
+// snapshot stream: magic, version, records, end marker), at Raft Index and
+// Term. Data is at most MaxSnapshotSize bytes.
+type Snapshot struct {
+	Index uint64
+	Term  uint64
+	Data  []byte
+}
