@@ -82,6 +82,7 @@ func App() *ucli.App {
 			killCommand(),
 			removeCommand(),
 			operatorCommand(),
+			nodeCommand(),
 		},
 	}
 	for _, cmd := range app.Commands {

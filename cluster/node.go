@@ -85,14 +85,15 @@ type Node struct {
 	spills      spillLedger  // demand spilled to other nodes since view arrived
 	viewUpdates broadcast    // published at every new view from the leader
 
-	local     *localSched
-	workers   *workerPool
-	actors    *actorManager
-	pgs       *pgManager
-	objects   *objstore.Store
-	objectSvc *objectService // Obj.* endpoints and pulls from peers (objects.go)
-	drivers   driverWatch    // drivers registered here, ended jobs when they exit (drivers.go)
-	jobs      *jobSupervisor // submitted jobs run here (jobsupervisor.go)
+	local       *localSched
+	workers     *workerPool
+	actors      *actorManager
+	pgs         *pgManager
+	drainMoving drainMoves // actors a drain is moving now (drain.go)
+	objects     *objstore.Store
+	objectSvc   *objectService // Obj.* endpoints and pulls from peers (objects.go)
+	drivers     driverWatch    // drivers registered here, ended jobs when they exit (drivers.go)
+	jobs        *jobSupervisor // submitted jobs run here (jobsupervisor.go)
 
 	gpus nodeGPUs    // the node's GPU devices (gpus.go)
 	disk *diskHealth // outcome of the latest writes to the data dir (disk.go)

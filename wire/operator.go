@@ -43,3 +43,29 @@ type Snapshot struct {
 	Term  uint64
 	Data  []byte
 }
+
+// Node drain and scheduling eligibility (issue 19), as Nomad's `node
+// drain` and `node eligibility`: CLI → leader (forwarded), admin.
+const (
+	// MethodNodeDrain: NodeDrainRequest → Node (the record after the
+	// change).
+	MethodNodeDrain = "Node.Drain"
+	// MethodNodeEligibility: NodeEligibilityRequest → Node.
+	MethodNodeEligibility = "Node.Eligibility"
+)
+
+// NodeDrainRequest drains the node named by ID or name (a name must be
+// unique): it becomes ineligible, its restartable actors restart elsewhere
+// and its placement-group bundles move; after DeadlineNanos (0: none) the
+// actors left there are stopped.
+type NodeDrainRequest struct {
+	Node          string
+	DeadlineNanos int64
+}
+
+// NodeEligibilityRequest sets whether the node named by ID or name may get
+// new work; Eligible also ends a drain.
+type NodeEligibilityRequest struct {
+	Node     string
+	Eligible bool
+}

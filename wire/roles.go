@@ -37,6 +37,8 @@ var MethodRoles = map[string]pki.Role{
 	MethodRaftRemovePeer:  pki.RoleAdmin,
 	MethodSnapshotSave:    pki.RoleAdmin,
 	MethodSnapshotRestore: pki.RoleAdmin,
+	MethodNodeDrain:       pki.RoleAdmin,
+	MethodNodeEligibility: pki.RoleAdmin,
 	MethodJobRegister:     pki.RoleSubmit,
 	MethodJobFinish:       pki.RoleSubmit,
 	MethodBinaryFetch:     pki.RoleAdmin,
