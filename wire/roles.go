@@ -133,6 +133,13 @@ var HTTPRoles = map[string]pki.Role{
 	"GET /v1/jobs/{id}/logs":  pki.RoleRead,
 	"POST /v1/jobs/{id}/stop": pki.RoleSubmit,
 	"DELETE /v1/jobs/{id}":    pki.RoleSubmit,
+	// Go's profiler, only with --enable-debug (issue 19): admin's, as it
+	// shows the command line and can stall the node while it profiles.
+	"GET /debug/pprof/":        pki.RoleAdmin,
+	"GET /debug/pprof/cmdline": pki.RoleAdmin,
+	"GET /debug/pprof/profile": pki.RoleAdmin,
+	"GET /debug/pprof/symbol":  pki.RoleAdmin,
+	"GET /debug/pprof/trace":   pki.RoleAdmin,
 }
 
 // MethodRole returns the role method needs (MethodRoles, the leader-only
