@@ -139,3 +139,85 @@ func TestDrainMovesActorAndKeepsWorkAway(t *testing.T) {
 		return nil
 	})
 }
+
+func pgNodes(t *testing.T, ctx context.Context, pg *PlacementGroup) (string, []string) {
+	t.Helper()
+	info, err := pg.get(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var nodes []string
+	for _, b := range info.Bundles {
+		nodes = append(nodes, b.NodeName)
+	}
+	return info.State, nodes
+}
+
+// TestDrainMovesBundlesAndEndsTheRestAtTheDeadline: with n0 and n2
+// ineligible (node eligibility --disable), a new placement group can only
+// land on n1; an actor with no restarts left runs there too. Once n0 and n2
+// are eligible again, draining n1 with a short deadline moves the group's
+// bundle off n1 at once, leaves that actor ALIVE until the deadline and
+// then ends it DEAD with a cause naming the drain.
+func TestDrainMovesBundlesAndEndsTheRestAtTheDeadline(t *testing.T) {
+	nodes := startCluster(t, 3, nil)
+	ctx := ctxT(t)
+	n1 := nodes[1]
+	set := func(nd *cluster.Node, eligible bool) {
+		t.Helper()
+		var rec wire.Node
+		if err := nodeCall(t, nodes[0], wire.MethodNodeEligibility, &wire.NodeEligibilityRequest{Node: nd.Name(), Eligible: eligible}, &rec); err != nil {
+			t.Fatal(err)
+		}
+		if rec.Ineligible == eligible {
+			t.Fatalf("eligibility of %s: %+v", nd.Name(), rec)
+		}
+	}
+	set(nodes[0], false)
+	set(nodes[2], false)
+	pg, err := CreatePlacementGroup(ctx, []map[string]float64{{"CPU": 1}}, "PACK")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pg.Ready(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if state, on := pgNodes(t, ctx, pg); state != "CREATED" || len(on) != 1 || on[0] != "n1" {
+		t.Fatalf("group %s on %v, want CREATED on n1 (the only eligible node)", state, on)
+	}
+	once, err := Must(logActorClass.Options(NodeAffinity(n1.ID(), true), MaxRestarts(0))).Remote(ctx, "once")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := entriesCall.Remote(ctx, once).Get(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if info := waitActorState(t, ctx, once.ID(), "ALIVE"); info.NodeID != n1.ID() {
+		t.Fatalf("actor on %s, want n1", info.NodeName)
+	}
+	set(nodes[0], true)
+	set(nodes[2], true)
+
+	deadline := 3 * time.Second
+	var rec wire.Node
+	if err := nodeCall(t, nodes[0], wire.MethodNodeDrain, &wire.NodeDrainRequest{Node: n1.ID(), DeadlineNanos: int64(deadline)}, &rec); err != nil {
+		t.Fatal(err)
+	}
+	drained := time.Now()
+	testutil.Until(t, 30*time.Second, "the bundle moved off n1", func() error {
+		if state, on := pgNodes(t, ctx, pg); state != "CREATED" || len(on) != 1 || on[0] == "n1" || on[0] == "" {
+			return fmt.Errorf("group %s on %v", state, on)
+		}
+		return nil
+	})
+	if a := actorState(t, ctx, once.ID()); time.Since(drained) < deadline && (a.State != "ALIVE" || a.NodeID != n1.ID()) {
+		t.Fatalf("before the deadline the actor with no restarts left is %s on %s, want ALIVE on n1", a.State, a.NodeName)
+	}
+	dead := waitActorState(t, ctx, once.ID(), "DEAD")
+	if !strings.Contains(dead.DeathCause, "drain") {
+		t.Fatalf("death cause %q, want one naming the drain", dead.DeathCause)
+	}
+	if time.Since(drained) < deadline {
+		t.Fatalf("the actor ended %s after the drain, before its %s deadline", time.Since(drained), deadline)
+	}
+}
