@@ -33,7 +33,7 @@ func (n *Node) operatorEndpoints() {
 var ErrLastVoter = errors.New("is the last Raft voter; removing it would leave no cluster")
 
 // raftServers returns the latest Raft configuration with node names from
-// the node table and the leader marked, sorted by name then ID.
+// the node table (else gossip) and the leader marked, sorted by name then ID.
 func (n *Node) raftServers() ([]wire.RaftServer, error) {
 	f := n.raft.GetConfiguration()
 	if err := f.Error(); err != nil {
@@ -43,7 +43,11 @@ func (n *Node) raftServers() ([]wire.RaftServer, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Gossip names a server that has not registered yet.
 	names := map[string]string{}
+	for _, m := range n.members.snapshot() {
+		names[m.ID] = m.Name
+	}
 	for _, nd := range nodes {
 		names[nd.ID] = nd.Name
 	}
