@@ -22,6 +22,11 @@ import (
 func (n *Node) drainEndpoints() {
 	handleLeader(n, wire.MethodNodeDrain, n.nodeDrain)
 	handleLeader(n, wire.MethodNodeEligibility, n.nodeEligibility)
+	rpc.Handle(n.rpcServer, wire.MethodNodeDrainStop, func(ctx context.Context, _ *wire.Empty) (*wire.NodeDrainStopReply, error) {
+		stopped := n.workers.stopTaskWorkers()
+		n.logger.Warn("drain deadline passed: stopped the task workers here", "workers", stopped)
+		return &wire.NodeDrainStopReply{Stopped: stopped}, nil
+	})
 }
 
 // drainMoves is the set of actors whose drain move runs now, so a reconcile
@@ -124,7 +129,8 @@ func (n *Node) nodeEligibility(ctx context.Context, req *wire.NodeEligibilityReq
 // reschedules them on eligible nodes, and the node releases them at its
 // next heartbeat); their ALIVE actors with restarts left are stopped and
 // restart elsewhere (Ray's max_restarts); once a node's deadline has
-// passed, its other actors are ended. Each step is idempotent, so a new
+// passed, its other actors are ended and its task workers stopped (their
+// owners retry the tasks elsewhere). Each step is idempotent, so a new
 // leader picks a drain up where the last one left it.
 func (n *Node) checkDrains() {
 	st := n.fsm.State()
@@ -137,8 +143,35 @@ func (n *Node) checkDrains() {
 		if !nd.Draining || !nd.Status.Live() {
 			continue
 		}
+		past := nd.DrainDeadline != 0 && now.UnixNano() >= nd.DrainDeadline
 		n.drainBundles(st, nd, now)
-		n.drainActors(st, nd, nd.DrainDeadline != 0 && now.UnixNano() >= nd.DrainDeadline)
+		n.drainActors(st, nd, past)
+		if past {
+			n.drainStopTasks(nd)
+		}
+	}
+}
+
+// drainStopTasks has a node past its drain deadline stop its task workers,
+// once per drain (keyed by node and deadline) while this leader lives.
+func (n *Node) drainStopTasks(nd *store.Node) {
+	key := fmt.Sprintf("tasks/%s/%d", nd.ID, nd.DrainDeadline)
+	if !n.drainMoving.start(key) {
+		return
+	}
+	ok := n.leaderGo("drain-stop-tasks", func(ctx context.Context) {
+		ctx, cancel := context.WithTimeout(ctx, actorStopTimeout)
+		defer cancel()
+		var rep wire.NodeDrainStopReply
+		if err := n.pool.Call(ctx, nd.Address, wire.MethodNodeDrainStop, &wire.Empty{}, &rep); err != nil {
+			n.logger.Warn("drain: stop the task workers of a node past its deadline", "peer_node", nd.Name, "err", err)
+			n.drainMoving.done(key) // the next reconcile tries again
+			return
+		}
+		n.logger.Info("drain deadline passed: task workers stopped", "peer_node", nd.Name, "workers", rep.Stopped)
+	})
+	if !ok {
+		n.drainMoving.done(key)
 	}
 }
 

@@ -52,7 +52,17 @@ const (
 	MethodNodeDrain = "Node.Drain"
 	// MethodNodeEligibility: NodeEligibilityRequest → Node.
 	MethodNodeEligibility = "Node.Eligibility"
+	// MethodNodeDrainStop: leader → the drained node, once its drain
+	// deadline has passed. Empty → NodeDrainStopReply. Its task worker
+	// processes are stopped; their owners retry the tasks elsewhere (Ray's
+	// max_retries).
+	MethodNodeDrainStop = "Node.DrainStop"
 )
+
+// NodeDrainStopReply counts the task worker processes stopped.
+type NodeDrainStopReply struct {
+	Stopped int
+}
 
 // NodeDrainRequest drains the node named by ID or name (a name must be
 // unique): it becomes ineligible, its restartable actors restart elsewhere

@@ -39,6 +39,7 @@ var MethodRoles = map[string]pki.Role{
 	MethodSnapshotRestore: pki.RoleAdmin,
 	MethodNodeDrain:       pki.RoleAdmin,
 	MethodNodeEligibility: pki.RoleAdmin,
+	MethodNodeDrainStop:   pki.RoleAdmin,
 	MethodJobRegister:     pki.RoleSubmit,
 	MethodJobFinish:       pki.RoleSubmit,
 	MethodBinaryFetch:     pki.RoleAdmin,

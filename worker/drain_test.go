@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -140,6 +142,16 @@ func TestDrainMovesActorAndKeepsWorkAway(t *testing.T) {
 	})
 }
 
+// stuckOnN1 marks where it started and, on n1, runs for a minute (until a
+// drain deadline stops its worker); elsewhere it returns at once.
+var stuckOnN1 = Register1(func(ctx context.Context, marker string) (string, error) {
+	_ = os.WriteFile(marker+"."+NodeName(), nil, 0o644)
+	if NodeName() == "n1" {
+		time.Sleep(time.Minute)
+	}
+	return NodeName(), nil
+})
+
 func pgNodes(t *testing.T, ctx context.Context, pg *PlacementGroup) (string, []string) {
 	t.Helper()
 	info, err := pg.get(ctx, 0)
@@ -158,7 +170,8 @@ func pgNodes(t *testing.T, ctx context.Context, pg *PlacementGroup) (string, []s
 // land on n1; an actor with no restarts left runs there too. Once n0 and n2
 // are eligible again, draining n1 with a short deadline moves the group's
 // bundle off n1 at once, leaves that actor ALIVE until the deadline and
-// then ends it DEAD with a cause naming the drain.
+// then ends it DEAD with a cause naming the drain; a task running on n1 is
+// stopped at the deadline and retried elsewhere.
 func TestDrainMovesBundlesAndEndsTheRestAtTheDeadline(t *testing.T) {
 	nodes := startCluster(t, 3, nil)
 	ctx := ctxT(t)
@@ -195,6 +208,9 @@ func TestDrainMovesBundlesAndEndsTheRestAtTheDeadline(t *testing.T) {
 	if info := waitActorState(t, ctx, once.ID(), "ALIVE"); info.NodeID != n1.ID() {
 		t.Fatalf("actor on %s, want n1", info.NodeName)
 	}
+	marker := filepath.Join(t.TempDir(), "started")
+	stuck := Must(stuckOnN1.Options(NodeAffinity(n1.ID(), true), MaxRetries(3))).Remote(ctx, marker)
+	waitStarted(t, marker, "n1")
 	set(nodes[0], true)
 	set(nodes[2], true)
 
@@ -219,5 +235,13 @@ func TestDrainMovesBundlesAndEndsTheRestAtTheDeadline(t *testing.T) {
 	}
 	if time.Since(drained) < deadline {
 		t.Fatalf("the actor ended %s after the drain, before its %s deadline", time.Since(drained), deadline)
+	}
+	// The task running on n1 was stopped at the deadline and retried on
+	// another node.
+	if node, err := stuck.Get(ctx); err != nil || node == "n1" {
+		t.Fatalf("the task running on n1 at the deadline: %q, %v; want it retried elsewhere", node, err)
+	}
+	if time.Since(drained) > 30*time.Second {
+		t.Fatalf("the task ended %s after the drain: it ran out its minute on n1", time.Since(drained))
 	}
 }
