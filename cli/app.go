@@ -87,6 +87,8 @@ func App() *ucli.App {
 			killCommand(),
 			removeCommand(),
 			completionCommand(),
+			operatorCommand(),
+			nodeCommand(),
 		},
 	}
 	for _, cmd := range app.Commands {

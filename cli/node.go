@@ -46,6 +46,7 @@ func nodeFlags() []ucli.Flag {
 		&ucli.BoolFlag{Name: "server", Value: true, Usage: "may become a Raft voter (--server=false: never)"},
 		&ucli.StringFlag{Name: "socket-group", EnvVars: []string{"NODEUP_SOCKET_GROUP"},
 			Usage: "group (name or ID) whose members may use the node's Unix socket <data-dir>/" + cluster.SocketFile + " without a token, besides the node's user and root"},
+		&ucli.BoolFlag{Name: "enable-debug", Usage: "serve Go's profiler at /debug/pprof/ on --http-port (admin token unless --insecure)"},
 		&ucli.BoolFlag{Name: "insecure", Usage: "no TLS between nodes, no CA, no tokens: for a laptop only (docs/security.md)"},
 		&ucli.StringFlag{Name: "token", EnvVars: []string{"NODEUP_TOKEN"}, Usage: "join token (nodeup1.…) printed by 'nodeup start --head' or made by 'nodeup token create'; needed once, at a node's first join"},
 		&ucli.StringFlag{Name: "token-file", Usage: "file holding the join token (instead of --token)"},
@@ -134,7 +135,7 @@ func nodeConfig(c *ucli.Context, head bool, peers []string) (cluster.Config, err
 		Port: c.Int("port"), GossipPort: c.Int("gossip-port"), HTTPPort: c.Int("http-port"),
 		NodeName: c.String("node-name"), RaftVoters: c.Int("raft-voters"), Server: c.Bool("server"),
 		Version: Version, Logger: slog.Default(), RecordCurrent: true, SocketGroup: c.String("socket-group"), Python: c.String("python"),
-		Insecure: c.Bool("insecure"), Token: c.String("token"),
+		Insecure: c.Bool("insecure"), Token: c.String("token"), EnableDebug: c.Bool("enable-debug"),
 	}
 	var err error
 	if cfg.BindAddr, err = resolveAddr("bind", cfg.BindAddr); err != nil {

@@ -101,6 +101,10 @@ type Config struct {
 	// long after the failure it keeps trying (default 72 h, as Serf).
 	ReconnectInterval time.Duration
 	ReconnectTimeout  time.Duration
+	// EnableDebug serves Go's profiler (net/http/pprof) under /debug/pprof/
+	// on the HTTP port (--enable-debug), as Nomad's enable_debug; behind
+	// an admin token unless Insecure. Off: those paths are 404.
+	EnableDebug bool
 	// Insecure turns the cluster identity off (--insecure): plaintext
 	// between nodes, no CA, no tokens. For a laptop; a warning says so.
 	Insecure bool

@@ -38,6 +38,8 @@ func (n *Node) registerEndpoints() {
 	n.workerCertEndpoints()
 	n.keyringEndpoints()
 	n.jobEndpoints()
+	n.operatorEndpoints()
+	n.drainEndpoints()
 }
 
 // apply commits one command to the Raft log and returns the FSM's result.
@@ -164,7 +166,7 @@ func (n *Node) tableView() ([]wire.NodeInfo, error) {
 		avail, _ := n.leader.available(nd)
 		view = append(view, wire.NodeInfo{NodeID: nd.ID, NodeName: nd.Name, Addr: nd.Address,
 			Alive: nd.Status.Live(), State: string(nd.Status),
-			Total: nd.Resources, Available: avail, Labels: nd.Labels})
+			Total: nd.Resources, Available: avail, Labels: nd.Labels, Ineligible: nd.Ineligible, Draining: nd.Draining})
 	}
 	return view, nil
 }

@@ -13,8 +13,9 @@ import (
 type HealthError struct {
 	// Reasons are the failing checks, each a sentence: "no leader: …" while
 	// Raft knows no leader (or, on a node that is not a server, no server
-	// could name one), or a *DiskWriteError's text while the data dir or
-	// raft.db cannot be written.
+	// could name one), a *DiskWriteError's text while the data dir or
+	// raft.db cannot be written, or "draining: …" while the leader's view
+	// shows this node drained (nodeup node drain).
 	Reasons []string
 }
 
@@ -41,6 +42,9 @@ func (n *Node) Healthy() error {
 	}
 	if err := n.Health(); err != nil {
 		reasons = append(reasons, err.Error())
+	}
+	if why := n.drainingReason(); why != "" {
+		reasons = append(reasons, why)
 	}
 	if len(reasons) == 0 {
 		return nil

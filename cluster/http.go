@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"strings"
 	"time"
 
@@ -35,6 +36,14 @@ func (n *Node) startHTTP(advertise string) error {
 	n.handleHTTP(mux, "GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	n.handleJobsHTTP(mux)
 	n.handleDashboardHTTP(mux)
+	if n.cfg.EnableDebug {
+		n.handleHTTP(mux, "GET /debug/pprof/", http.HandlerFunc(pprof.Index))
+		n.handleHTTP(mux, "GET /debug/pprof/cmdline", http.HandlerFunc(pprof.Cmdline))
+		n.handleHTTP(mux, "GET /debug/pprof/profile", http.HandlerFunc(pprof.Profile))
+		n.handleHTTP(mux, "GET /debug/pprof/symbol", http.HandlerFunc(pprof.Symbol))
+		n.handleHTTP(mux, "GET /debug/pprof/trace", http.HandlerFunc(pprof.Trace))
+		n.logger.Warn("serving Go's profiler on the HTTP port (--enable-debug)", "path", "/debug/pprof/", "needs", "admin token")
+	}
 	n.httpServer = newHTTPServer(mux)
 	n.group.goFunc("http-serve", func() {
 		if err := n.httpServer.Serve(netutil.LimitListener(ln, maxHTTPConns)); err != nil && !errors.Is(err, http.ErrServerClosed) {

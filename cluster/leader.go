@@ -276,6 +276,7 @@ func (n *Node) reconcile() {
 	n.growRaft(members)
 	n.actors.checkNodes()
 	n.pgs.checkNodes()
+	n.checkDrains()
 }
 
 // growRaft adds live server-eligible members to Raft (as non-voters that

@@ -89,14 +89,15 @@ type Node struct {
 	spills      spillLedger  // demand spilled to other nodes since view arrived
 	viewUpdates broadcast    // published at every new view from the leader
 
-	local     *localSched
-	workers   *workerPool
-	actors    *actorManager
-	pgs       *pgManager
-	objects   *objstore.Store
-	objectSvc *objectService // Obj.* endpoints and pulls from peers (objects.go)
-	drivers   driverWatch    // drivers registered here, ended jobs when they exit (drivers.go)
-	jobs      *jobSupervisor // submitted jobs run here (jobsupervisor.go)
+	local       *localSched
+	workers     *workerPool
+	actors      *actorManager
+	pgs         *pgManager
+	drainMoving drainMoves // actors a drain is moving now (drain.go)
+	objects     *objstore.Store
+	objectSvc   *objectService // Obj.* endpoints and pulls from peers (objects.go)
+	drivers     driverWatch    // drivers registered here, ended jobs when they exit (drivers.go)
+	jobs        *jobSupervisor // submitted jobs run here (jobsupervisor.go)
 
 	gpus nodeGPUs    // the node's GPU devices (gpus.go)
 	disk *diskHealth // outcome of the latest writes to the data dir (disk.go)
@@ -356,6 +357,9 @@ func (n *Node) setupRaft() error {
 	existing, err := raft.HasExistingState(n.raftStore, n.raftStore, snaps)
 	if err != nil {
 		return fmt.Errorf("read raft state: %w", err)
+	}
+	if err := n.recoverPeers(rc, snaps, existing); err != nil {
+		return err
 	}
 	if n.raft, err = n.newRaft(rc, snaps); err != nil {
 		return err

@@ -353,7 +353,7 @@ func (m *pgManager) viewLocked() ([]sched.Node, error) {
 			}
 		}
 		out = append(out, sched.Node{ID: nd.ID, Total: nd.Resources, Available: avail, Labels: nd.Labels,
-			Alive: nd.Status.Live()})
+			Alive: nd.Status.Live() && !nd.Ineligible})
 	}
 	return out, nil
 }

@@ -11,11 +11,12 @@ import (
 // This file gathers what the placement policy (sched.Decide) needs and
 // carries out what it decides; the policy itself lives in sched.
 
-// snapshotOf is view as the policy sees it, deciding on local's behalf.
+// snapshotOf is view as the policy sees it, deciding on local's behalf; an
+// ineligible (draining) node is not alive to it, so it gets no new work.
 func snapshotOf(view []wire.NodeInfo, local string) sched.Snapshot {
 	nodes := make([]sched.Node, len(view))
 	for i, nd := range view {
-		nodes[i] = sched.Node{ID: nd.NodeID, Name: nd.NodeName, Total: nd.Total, Available: nd.Available, Labels: nd.Labels, Alive: nd.Alive}
+		nodes[i] = sched.Node{ID: nd.NodeID, Name: nd.NodeName, Total: nd.Total, Available: nd.Available, Labels: nd.Labels, Alive: nd.Alive && !nd.Ineligible}
 	}
 	return sched.Snapshot{Nodes: nodes, Local: local}
 }
@@ -90,7 +91,9 @@ func (s *localSched) decide(snap sched.Snapshot, r sched.Request) (sched.Decisio
 	for i := range snap.Nodes {
 		if snap.Nodes[i].ID == snap.Local {
 			self = i
-			snap.Nodes[i].Total, snap.Nodes[i].Available, snap.Nodes[i].Alive = s.total, s.avail, true
+			// Alive stays as the view says: false while this node is
+			// ineligible (drained), so the policy sends work elsewhere.
+			snap.Nodes[i].Total, snap.Nodes[i].Available = s.total, s.avail
 		}
 	}
 	snap.SpreadNext = s.spreadNext

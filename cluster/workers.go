@@ -463,6 +463,27 @@ func (p *workerPool) revokeLeases(leases []revokedLease, reason string) {
 	wg.Wait()
 }
 
+// stopTaskWorkers ends every task worker process (not actors'), returning
+// once each has exited and its leases are released, and returns their
+// count. Unlike stopJob the jobs may start workers here again.
+func (p *workerPool) stopTaskWorkers() int {
+	p.mu.Lock()
+	ws := make([]*workerProc, 0, len(p.workers))
+	for k, w := range p.workers {
+		ws = append(ws, w)
+		delete(p.workers, k)
+	}
+	p.mu.Unlock()
+	for _, w := range ws {
+		if w.proc != nil {
+			w.stopping.Store(true)
+			_ = w.proc.Kill()
+			<-w.dead
+		}
+	}
+	return len(ws)
+}
+
 // stopAll ends every worker process (node shutdown).
 func (p *workerPool) stopAll() {
 	p.mu.Lock()

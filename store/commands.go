@@ -46,6 +46,8 @@ const (
 	JobWriteType MessageType = 11
 	// JobDeleteType carries a JobDeleteRequest.
 	JobDeleteType MessageType = 12
+	// NodeEligibilityType carries a NodeEligibilityRequest.
+	NodeEligibilityType MessageType = 13
 )
 
 // String returns the name of the message type, or "MessageType(n)" for an
@@ -78,6 +80,8 @@ func (t MessageType) String() string {
 		return "JobWrite"
 	case JobDeleteType:
 		return "JobDelete"
+	case NodeEligibilityType:
+		return "NodeEligibility"
 	}
 	return fmt.Sprintf("MessageType(%d)", uint8(t))
 }
@@ -163,6 +167,19 @@ type NodeStatusRequest struct {
 	At int64
 }
 
+// NodeEligibilityRequest sets whether the scheduling policy may place new
+// work on a registered node (issue 19, as Nomad's node eligibility and
+// drain). Eligible clears Ineligible, Draining and DrainDeadline; otherwise
+// the node becomes Ineligible and, with Drain, Draining until DrainDeadline
+// (unix nanoseconds, 0 for none). Errors: ErrInvalidRequest (Eligible with
+// Drain, a negative deadline), ErrNodeNotFound.
+type NodeEligibilityRequest struct {
+	NodeID        string
+	Eligible      bool
+	Drain         bool
+	DrainDeadline int64
+}
+
 // NodeDeregisterRequest removes a node from the state. Removing an unknown
 // node is a no-op, so that retries are idempotent.
 type NodeDeregisterRequest struct {
@@ -237,6 +254,7 @@ var requestTypes = map[MessageType]reflect.Type{
 	TokenRevokeType:         reflect.TypeFor[TokenRevokeRequest](),
 	JobWriteType:            reflect.TypeFor[JobWriteRequest](),
 	JobDeleteType:           reflect.TypeFor[JobDeleteRequest](),
+	NodeEligibilityType:     reflect.TypeFor[NodeEligibilityRequest](),
 }
 
 // requestMatches reports whether req is the request struct (or a non-nil

@@ -103,6 +103,10 @@ func (f *FSM) apply(index uint64, t MessageType, req any) (any, error) {
 		if err := f.state.updateNodeStatus(index, r.NodeID, r.Status, r.At); err != nil {
 			return nil, fmt.Errorf("apply node status for %s: %w", r.NodeID, err)
 		}
+	case *NodeEligibilityRequest:
+		if err := f.state.setNodeEligibility(index, r); err != nil {
+			return nil, fmt.Errorf("apply node eligibility for %s: %w", r.NodeID, err)
+		}
 	case *NodeDeregisterRequest:
 		if err := f.state.deleteNode(index, r.NodeID); err != nil {
 			return nil, fmt.Errorf("apply node deregister for %s: %w", r.NodeID, err)

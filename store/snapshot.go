@@ -289,3 +289,14 @@ func readSnapshot(r io.Reader) (*memdb.MemDB, error) {
 		}
 	}
 }
+
+// VerifySnapshot reads a whole snapshot stream from r exactly as Restore
+// would (magic, version, every record validated, the end marker present)
+// and discards it, so an untrusted snapshot is checked before it replaces
+// anything. It returns Restore's error for a stream Restore would refuse.
+func VerifySnapshot(r io.Reader) error {
+	if _, err := readSnapshot(r); err != nil {
+		return fmt.Errorf("not a valid nodeup snapshot: %w", err)
+	}
+	return nil
+}

@@ -233,6 +233,8 @@ func (s *StateStore) upsertNode(index uint64, n *Node) error {
 					node.Incarnation, cur.Incarnation, ErrStaleIncarnation)
 			}
 			node.CreateIndex = cur.CreateIndex
+			// Eligibility is the operator's, not the node's to report.
+			node.Ineligible, node.Draining, node.DrainDeadline = cur.Ineligible, cur.Draining, cur.DrainDeadline
 			statusChanged = cur.Status != node.Status
 			if !statusChanged && node.StatusChangedAt == 0 {
 				node.StatusChangedAt = cur.StatusChangedAt
@@ -269,6 +271,36 @@ func (s *StateStore) updateNodeStatus(index uint64, id string, status NodeStatus
 		node := cur.Copy()
 		node.Status = status
 		node.StatusChangedAt = at
+		node.ModifyIndex = index
+		return true, txn.Insert(tableNodes, node)
+	})
+}
+
+// setNodeEligibility applies req at index (see NodeEligibilityRequest).
+func (s *StateStore) setNodeEligibility(index uint64, req *NodeEligibilityRequest) error {
+	if req.Eligible && req.Drain {
+		return fmt.Errorf("eligible and draining at once: %w", ErrInvalidRequest)
+	}
+	if req.DrainDeadline < 0 {
+		return fmt.Errorf("drain deadline %d: %w", req.DrainDeadline, ErrInvalidRequest)
+	}
+	return s.write(index, func(txn *memdb.Txn) (bool, error) {
+		raw, err := txn.First(tableNodes, "id", req.NodeID)
+		if err != nil {
+			return false, err
+		}
+		if raw == nil {
+			return false, ErrNodeNotFound
+		}
+		node := raw.(*Node).Copy()
+		switch {
+		case req.Eligible:
+			node.Ineligible, node.Draining, node.DrainDeadline = false, false, 0
+		case req.Drain:
+			node.Ineligible, node.Draining, node.DrainDeadline = true, true, req.DrainDeadline
+		default:
+			node.Ineligible = true
+		}
 		node.ModifyIndex = index
 		return true, txn.Insert(tableNodes, node)
 	})

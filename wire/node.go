@@ -75,6 +75,17 @@ type Node struct {
 	// StatusChangedAt is the time of the last change of Status, in unix
 	// nanoseconds, as stamped by the proposer.
 	StatusChangedAt int64
+	// Ineligible: the scheduling policy places no new task lease, actor or
+	// placement-group bundle here (`nodeup node eligibility --disable`, and
+	// every drain), as Nomad's scheduling eligibility. Only the FSM's
+	// NodeEligibility command changes it; registration keeps it.
+	Ineligible bool
+	// Draining: `nodeup node drain` moves this node's actors and bundles
+	// elsewhere; it stays set (with Ineligible) until eligibility is
+	// enabled again. DrainDeadline (unix nanoseconds, 0 for none) is when
+	// what is left here is stopped.
+	Draining      bool
+	DrainDeadline int64
 	// CreateIndex is the Raft index at which the node was first registered;
 	// set by the FSM.
 	CreateIndex uint64

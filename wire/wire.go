@@ -330,6 +330,10 @@ type NodeInfo struct {
 	Total     sched.ResourceSet
 	Available sched.ResourceSet
 	Labels    map[string]string
+	// Ineligible: the policy places no new work here (the node's
+	// eligibility is disabled or it drains); Draining: it drains.
+	Ineligible bool
+	Draining   bool
 }
 
 // ClusterView is every node with total and available resources.
