@@ -362,3 +362,28 @@ def test_put_objects_freed_when_their_last_ref_goes(ray, node):
     del kept
     gc.collect()
     assert ray.get(ref) == 7
+
+
+def test_underscore_remote_takes_args_kwargs_and_options(ray):
+    # Ray's older f._remote(args=, kwargs=, **options), used by its
+    # application-level scheduling examples (examples/python/seed001_app_scheduling.py).
+    @ray.remote
+    def pair(a, k=0):
+        return a, k
+
+    x, y = pair._remote(args=[3], kwargs={"k": 4}, num_returns=2)
+    assert ray.get([x, y]) == [3, 4]
+    assert ray.get(pair._remote(args=[1], kwargs={})) == (1, 0)
+
+    @ray.remote
+    class Box:
+        def __init__(self, v):
+            self.v = v
+
+        def get(self):
+            return self.v
+
+    Box._remote(args=[7], kwargs={}, name="underscore-remote-box")
+    assert ray.get(ray.get_actor("underscore-remote-box").get.remote()) == 7
+    with pytest.raises(ValueError):
+        pair._remote(args=[1], no_such_option=1)

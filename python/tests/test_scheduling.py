@@ -102,3 +102,24 @@ def test_named_placement_group_is_found_by_name(ray, node):
     with pytest.raises(ValueError, match="pg-none"):
         get_placement_group("pg-none")
     remove_placement_group(pg)
+
+
+def test_placement_group_module_as_rays(ray):
+    # Ray's programs import `from ray.util.placement_group import placement_group`
+    # (examples/python/seed003_core.py, seed004_key_concepts.py).
+    import sys
+
+    import nodeup.util
+    from nodeup.util.placement_group import placement_group as make, remove_placement_group as remove
+
+    # The name stays the function (not the module), as Ray's ray.util.placement_group.
+    assert make is nodeup.util.placement_group is sys.modules["nodeup.util.placement_group"].placement_group
+    pg = make([{"CPU": 1}], strategy="STRICT_PACK")
+    assert ray.get(pg.ready(), timeout=30) == pg
+
+    @ray.remote
+    def one():
+        return 1
+
+    assert ray.get(one.options(placement_group=pg).remote(), timeout=30) == 1
+    remove(pg)
