@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	ucli "github.com/urfave/cli/v2"
 
@@ -21,10 +22,12 @@ func statusCommand() *ucli.Command {
 		Name:  "status",
 		Usage: "show the cluster: leader, Raft voters, nodes and their resources",
 		Flags: append(clientFlags(), &ucli.BoolFlag{Name: "json", Usage: "print JSON"},
-			&ucli.BoolFlag{Name: "gpus", Usage: "show each node's GPUs: health, reservations and telemetry"}),
+			&ucli.BoolFlag{Name: "gpus", Usage: "show each node's GPUs: health, reservations and telemetry"},
+			&ucli.IntFlag{Name: "wait", Usage: "first wait until this many nodes are alive under a leader (a node still starting, or none yet, is waited for), for up to --wait-timeout"},
+			&ucli.DurationFlag{Name: "wait-timeout", Value: 60 * time.Second, Usage: "how long --wait waits"}),
 		Action: func(c *ucli.Context) error {
 			var st wire.StatusResponse
-			if err := call(c, wire.MethodStatus, &wire.Empty{}, &st); err != nil {
+			if err := statusWait(c, c.Int("wait"), c.Duration("wait-timeout"), &st); err != nil {
 				return err
 			}
 			if c.Bool("json") {
@@ -250,4 +253,42 @@ func dash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// statusWait fills st from the cluster, first waiting (up to within, polling
+// every 250 ms) until want nodes are alive and a leader is known when want
+// is over 0; a call that fails meanwhile (no node found yet, no leader) is
+// tried again. The error names how far it got.
+func statusWait(c *ucli.Context, want int, within time.Duration, st *wire.StatusResponse) error {
+	if want < 0 {
+		return fmt.Errorf("--wait %d: want a number of nodes, 1 or more", want)
+	}
+	deadline := time.Now().Add(within)
+	for {
+		*st = wire.StatusResponse{}
+		err := call(c, wire.MethodStatus, &wire.Empty{}, st)
+		if want == 0 {
+			return err
+		}
+		alive := 0
+		for _, nd := range st.Nodes {
+			if nd.Status == store.NodeAlive {
+				alive++
+			}
+		}
+		if err == nil && alive >= want && st.LeaderID != "" {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			if err != nil {
+				return fmt.Errorf("--wait %d: no answer within %s: %w", want, within, err)
+			}
+			return fmt.Errorf("--wait %d: %d nodes alive (leader %q) after %s", want, alive, st.LeaderName, within)
+		}
+		select {
+		case <-c.Context.Done():
+			return c.Context.Err()
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
 }

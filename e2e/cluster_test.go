@@ -204,3 +204,28 @@ func TestBadInputOneLineErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestStatusWaitsForTheCluster: `nodeup status --wait N` started before any
+// node waits for the node to come up and the cluster to reach N alive
+// nodes (the README's quickstart pastes as one block on it), and says how
+// far it got when they do not.
+func TestStatusWaitsForTheCluster(t *testing.T) {
+	root := t.TempDir()
+	env := []string{"TMPDIR=" + root, "NODEUP_ADDRESS=", "NODEUP_TOKEN="}
+	done := make(chan struct{})
+	var out, errOut string
+	var code int
+	go func() {
+		defer close(done)
+		out, errOut, code = nodeupTCP(t, env, "status", "--wait", "1", "--wait-timeout", "40s")
+	}()
+	head := startHead(t, root)
+	<-done
+	if code != 0 || !strings.Contains(out, "n0") {
+		t.Fatalf("status --wait 1 started before the head: exit %d: %s %s", code, out, errOut)
+	}
+	_, errOut, code = nodeup(t, env, "status", "--address", head.addr(), "--wait", "2", "--wait-timeout", "2s")
+	if code == 0 || !strings.Contains(errOut, "--wait 2: 1 nodes alive") {
+		t.Fatalf("status --wait 2 on a 1-node cluster: exit %d: %s", code, errOut)
+	}
+}
