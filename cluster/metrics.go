@@ -28,6 +28,7 @@ func (n *Node) metricsRegistry() *prometheus.Registry {
 	if sink := goMetricsSink(n); sink != nil {
 		reg.MustRegister(sink)
 	}
+	n.rpcMetricsOf().register(reg)
 	return reg
 }
 

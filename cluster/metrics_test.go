@@ -1,15 +1,18 @@
 package cluster
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/nodeup/nodeup/gpu"
+	"github.com/nodeup/nodeup/wire"
 )
 
 // TestGrafanaDashboardSeries: docs/grafana-dashboard.json is valid JSON and
@@ -111,5 +114,49 @@ func TestGPUMetrics(t *testing.T) {
 	}
 	if k := `ray_resources{Name="GPU",State="TOTAL"}`; m[k] != 1 {
 		t.Errorf("%s = %v after an Xid, want 1", k, m[k])
+	}
+}
+
+// TestRPCMetricsPerMethod: each RPC a node serves is timed per method, and
+// an error answer counted by method and code; a method nobody registered
+// adds no series.
+func TestRPCMetricsPerMethod(t *testing.T) {
+	nd := testCluster(t, 1, nil)[0]
+	nd.metricsRegistry() // installs the observer
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var st wire.StatusResponse
+	if err := nd.pool.Call(ctx, nd.RPCAddr(), wire.MethodStatus, &wire.Empty{}, &st); err != nil {
+		t.Fatal(err)
+	}
+	_ = nd.pool.Call(ctx, nd.RPCAddr(), wire.MethodActorGet, &wire.ActorGetRequest{ActorID: "no-such-actor"}, &wire.ActorInfo{})
+	_ = nd.pool.Call(ctx, nd.RPCAddr(), "No.Such", &wire.Empty{}, nil)
+	mfs, err := nd.metricsRegistry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	counts, errs := map[string]uint64{}, map[string]float64{}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			labels := map[string]string{}
+			for _, lp := range m.GetLabel() {
+				labels[lp.GetName()] = lp.GetValue()
+			}
+			switch mf.GetName() {
+			case "nodeup_rpc_server_duration_seconds":
+				counts[labels["method"]] = m.GetHistogram().GetSampleCount()
+			case "nodeup_rpc_server_errors_total":
+				errs[labels["method"]+"/"+labels["code"]] = m.GetCounter().GetValue()
+			}
+		}
+	}
+	if counts[wire.MethodStatus] < 1 {
+		t.Errorf("no Cluster.Status in nodeup_rpc_server_duration_seconds: %v", counts)
+	}
+	if errs[wire.MethodActorGet+"/"+wire.CodeNotFound] < 1 {
+		t.Errorf("no Actor.Get/not_found in nodeup_rpc_server_errors_total: %v", errs)
+	}
+	if _, ok := counts["No.Such"]; ok {
+		t.Errorf("an unregistered method got a series: %v", counts)
 	}
 }

@@ -34,9 +34,12 @@ type Node struct {
 	// settings are the custom resources and labels, which Reload changes
 	// (read them there, not in cfg).
 	settings settings
-	logger   *slog.Logger
-	dir      *dataDir
-	id       Identity
+	// rpcMetrics are the served RPCs' latency and errors (rpcmetrics.go).
+	rpcMetrics     *rpcMetrics
+	rpcMetricsOnce sync.Once
+	logger         *slog.Logger
+	dir            *dataDir
+	id             Identity
 
 	rpcAddr string // advertised host:port of the RPC+Raft port
 	ln      net.Listener

@@ -37,6 +37,7 @@ type Server struct {
 	regMu    sync.Mutex                       // serialises Register and SetAuth
 	handlers atomic.Pointer[map[string]entry] // copy-on-write: lookups take no lock
 	auth     atomic.Pointer[Auth]             // nil: every call allowed
+	observe  atomic.Pointer[Observer]         // nil: nothing observed
 
 	// Request goroutines are reused: a new request goes to an idle worker
 	// if one is waiting on work, else to a new goroutine. Reuse keeps
@@ -80,6 +81,22 @@ func NewServer(logger *slog.Logger, version uint16) *Server {
 	}
 	s.handlers.Store(&map[string]entry{})
 	return s
+}
+
+// Observer is told of every call a server handled to a registered method:
+// its name, how long the handler took (the answer's writing not included)
+// and its error code ("" for success). It runs on the request's goroutine,
+// so it must be quick; the methods are the registered ones only, so a
+// metric keyed by method stays bounded whatever peers send.
+type Observer func(method string, took time.Duration, code string)
+
+// SetObserver makes o observe every handled call from now on (nil: none).
+func (s *Server) SetObserver(o Observer) {
+	if o == nil {
+		s.observe.Store(nil)
+		return
+	}
+	s.observe.Store(&o)
 }
 
 // Register installs h for method, conventionally "Service.Method". It may
@@ -480,7 +497,15 @@ func (sc *serverConn) handle(ctx context.Context, req Frame, h Handler) {
 		resp.Kind, resp.Code = KindError, CodeUnknownMethod
 		resp.Error = fmt.Sprintf("rpc: unknown method %q", req.Method)
 	} else {
+		start := time.Now()
 		b, bulk, err := sc.invoke(ctx, h, &req)
+		if o := sc.s.observe.Load(); o != nil {
+			code := ""
+			if err != nil {
+				code, _ = errorCodeMessage(err)
+			}
+			(*o)(req.Method, time.Since(start), code)
+		}
 		switch {
 		case err != nil:
 			resp.Kind = KindError
