@@ -8,7 +8,10 @@ package clustertest
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -46,9 +49,11 @@ func Config(dir string, i int) cluster.Config {
 func Start(t testing.TB, n int, configure func(i int, c *cluster.Config)) []*cluster.Node {
 	t.Helper()
 	dir := t.TempDir()
+	logger := failureLog(t)
 	var nodes []*cluster.Node
 	for i := range n {
 		cfg := Config(dir, i)
+		cfg.Logger = logger
 		if configure != nil {
 			configure(i, &cfg)
 		}
@@ -95,6 +100,28 @@ func Start(t testing.TB, n int, configure func(i int, c *cluster.Config)) []*clu
 	})
 	return nodes
 }
+
+// failureLog is the nodes' logger: their info lines kept in memory and
+// printed (the last logTail of them) when the test fails, so a failure in CI
+// comes with what the nodes did; with NODEUP_TEST_LOG set, the debug logger
+// on stderr as before.
+func failureLog(t testing.TB) *slog.Logger {
+	if os.Getenv("NODEUP_TEST_LOG") != "" {
+		return testutil.Logger()
+	}
+	buf := &testutil.SyncBuffer{}
+	t.Cleanup(func() {
+		if t.Failed() {
+			lines := strings.Split(strings.TrimRight(buf.String(), "\n"), "\n")
+			t.Logf("--- the nodes' logs (last %d of %d lines) ---\n%s", min(logTail, len(lines)), len(lines),
+				strings.Join(lines[max(0, len(lines)-logTail):], "\n"))
+		}
+	})
+	return slog.New(slog.NewTextHandler(buf, &slog.HandlerOptions{Level: slog.LevelInfo}))
+}
+
+// logTail is how many log lines a failed test prints.
+const logTail = 300
 
 // WaitVoters waits up to 60 s until nodes[0]'s Raft configuration holds
 // want voters, failing t otherwise. Start does not wait for it: autopilot
