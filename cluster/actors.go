@@ -206,7 +206,7 @@ func (n *Node) actorCreate(ctx context.Context, req *wire.ActorCreateRequest) (*
 	if err := wire.ValidateEnvVars(req.EnvVars); err != nil {
 		return bad("actor %s: runtime env: %v", req.Class, err)
 	}
-	if err := req.Strategy.Labels.Validate(); err != nil {
+	if err := policyStrategy(req.Strategy).Validate(); err != nil {
 		return bad("actor %s: %v", req.Class, err)
 	}
 	id := newID()[:24]
@@ -224,7 +224,7 @@ func (n *Node) actorCreate(ctx context.Context, req *wire.ActorCreateRequest) (*
 	a := store.Actor{ID: id, JobID: req.JobID, Class: req.Class, Name: req.Name, Namespace: req.Namespace,
 		State: store.ActorPending, Detached: req.Detached, MaxRestarts: req.MaxRestarts, MaxTaskRetries: req.MaxTaskRetries,
 		MaxConcurrency: req.MaxConcurrency, Resources: req.Resources, StrategyKind: req.Strategy.Kind, StrategyNode: req.Strategy.NodeID,
-		StrategySoft: req.Strategy.Soft, Labels: req.Strategy.Labels, Constructor: req.Constructor, Args: args, BinaryHash: req.BinaryHash, BinaryNode: req.BinaryNode,
+		StrategySoft: req.Strategy.Soft, Labels: req.Strategy.Labels, SoftLabels: req.Strategy.SoftLabels, Constructor: req.Constructor, Args: args, BinaryHash: req.BinaryHash, BinaryNode: req.BinaryNode,
 		OwnerAddr: req.OwnerAddr, EnvVars: req.EnvVars, JobNamespace: req.JobNamespace, Language: req.Language, Code: req.Code,
 		CreatedAt: now, StateChangedAt: now}
 	res, err := n.apply(store.ActorRegisterType, &store.ActorRegisterRequest{Actor: a, GetIfExists: req.GetIfExists})
@@ -770,7 +770,7 @@ func (m *actorManager) groupRemoved(a *store.Actor) string {
 func (m *actorManager) placement(a *store.Actor) (view []wire.NodeInfo, r sched.Request, reason string, gone bool) {
 	view = m.host.actorPlacementView()
 	r = sched.Request{Demand: a.Resources, Strategy: sched.Strategy{Kind: sched.StrategyKind(a.StrategyKind),
-		Node: a.StrategyNode, Soft: a.StrategySoft, Labels: a.Labels}}
+		Node: a.StrategyNode, Soft: a.StrategySoft, Labels: a.Labels, SoftLabels: a.SoftLabels}}
 	pg, idx, ok := sched.PlacementGroupOf(a.Resources)
 	if !ok {
 		return view, r, "", false

@@ -23,7 +23,7 @@ func snapshotOf(view []wire.NodeInfo, local string) sched.Snapshot {
 
 // policyStrategy is st in the policy's terms.
 func policyStrategy(st wire.Strategy) sched.Strategy {
-	return sched.Strategy{Kind: sched.StrategyKind(st.Kind), Node: st.NodeID, Soft: st.Soft, Labels: st.Labels}
+	return sched.Strategy{Kind: sched.StrategyKind(st.Kind), Node: st.NodeID, Soft: st.Soft, Labels: st.Labels, SoftLabels: st.SoftLabels}
 }
 
 // newRand is a source for the policy's random choice among its top nodes.

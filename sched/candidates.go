@@ -51,8 +51,8 @@ func judgeNode(s Snapshot, r Request, n *Node) cand {
 // is hybrid with the demand free below SpreadThreshold. nil otherwise.
 // This is the common case, decided without judging every node.
 func localFirst(s Snapshot, r Request) *cand {
-	if r.Bundle != nil || s.Local == "" {
-		return nil
+	if r.Bundle != nil || s.Local == "" || len(r.Strategy.SoftLabels) > 0 {
+		return nil // soft labels weigh every node (nodeLabel)
 	}
 	var l cand
 	for i := range s.Nodes {
@@ -99,12 +99,4 @@ func (v *judged) byID(id string) *cand {
 }
 
 // feasible returns every node that fits, Local included, in ID order.
-func (v *judged) feasible() []*cand {
-	var out []*cand
-	for i := range v.all {
-		if v.all[i].fits {
-			out = append(out, &v.all[i])
-		}
-	}
-	return out
-}
+func (v *judged) feasible() []*cand { return v.matching(func(c *cand) bool { return c.fits }) }

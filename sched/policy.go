@@ -27,19 +27,35 @@ type Strategy struct {
 	Node string
 	Soft bool
 	// Labels are hard conditions on node labels that hold with any Kind
-	// (Ray's label_selector).
+	// (Ray's label_selector, and NodeLabelSchedulingStrategy's hard).
 	Labels LabelSelector
+	// SoftLabels are preferred node labels (Ray's
+	// NodeLabelSchedulingStrategy's soft): among the nodes Labels allow,
+	// those matching SoftLabels are chosen first (nodeLabel). Only with
+	// StrategyHybrid.
+	SoftLabels LabelSelector
 }
 
-// Validate rejects an unknown Kind and a malformed Labels, naming them;
-// errors about Labels wrap ErrInvalidLabelSelector.
+// Validate rejects an unknown Kind, a malformed Labels or SoftLabels, and
+// SoftLabels with a Kind other than StrategyHybrid, naming them; errors
+// about the selectors wrap ErrInvalidLabelSelector.
 func (st Strategy) Validate() error {
 	switch st.Kind {
 	case StrategyHybrid, StrategySpread, StrategyNodeAffinity:
 	default:
 		return fmt.Errorf("unknown scheduling strategy %q: accepted are \"\" (DEFAULT), %s, %s", st.Kind, StrategySpread, StrategyNodeAffinity)
 	}
-	return st.Labels.Validate()
+	if err := st.Labels.Validate(); err != nil {
+		return err
+	}
+	if len(st.SoftLabels) > 0 && st.Kind != StrategyHybrid {
+		return fmt.Errorf("%w: soft labels %s go with the DEFAULT strategy (Ray's NodeLabelSchedulingStrategy), not %s",
+			ErrInvalidLabelSelector, st.SoftLabels, st.Kind)
+	}
+	if err := st.SoftLabels.Validate(); err != nil {
+		return fmt.Errorf("soft labels: %w", err)
+	}
+	return nil
 }
 
 // Snapshot is the cluster as one placement decision sees it: a copy the
@@ -124,7 +140,7 @@ type Decision struct {
 }
 
 // Decide places one task or actor request on s: the composite of the
-// bundle, node-affinity, SPREAD and hybrid policies (Ray's
+// bundle, node-affinity, SPREAD, node-label and hybrid policies (Ray's
 // CompositeSchedulingPolicy), each a pure function of s, r and rng (used
 // only to choose among Ray's top k nodes). Label selectors, totals and
 // Veto decide which nodes are feasible under every strategy; a Stay
@@ -152,6 +168,8 @@ func Decide(s Snapshot, r Request, rng *rand.Rand) (Decision, error) {
 			c = v.affinity(r.Strategy, rng)
 		case r.Strategy.Kind == StrategySpread:
 			c, d.SpreadNext = v.spread(s.SpreadNext)
+		case len(r.Strategy.SoftLabels) > 0:
+			c = v.nodeLabel(rng)
 		default:
 			c = v.hybrid(rng)
 		}

@@ -152,6 +152,34 @@ func TestLabelSelectorsHoldWithEveryStrategy(t *testing.T) {
 	}
 }
 
+// TestNodeLabelPolicy is Ray's NodeLabelSchedulingStrategy: hard labels
+// filter, soft labels are preferred, a free node before a matching busy
+// one, and a soft label no node has falls back to the hard-label nodes.
+func TestNodeLabelPolicy(t *testing.T) {
+	t.Parallel()
+	gpuA := labelled(nd(t, "a", "CPU=4", ""), "zone", "r1", "gpu", "a100")
+	gpuB := labelled(nd(t, "b", "CPU=4", ""), "zone", "r1", "gpu", "h100")
+	plain := labelled(nd(t, "c", "CPU=4", ""), "zone", "r2")
+	busy := func(n Node) Node { n.Available = cpu(t, "0"); return n }
+	st := func(hard, soft LabelSelector) Strategy { return Strategy{Labels: hard, SoftLabels: soft} }
+	h100 := LabelSelector{"gpu": In("h100")}
+	r1 := LabelSelector{"zone": In("r1")}
+	runPolicyCases(t, []policyCase{
+		{"soft match chosen over local", []Node{gpuA, gpuB, plain}, "a", Request{Demand: cpu(t, "1"), Strategy: st(nil, h100)}, "run b"},
+		{"soft match busy: a free node", []Node{gpuA, busy(gpuB), plain}, "b", Request{Demand: cpu(t, "1"), Strategy: st(nil, h100)}, "run a"},
+		{"hard filters before soft", []Node{gpuA, busy(gpuB), plain}, "c", Request{Demand: cpu(t, "1"), Strategy: st(r1, LabelSelector{"zone": In("r2")})}, "run a"},
+		{"nothing free: wait on the soft match", []Node{busy(gpuA), busy(gpuB), busy(plain)}, "a", Request{Demand: cpu(t, "1"), Strategy: st(nil, h100)}, "wait b"},
+		{"soft label nobody has: any free", []Node{busy(gpuA), gpuB, busy(plain)}, "a", Request{Demand: cpu(t, "1"), Strategy: st(nil, LabelSelector{"gpu": In("tpu")})}, "run b"},
+		{"hard label nobody has: infeasible", []Node{gpuA, gpuB}, "a", Request{Demand: cpu(t, "1"), Strategy: st(LabelSelector{"zone": In("r9")}, h100)}, "infeasible: no alive node matches labels zone in (r9)"},
+	})
+	if err := (Strategy{Kind: StrategySpread, SoftLabels: h100}).Validate(); err == nil || !strings.Contains(err.Error(), "DEFAULT") {
+		t.Errorf("soft labels with SPREAD: %v, want refused naming DEFAULT", err)
+	}
+	if err := (Strategy{SoftLabels: LabelSelector{"gpu": {Op: OpIn}}}).Validate(); err == nil || !strings.Contains(err.Error(), "soft labels") {
+		t.Errorf("soft In without values: %v, want refused naming soft labels", err)
+	}
+}
+
 func TestBundlePolicy(t *testing.T) {
 	t.Parallel()
 	nodes := []Node{nd(t, "a", "CPU=4", ""), nd(t, "b", "CPU=4", ""), dead(nd(t, "c", "CPU=4", ""))}

@@ -69,6 +69,8 @@ type Actor struct {
 	StrategySoft bool
 	// Labels are hard node-label conditions (wire.Strategy.Labels).
 	Labels sched.LabelSelector `msgpack:",omitempty"`
+	// SoftLabels are preferred node labels (wire.Strategy.SoftLabels).
+	SoftLabels sched.LabelSelector `msgpack:",omitempty"`
 	// Constructor is the registered constructor's name; Args its msgpack
 	// encoded arguments (opaque here).
 	Constructor string

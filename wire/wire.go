@@ -254,6 +254,10 @@ type Strategy struct {
 	// Labels are hard conditions on node labels that hold with any Kind
 	// (Ray's label_selector): only matching nodes run the work.
 	Labels sched.LabelSelector `msgpack:",omitempty"`
+	// SoftLabels are preferred node labels, with the DEFAULT Kind only
+	// (Ray's NodeLabelSchedulingStrategy soft): matching nodes first, any
+	// node Labels allow when none matches or has room.
+	SoftLabels sched.LabelSelector `msgpack:",omitempty"`
 }
 
 // LeaseRequest asks a node for a worker with Resources reserved for it (Ray's

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/nodeup/nodeup/sched"
+	"github.com/nodeup/nodeup/wire"
 )
 
 // LabelSelector maps a node label key to the condition its value must meet,
@@ -57,6 +58,29 @@ func NodeLabels(sel LabelSelector) Option {
 			return fmt.Errorf("option NodeLabels: %w", err)
 		}
 		o.strategy.Labels = s
+		return nil
+	}
+}
+
+// NodeLabelStrategy is Ray's NodeLabelSchedulingStrategy(hard, soft): the
+// task or actor runs only on nodes whose labels satisfy hard (as
+// NodeLabels), and among those prefers nodes satisfying soft: a soft match
+// with the demand free, else any node with it free, else it waits on a
+// soft match, else on any hard match. Either selector may be empty. It
+// replaces the strategy (Spread or NodeAffinity before it is dropped), as
+// Ray's scheduling_strategy takes one strategy. Errors: a malformed
+// selector (In or NotIn without values, a zero LabelMatch, an empty key),
+// naming the key and whether it is hard or soft.
+func NodeLabelStrategy(hard, soft LabelSelector) Option {
+	return func(o *taskOptions) error {
+		h, s := hard.sched(), soft.sched()
+		if err := h.Validate(); err != nil {
+			return fmt.Errorf("option NodeLabelStrategy: hard: %w", err)
+		}
+		if err := s.Validate(); err != nil {
+			return fmt.Errorf("option NodeLabelStrategy: soft: %w", err)
+		}
+		o.strategy = wire.Strategy{Labels: h, SoftLabels: s}
 		return nil
 	}
 }

@@ -72,7 +72,7 @@ func defaultOptions() taskOptions {
 
 // schedKey groups tasks that can share a worker lease.
 func schedKey(res sched.ResourceSet, st wire.Strategy) string {
-	return res.String() + "|" + st.Kind + "|" + st.NodeID + fmt.Sprint(st.Soft) + "|" + st.Labels.String()
+	return res.String() + "|" + st.Kind + "|" + st.NodeID + fmt.Sprint(st.Soft) + "|" + st.Labels.String() + "|" + st.SoftLabels.String()
 }
 
 // setQuantity sets resource name to v units (0: no demand); errors name
@@ -225,7 +225,7 @@ func RetryExceptions(on bool) Option {
 // round robin too, placed by the leader (sched.Decide).
 func Spread() Option {
 	return func(o *taskOptions) error {
-		o.strategy.Kind, o.strategy.NodeID, o.strategy.Soft = wire.StrategySpread, "", false
+		o.strategy.Kind, o.strategy.NodeID, o.strategy.Soft, o.strategy.SoftLabels = wire.StrategySpread, "", false, nil
 		return nil
 	}
 }
@@ -239,7 +239,7 @@ func NodeAffinity(nodeID string, soft bool) Option {
 		if !isNodeID(nodeID) {
 			return fmt.Errorf("option NodeAffinity %q: not a node ID; give 8 to 64 hex digits as NodeID() and Nodes() report (a node's name is not its ID)", nodeID)
 		}
-		o.strategy.Kind, o.strategy.NodeID, o.strategy.Soft = wire.StrategyNodeAffinity, nodeID, soft
+		o.strategy.Kind, o.strategy.NodeID, o.strategy.Soft, o.strategy.SoftLabels = wire.StrategyNodeAffinity, nodeID, soft, nil
 		return nil
 	}
 }

@@ -45,6 +45,17 @@ func whereAll(t *testing.T, k int, opts ...Option) map[string]int {
 func TestNodeLabelsAndAcceleratorType(t *testing.T) {
 	startLabelled(t)
 	ctx := ctxT(t)
+	// Soft labels first, while every node is idle: the task goes to the
+	// soft match, wherever the driver is (Ray's NodeLabelSchedulingStrategy).
+	if got := whereAll(t, 1, NodeLabelStrategy(nil, LabelSelector{"gpu": Exists()})); got["n2"] != 1 {
+		t.Fatalf("soft gpu exists: task ran on %v, want n2", got)
+	}
+	if got := whereAll(t, 1, NodeLabelStrategy(LabelSelector{"zone": In("rack2")}, LabelSelector{"gpu": DoesNotExist()})); got["n1"] != 1 {
+		t.Fatalf("hard zone in (rack2), soft gpu does_not_exist: task ran on %v, want n1", got)
+	}
+	if got := whereAll(t, 1, NodeLabelStrategy(LabelSelector{"zone": In("rack1")}, LabelSelector{"gpu": Exists()})); got["n0"] != 1 {
+		t.Fatalf("hard zone in (rack1), soft gpu exists (no rack1 node has it): task ran on %v, want n0", got)
+	}
 	rack2 := NodeLabels(LabelSelector{"zone": In("rack2")})
 	if got := whereAll(t, 30, rack2); got["n0"] != 0 || got["n1"]+got["n2"] != 30 {
 		t.Fatalf("zone in (rack2): tasks ran on %v", got)
@@ -82,6 +93,24 @@ func TestNodeLabelsAndAcceleratorType(t *testing.T) {
 	}
 	if placed != "n1" {
 		t.Fatalf("actor with gpu does_not_exist, zone in (rack2) placed on %q, want n1", placed)
+	}
+
+	// An actor's soft labels are kept in its record and followed by the
+	// leader.
+	hs, err := Must(logActorClass.Options(NodeLabelStrategy(nil, LabelSelector{"gpu": Exists()}))).Remote(ctx, "y")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := entriesCall.Remote(ctx, hs).Get(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if actors, err = ListActors(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range actors {
+		if a.ActorID == hs.ID() && a.NodeName != "n2" {
+			t.Fatalf("actor with soft gpu exists placed on %q, want n2", a.NodeName)
+		}
 	}
 
 	// No node matches: infeasible, naming the selector.

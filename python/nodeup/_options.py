@@ -110,12 +110,14 @@ def scheduling(opts, demand):
     """Returns (demand, strategy): ``demand`` (fixed-point resource map)
     renamed into a placement group's bundle when the options put the work
     in one, and the wire Strategy map. Accepts ``scheduling_strategy`` None,
-    "DEFAULT", "SPREAD", NodeAffinitySchedulingStrategy or
-    PlacementGroupSchedulingStrategy, and Ray's older
+    "DEFAULT", "SPREAD", NodeAffinitySchedulingStrategy,
+    PlacementGroupSchedulingStrategy or NodeLabelSchedulingStrategy, and
+    Ray's older
     ``placement_group``/``placement_group_bundle_index``. Raises
     ValueError for anything else or both forms at once."""
     from ._placement import PlacementGroup, demand_in
-    from .util.scheduling_strategies import NodeAffinitySchedulingStrategy, PlacementGroupSchedulingStrategy
+    from .util.scheduling_strategies import (NodeAffinitySchedulingStrategy, NodeLabelSchedulingStrategy,
+                                             PlacementGroupSchedulingStrategy)
     st = opts.get("scheduling_strategy")
     pg = opts.get("placement_group")
     if pg is not None and pg != "default":
@@ -133,11 +135,14 @@ def scheduling(opts, demand):
         return demand, {"Kind": "NODE_AFFINITY", "NodeID": st.node_id, "Soft": st.soft}
     if isinstance(st, PlacementGroupSchedulingStrategy):
         return demand_in(st.placement_group.id, st.placement_group_bundle_index, demand), dict(DEFAULT)
+    if isinstance(st, NodeLabelSchedulingStrategy):
+        return demand, st.wire()
     raise ValueError(f"scheduling_strategy={st!r}: accepted are None, 'DEFAULT', 'SPREAD', "
-                     "NodeAffinitySchedulingStrategy and PlacementGroupSchedulingStrategy")
+                     "NodeAffinitySchedulingStrategy, PlacementGroupSchedulingStrategy and NodeLabelSchedulingStrategy")
 
 
 def strategy_key(strategy):
     """A hashable key of a wire Strategy map, for per-shape queues."""
-    return (strategy.get("Kind", ""), strategy.get("NodeID", ""), bool(strategy.get("Soft")))
+    return (strategy.get("Kind", ""), strategy.get("NodeID", ""), bool(strategy.get("Soft")),
+            repr(sorted((strategy.get("Labels") or {}).items())), repr(sorted((strategy.get("SoftLabels") or {}).items())))
 

@@ -10,6 +10,7 @@ import pytest
 from conftest import Node, until
 
 import nodeup
+from nodeup.util.scheduling_strategies import DoesNotExist, In, NodeLabelSchedulingStrategy
 
 
 @pytest.fixture(scope="module")
@@ -19,7 +20,7 @@ def two_nodes():
         head = Node(t0)
         far = None
         try:
-            far = Node(t1, extra=("--resources", "far=2"), join=head)
+            far = Node(t1, extra=("--resources", "far=2", "--labels", "zone=far"), join=head)
             yield head, far
         finally:
             if far is not None:
@@ -54,5 +55,36 @@ def test_tasks_and_actors_spill_to_another_secure_node(two_nodes):
 
         c = Counter.remote()
         assert nodeup.get([c.incr.remote() for _ in range(3)], timeout=60)[-1] == (3, far_id)
+    finally:
+        nodeup.shutdown()
+
+
+def test_node_label_strategy_prefers_soft_and_holds_hard(two_nodes):
+    """Ray's NodeLabelSchedulingStrategy: the soft label draws work from the
+    driver's node to the labelled one; a hard label no node has leaves it
+    waiting (infeasible); a bad condition is refused where it is made."""
+    head, far = two_nodes
+    nodeup.init(address=head.socket)
+    try:
+        until("the second node in the cluster",
+              lambda: nodeup.cluster_resources().get("far") == 2, within=30)
+        ids = {n["Labels"].get("zone", ""): n["NodeID"] for n in nodeup.nodes()}
+
+        @nodeup.remote
+        def where():
+            return nodeup.get_runtime_context().get_node_id()
+
+        soft = NodeLabelSchedulingStrategy(hard={}, soft={"zone": In("far")})
+        assert nodeup.get(where.options(scheduling_strategy=soft).remote(), timeout=60) == ids["far"]
+        not_far = NodeLabelSchedulingStrategy(hard={"zone": DoesNotExist()})
+        assert nodeup.get(where.options(scheduling_strategy=not_far).remote(), timeout=60) == ids[""]
+        stuck = where.options(scheduling_strategy=NodeLabelSchedulingStrategy(hard={"zone": In("mars")})).remote()
+        ready, _ = nodeup.wait([stuck], timeout=1.0)
+        assert ready == []
+        nodeup.cancel(stuck)
+        with pytest.raises(ValueError, match="needs at least one value"):
+            In()
+        with pytest.raises(TypeError, match="soft"):
+            NodeLabelSchedulingStrategy(hard={}, soft={"zone": "far"})
     finally:
         nodeup.shutdown()

@@ -53,4 +53,97 @@ class PlacementGroupSchedulingStrategy:
                 f"placement_group_bundle_index={self.placement_group_bundle_index})")
 
 
-__all__ = ["NodeAffinitySchedulingStrategy", "PlacementGroupSchedulingStrategy"]
+class _LabelMatch:
+    """One condition on a node label's value (wire LabelMatch: Op, Values)."""
+
+    __slots__ = ("op", "values")
+
+    def __init__(self, op, values=()):
+        values = list(values)
+        for v in values:
+            if not isinstance(v, str):
+                raise TypeError(f"{_OP_NAMES[op]}(...): label values are strings, not {type(v).__name__} {v!r}")
+        if op in ("in", "not_in") and not values:
+            raise ValueError(f"{_OP_NAMES[op]}() needs at least one value")
+        self.op = op
+        self.values = values
+
+    def wire(self):
+        return {"Op": self.op, "Values": self.values} if self.values else {"Op": self.op}
+
+    def __repr__(self):
+        return f"{_OP_NAMES[self.op]}({', '.join(repr(v) for v in self.values)})"
+
+
+_OP_NAMES = {"in": "In", "not_in": "NotIn", "exists": "Exists", "does_not_exist": "DoesNotExist"}
+
+
+def In(*values):
+    """Matches nodes whose label has one of ``values`` (strings, at least
+    one), as Ray's ``ray.util.scheduling_strategies.In``."""
+    return _LabelMatch("in", values)
+
+
+def NotIn(*values):
+    """Matches nodes whose label is absent or none of ``values`` (strings,
+    at least one), as Ray's ``NotIn``."""
+    return _LabelMatch("not_in", values)
+
+
+def Exists():
+    """Matches nodes that have the label, with any value, as Ray's ``Exists``."""
+    return _LabelMatch("exists")
+
+
+def DoesNotExist():
+    """Matches nodes without the label, as Ray's ``DoesNotExist``."""
+    return _LabelMatch("does_not_exist")
+
+
+def _selector(name, sel):
+    if sel is None:
+        return {}
+    if not isinstance(sel, dict):
+        raise TypeError(f"NodeLabelSchedulingStrategy {name}={sel!r}: want a dict of label key to In/NotIn/Exists/DoesNotExist")
+    out = {}
+    for k, m in sel.items():
+        if not isinstance(k, str) or not k:
+            raise ValueError(f"NodeLabelSchedulingStrategy {name}: label key {k!r}: want a non-empty string")
+        if not isinstance(m, _LabelMatch):
+            raise TypeError(f"NodeLabelSchedulingStrategy {name}[{k!r}]={m!r}: want In(...), NotIn(...), Exists() "
+                            "or DoesNotExist()")
+        out[k] = m
+    return out
+
+
+class NodeLabelSchedulingStrategy:
+    """Run the task or actor only on nodes whose labels (``nodeup start
+    --labels zone=rack1``) satisfy every condition of ``hard``, preferring
+    those that also satisfy ``soft``: a soft match with room now, else any
+    hard match with room, else it waits on a soft match, else on any hard
+    match. Each is a dict of label key to ``In(...)``, ``NotIn(...)``,
+    ``Exists()`` or ``DoesNotExist()``; either may be empty. No alive node
+    matching ``hard`` makes the work infeasible (it waits, as Ray's). As
+    Ray's NodeLabelSchedulingStrategy (wire Strategy Labels and
+    SoftLabels). Raises TypeError or ValueError naming a malformed key or
+    condition."""
+
+    def __init__(self, hard, soft=None):
+        self.hard = _selector("hard", hard)
+        self.soft = _selector("soft", soft)
+
+    def wire(self):
+        """The wire Strategy map (DEFAULT kind with Labels/SoftLabels)."""
+        out = {"Kind": ""}
+        if self.hard:
+            out["Labels"] = {k: m.wire() for k, m in self.hard.items()}
+        if self.soft:
+            out["SoftLabels"] = {k: m.wire() for k, m in self.soft.items()}
+        return out
+
+    def __repr__(self):
+        return f"NodeLabelSchedulingStrategy(hard={self.hard!r}, soft={self.soft!r})"
+
+
+__all__ = ["NodeAffinitySchedulingStrategy", "PlacementGroupSchedulingStrategy", "NodeLabelSchedulingStrategy",
+           "In", "NotIn", "Exists", "DoesNotExist"]
