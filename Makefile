@@ -52,9 +52,9 @@ e2e:
 	set -o pipefail; $(GO) test -count=1 -timeout 20m -v ./e2e 2>&1 | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic|\s+\S+_test\.go)'
 
 ## python-test: the Python SDK's pytest suite (python/tests) against real nodes of bin/nodeup;
-## needs Debian's python3-msgpack, python3-cloudpickle and python3-pytest for $(PYTHON) (.ci/run installs them)
+## needs Debian's python3-msgpack, python3-cloudpickle, python3-pytest and python3-numpy for $(PYTHON) (.ci/run installs them)
 python-test: build
-	@$(PYTHON) -c 'import msgpack, cloudpickle, pytest' || { echo "python-test needs $(PYTHON) with msgpack, cloudpickle and pytest: apt-get install python3-msgpack python3-cloudpickle python3-pytest" >&2; exit 1; }
+	@$(PYTHON) -c 'import msgpack, cloudpickle, pytest, numpy' || { echo "python-test needs $(PYTHON) with msgpack, cloudpickle, pytest and numpy: apt-get install python3-msgpack python3-cloudpickle python3-pytest python3-numpy" >&2; exit 1; }
 	$(PYTHON) -m pytest -q -p no:cacheprovider python/tests
 
 ## check-long: the scheduler invariant checker's long randomized run for CHECK_DURATION (default 5m; docs/checker.md)

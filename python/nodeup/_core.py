@@ -18,6 +18,7 @@ import cloudpickle
 from . import _jobauth
 from . import _options
 from . import _protocol as P
+from . import _serialize
 from . import _state
 from . import _transport
 from .exceptions import (GetTimeoutError, ObjectLostError, RayTaskError,
@@ -112,6 +113,9 @@ class _Obj:
         self.task_name = ""
 
 
+_UNPIN = "unpin"  # tag of a (tag, key, ref) item on Core._unreferenced
+
+
 def dumps(value):
     return cloudpickle.dumps(value, protocol=5)
 
@@ -164,6 +168,7 @@ class Core:
             self.pool.set_node_tls(lambda: _transport.node_tls_context(node_socket))
         self.arena_path = arena_path
         self._arena = None
+        self._fd = None  # the arena file, read-only, for zero-copy reads' own mappings
         self.local = threading.local()  # lease_id of the task this thread runs
         h = {"Object.Get": self._serve_get, "Object.GetMany": self._serve_get_many}
         h.update(handlers or {})
@@ -233,28 +238,73 @@ class Core:
                     self._arena = mmap.mmap(f.fileno(), 0)
             return self._arena
 
-    def store_put(self, oid, data):
-        """Writes data into the local node's store as <job>/<oid>; returns its ObjectLoc."""
+    def store_put(self, oid, ser):
+        """Writes ser (a _serialize.Serialized) into the local node's store
+        as <job>/<oid>, each of its parts copied once; returns its
+        ObjectLoc."""
         key = f"{self.job_id}/{oid}"
-        loc = self.pool.call(self.node_addr, "Obj.Create", {"Key": key, "Size": len(data)})
+        loc = self.pool.call(self.node_addr, "Obj.Create", {"Key": key, "Size": ser.size})
         try:
-            a = self.arena()
-            a[loc["Offset"]:loc["Offset"] + len(data)] = data
+            off = loc["Offset"]
+            with memoryview(self.arena()) as m, m[off:off + ser.size] as dst:
+                ser.write_into(dst)
             self.pool.call(self.node_addr, "Obj.Seal", {"Key": key})
         except BaseException:
             self.pool.call(self.node_addr, "Obj.Abort", {"Key": key})
             raise
-        return {"Key": key, "NodeAddr": self.node_addr, "Size": len(data)}
+        return {"Key": key, "NodeAddr": self.node_addr, "Size": ser.size}
 
-    def store_read(self, loc):
+    def store_read_value(self, ref, loc):
+        """The value at loc (an ObjectLoc), made local by the node. A plain
+        pickle is read from the store and the node's pin released at once.
+        A frame with out-of-band buffers is read through a read-only
+        mapping of its own pages: numpy arrays in it are zero-copy,
+        read-only views of the store (as Ray's), and the object stays
+        pinned, and ref held (so its owner keeps it), until the last of
+        them is gone."""
+        key = loc["Key"]
         where = self.pool.call(self.node_addr, "Obj.Locate", {"Loc": loc})
         off, size = where["Offset"], where["Size"]
+        pinned = True
         try:
-            return bytes(self.arena()[off:off + size])
+            a = self.arena()
+            if a[off:off + 4] != _serialize.MAGIC:
+                with memoryview(a) as m, m[off:off + size] as src:
+                    return pickle.loads(src)
+            base = off - off % mmap.ALLOCATIONGRANULARITY
+            mm = mmap.mmap(self._arena_fd(), size + off - base, flags=mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0),
+                           prot=mmap.PROT_READ, offset=base)
+            # From here the mapping's finalizer releases the pin (from the
+            # freer thread: a finalizer may run where RPCs must not).
+            weakref.finalize(mm, self._unreferenced.put, (_UNPIN, key, ref))
+            pinned = False
+            return _serialize.loads(memoryview(mm)[off - base:off - base + size])
         finally:
-            # Obj.Locate pinned it for this read; the copy is made, so the
-            # node may spill it again.
-            self.pool.call(self.node_addr, "Obj.Release", {"Keys": [loc["Key"]]})
+            if pinned:
+                self._unpin(key)
+
+    def _arena_fd(self):
+        with self.lock:
+            if self._fd is None:
+                self._fd = os.open(self.arena_path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+            return self._fd
+
+    def _unpin(self, key):
+        """Drops this process's reader pin on key (Obj.Release), so the
+        node may spill it again."""
+        try:
+            self.pool.call(self.node_addr, "Obj.Release", {"Keys": [key]})
+        except Exception as e:  # the job's end drops it anyway
+            log.debug("release pin of %s: %s", key, e)
+
+    def stored_or_inline(self, oid, value):
+        """(inline bytes, None) for a value small enough to travel in
+        messages, else (None, ObjectLoc) once it is written to the store
+        as oid."""
+        ser = _serialize.serialize(value)
+        if ser.buffers or ser.size > P.INLINE_MAX:
+            return None, self.store_put(oid, ser)
+        return ser.to_bytes(), None
 
     # ---- serving owned objects to borrowers
 
@@ -302,12 +352,9 @@ class Core:
 
     def put(self, value):
         oid = self._next("p")
-        data = dumps(value)
         o = self._new_obj(oid)
-        if len(data) > P.INLINE_MAX:
-            self._finish(o, loc=self.store_put(oid, data))
-        else:
-            self._finish(o, value=data)
+        data, loc = self.stored_or_inline(oid, value)
+        self._finish(o, value=data, loc=loc)
         ref = ObjectRef(oid, self.address)
         weakref.finalize(ref, self._unreferenced.put, oid)
         return ref
@@ -325,6 +372,9 @@ class Core:
             oid = self._unreferenced.get()
             if oid is None:
                 return
+            if isinstance(oid, tuple):  # (_UNPIN, key, ref): a zero-copy read's mapping is gone
+                self._unpin(oid[1])
+                continue
             self.release(oid)
 
     def release(self, oid):
@@ -414,8 +464,9 @@ class Core:
             if isinstance(o.error, BaseException):
                 raise o.error
             raise task_error(o.error, o.task_name)
-        data = o.value if o.loc is None else self.store_read(o.loc)
-        return pickle.loads(data)
+        if o.loc is not None:
+            return self.store_read_value(ref, o.loc)
+        return _serialize.loads(o.value)
 
     def get(self, refs, timeout=None):
         states = [self._state(r) for r in refs]
@@ -580,11 +631,10 @@ class Core:
                     return {"Inline": o.value, "RefID": "", "Owner": "", "IsRef": False}
                 self.escaped(v.id)  # the task reads it from the store, maybe after the caller let go
             return {"Inline": None, "RefID": v.id, "Owner": v.owner, "IsRef": True}
-        data = dumps(v)
-        if len(data) > P.INLINE_MAX:
-            oid = self._next("a")
-            o = self._new_obj(oid)
-            self._finish(o, loc=self.store_put(oid, data))
+        oid = self._next("a")
+        data, loc = self.stored_or_inline(oid, v)
+        if loc is not None:
+            self._finish(self._new_obj(oid), loc=loc)
             return {"Inline": None, "RefID": oid, "Owner": self.address, "IsRef": True}
         return {"Inline": data, "RefID": "", "Owner": "", "IsRef": False}
 
@@ -740,6 +790,10 @@ class Core:
     def close(self):
         self.closed = True
         self._unreferenced.put(None)
+        with self.lock:
+            fd, self._fd = self._fd, None
+        if fd is not None:
+            os.close(fd)  # mappings made from it stay valid
         self.server.stop()
         self.pool.close()
 

@@ -18,6 +18,7 @@ from . import _context
 from . import _core
 from . import _protocol as P
 from . import _runtime_env
+from . import _serialize
 from . import _state
 from .exceptions import TaskCancelledError
 
@@ -72,7 +73,7 @@ class _Executor:
 
     def arg(self, a):
         if not a.get("IsRef"):
-            return pickle.loads(a.get("Inline") or b"")
+            return _serialize.loads(a.get("Inline") or b"")
         ref = _core.ObjectRef(a["RefID"], a["Owner"])
         return self.core.get([ref])[0]
 
@@ -286,21 +287,18 @@ class _Executor:
         return args, kwargs
 
     def reply(self, spec, result, start):
-        """The PushTaskReply for result: values over P.INLINE_MAX pickled go
-        into the node's store."""
+        """The PushTaskReply for result: values over P.INLINE_MAX pickled, or
+        with large out-of-band buffers (numpy arrays), go into the node's
+        store."""
         n = int(spec.get("NumReturns") or 1)
         values = [result] if n == 1 else list(result)
         if len(values) != n:
             raise ValueError(f"task {spec.get('Name')} returned {len(values)} values, num_returns={n}")
         returns, stored = [], []
         for i, v in enumerate(values):
-            data = _core.dumps(v)
-            if len(data) > P.INLINE_MAX:
-                stored.append(self.core.store_put(f"{spec.get('TaskID')}.{i}", data))
-                returns.append(None)
-            else:
-                stored.append(None)
-                returns.append(data)
+            data, loc = self.core.stored_or_inline(f"{spec.get('TaskID')}.{i}", v)
+            stored.append(loc)
+            returns.append(data)
         if all(s is None for s in stored):
             stored = None
         return {"Returns": returns, "Stored": stored, "Error": None, "RunNanos": time.monotonic_ns() - start}
