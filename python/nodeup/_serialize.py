@@ -157,6 +157,8 @@ def loads(view):
     """The value of a frame or plain pickle held in view (bytes or a
     memoryview). Out-of-band buffers are slices of view: zero-copy when view
     maps the store, and read-only when view is."""
+    if type(view) is bytes and not view.startswith(MAGIC):
+        return pickle.loads(view)  # the common small value: no views made
     mv = memoryview(view)
     head = bytes(mv[:header_size(bytes(mv[:_HEAD.size]))])
     parsed = parse_header(head, mv.nbytes)
