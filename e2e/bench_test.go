@@ -60,6 +60,9 @@ func TestBench(t *testing.T) {
 	if rep.Machine.CPUs == 0 || rep.Machine.GoVersion == "" || rep.Machine.NodeupVersion == "" {
 		t.Errorf("machine facts missing: %+v", rep.Machine)
 	}
+	// Counts of what may rightly not happen in a run: the churn spills
+	// only when reference counting falls behind (CI once saw 0 bytes).
+	mayBeZero := map[string]bool{"object_churn_spilled_bytes": true}
 	names := map[string]bool{}
 	for _, m := range rep.Metrics {
 		names[m.Name] = true
@@ -68,6 +71,7 @@ func TestBench(t *testing.T) {
 			t.Errorf("%s failed: %s", m.Name, m.Error)
 		case m.Skipped != "":
 			t.Errorf("%s skipped: %s", m.Name, m.Skipped)
+		case mayBeZero[m.Name] && m.Value == 0 && m.Runs == 2 && m.Unit != "":
 		case !(m.Value > 0) || m.Runs != 2 || m.Unit == "":
 			t.Errorf("%s: value %v %s over %d runs", m.Name, m.Value, m.Unit, m.Runs)
 		case m.Baseline != "" && (m.Ratio == nil || !(*m.Ratio > 0)):
