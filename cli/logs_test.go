@@ -50,7 +50,7 @@ func TestLogsShowsRemoteTaskOutput(t *testing.T) {
 		c.Insecure = true
 		c.Resources[fmt.Sprintf("node%d", i)] = sched.QuantityOf(1)
 	})
-	if err := worker.Init(context.Background(), worker.Address(nodes[0].SocketAddr()), worker.Logger(testutil.Logger())); err != nil {
+	if err := worker.Init(context.Background(), worker.Address(nodes[0].SocketAddr()), worker.Logger(testutil.Logger()), worker.LogToDriver(false)); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(worker.Shutdown)
