@@ -34,6 +34,14 @@ func TestLogsListAndReadRemoteNode(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(remote.workers.logs.dir, name), []byte(content.String()), 0o640); err != nil {
 		t.Fatal(err)
 	}
+	// One of the asking node's own, listed with the peer's.
+	own := "actor-act1-0123456789abcdef-99.log"
+	if err := os.MkdirAll(nodes[0].workers.logs.dir, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(nodes[0].workers.logs.dir, own), []byte("own\n"), 0o640); err != nil {
+		t.Fatal(err)
+	}
 	// Not a worker log: never listed nor read.
 	secret := filepath.Join(remote.DataDir(), "secret.txt")
 	if err := os.WriteFile(secret, []byte("secret\n"), 0o600); err != nil {
@@ -53,6 +61,13 @@ func TestLogsListAndReadRemoteNode(t *testing.T) {
 		f := l.Files[0]
 		if f.NodeName != remote.Name() || f.Name != name || f.Job != "job1" || f.PID != 4321 || f.Worker != "0123456789abcdef" || f.Size != int64(content.Len()) || f.Kind != "worker" {
 			return fmt.Errorf("listed %+v", f)
+		}
+		var all wire.LogsList
+		if err := call(wire.MethodLogsList, &wire.LogsListRequest{Cluster: true}, &all); err != nil {
+			return err
+		}
+		if len(all.Files) != 2 || all.Files[0].Name != own || all.Files[0].NodeName != nodes[0].Name() || all.Files[0].Actor != "act1" || all.Files[0].Kind != "actor" {
+			return fmt.Errorf("unfiltered listing %+v; want n0's actor file, then n1's", all.Files)
 		}
 		return nil
 	})
