@@ -92,10 +92,11 @@ func (fl *Follower) Poll(ctx context.Context) error {
 			if err := fl.Call(ctx, wire.MethodLogsRead, &wire.LogsReadRequest{Node: f.Addr, Name: f.Name, Tail: fl.Tail}, &r); err != nil {
 				continue // gone meanwhile; the next listing tells
 			}
-			fl.offsets[key] = fl.emit(f, r.Offset, r.Data)
+			fl.offsets[key] = fl.emit(f, r.Offset, r.Size, r.Data)
 			continue
 		}
 		if f.Size < off {
+			fl.readRotated(ctx, f, off)
 			off = 0
 		}
 		for range maxReadsPerPoll {
@@ -107,10 +108,11 @@ func (fl *Follower) Poll(ctx context.Context) error {
 				break
 			}
 			if r.Size < off { // rotated since the listing
+				fl.readRotated(ctx, f, off)
 				off = 0
 				continue
 			}
-			next := fl.emit(f, r.Offset, r.Data)
+			next := fl.emit(f, r.Offset, r.Size, r.Data)
 			if next == off {
 				break
 			}
@@ -129,12 +131,31 @@ func (fl *Follower) Poll(ctx context.Context) error {
 	return nil
 }
 
-// emit hands the whole lines of data (which starts at offset start) to
-// Line and returns the offset after the last one; a trailing part line
-// stays for the next read, unless it is all there is.
-func (fl *Follower) emit(f wire.LogFile, start int64, data []byte) int64 {
+// readRotated reads, best effort, what f held past off when it was
+// rotated: the rest of its newest backup, <name>.1 (once rotated since the
+// last read; output of further rotations in between is not read).
+func (fl *Follower) readRotated(ctx context.Context, f wire.LogFile, off int64) {
+	for range maxReadsPerPoll {
+		var r wire.LogsReadReply
+		if err := fl.Call(ctx, wire.MethodLogsRead, &wire.LogsReadRequest{Node: f.Addr, Name: f.Name + ".1", Offset: off}, &r); err != nil || r.Size < off {
+			return
+		}
+		next := fl.emit(f, r.Offset, r.Size, r.Data)
+		if next == off || next >= r.Size {
+			return
+		}
+		off = next
+	}
+}
+
+// emit hands the whole lines of data (which starts at offset start, in a
+// file of size bytes) to Line and returns the offset after the last one.
+// A trailing part line stays for the next read; data without a line end
+// is handed over whole when more of the file follows (a line longer than
+// a read), else it is a line still being written and waits.
+func (fl *Follower) emit(f wire.LogFile, start, size int64, data []byte) int64 {
 	end := bytes.LastIndexByte(data, '\n') + 1
-	if end == 0 {
+	if end == 0 && start+int64(len(data)) < size {
 		end = len(data)
 	}
 	for _, line := range bytes.SplitAfter(data[:end], []byte{'\n'}) {
