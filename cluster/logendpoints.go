@@ -69,10 +69,11 @@ func (n *Node) logsList(ctx context.Context, r *wire.LogsListRequest) (*wire.Log
 				out.Errors = append(out.Errors, wire.LogNodeError{NodeName: m.Name, Addr: m.RPCAddr, Error: err.Error()})
 				return
 			}
-			// A peer's answer is bounded by the frame size; its own cap
-			// is trusted no further than that.
-			out.Files = append(out.Files, l.Files...)
-			out.LeftOut += l.LeftOut
+			// A peer's answer is bounded by the frame size; the total by
+			// MaxLogClusterList, whatever the peers say.
+			take := min(len(l.Files), max(wire.MaxLogClusterList-len(out.Files), 0))
+			out.Files = append(out.Files, l.Files[:take]...)
+			out.LeftOut += l.LeftOut + len(l.Files) - take
 		}()
 	}
 	wg.Wait()

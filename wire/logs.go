@@ -22,6 +22,10 @@ const MaxLogRead = 1 << 20
 // bytes each in msgpack); LogsList.LeftOut counts the rest.
 const MaxLogList = 5000
 
+// MaxLogClusterList is the most files a cluster-wide LogsList carries
+// (about 10 MB, well under rpc.MaxFrameSize); LeftOut counts the rest.
+const MaxLogClusterList = 50_000
+
 // LogsListRequest filters a listing: Job (a job ID: its task workers' and
 // its actors' files) and Actor (an actor ID); empty matches all. Cluster
 // asks every alive node, not only this one.
@@ -59,7 +63,8 @@ type LogNodeError struct {
 }
 
 // LogsList is the answer to Logs.List: the files, sorted by node name
-// then file name; LeftOut, how many a node's MaxLogList cap left out; and
+// then file name; LeftOut, how many the caps (MaxLogList a node,
+// MaxLogClusterList in all) left out; and
 // the nodes that did not answer (cluster listing only).
 type LogsList struct {
 	Files   []LogFile
