@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +17,19 @@ var printTask = Register1(func(ctx context.Context, s string) (string, error) {
 	fmt.Println(s)
 	return NodeName(), nil
 })
+
+// printerActor prints what it is told, as a user's actor.
+type printerActor struct{}
+
+func (*printerActor) Print(ctx context.Context, s string) (int, error) {
+	fmt.Println(s)
+	return os.Getpid(), nil
+}
+
+var (
+	printerClass = RegisterActor0(func(context.Context) (*printerActor, error) { return &printerActor{}, nil })
+	printCall    = RegisterMethod1((*printerActor).Print)
+)
 
 // A driver whose tasks print on two nodes sees their lines on its stdout,
 // each prefixed (task pid=… node=…); Shutdown stops the poller promptly.
@@ -36,8 +50,19 @@ func TestLogToDriverPrintsTaskOutputOfTwoNodes(t *testing.T) {
 			t.Fatalf("the task for %s ran on %s", node, where)
 		}
 	}
-	testutil.Until(t, 30*time.Second, "both tasks' lines on the driver's stdout", func() error {
+	h, err := Must(printerClass.Options(Resources(map[string]float64{"node1": 1}))).Remote(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	actorPID, err := printCall.Remote(ctx, h, "hello from an actor").Get(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	testutil.Until(t, 30*time.Second, "both tasks' and the actor's lines on the driver's stdout", func() error {
 		s := out.String()
+		if want := fmt.Sprintf("(printerActor pid=%d node=%s) hello from an actor\n", actorPID, nodes[1].Name()); !strings.Contains(s, want) {
+			return fmt.Errorf("stdout %q; want the actor's line ending %q", s, want)
+		}
 		for i := range 2 {
 			want := fmt.Sprintf(" node=%s) hello from node%d\n", nodes[i].Name(), i)
 			if !strings.Contains(s, want) || !strings.Contains(s, "(task pid=") {
@@ -46,6 +71,7 @@ func TestLogToDriverPrintsTaskOutputOfTwoNodes(t *testing.T) {
 		}
 		return nil
 	})
+	t.Logf("driver stdout:\n%s", out.String())
 	start := time.Now()
 	Shutdown()
 	if d := time.Since(start); d > 5*time.Second {
