@@ -51,6 +51,9 @@ func nodeFlags() []ucli.Flag {
 		&ucli.StringFlag{Name: "token", EnvVars: []string{"NODEUP_TOKEN"}, Usage: "join token (nodeup1.…) printed by 'nodeup start --head' or made by 'nodeup token create'; needed once, at a node's first join"},
 		&ucli.StringFlag{Name: "token-file", Usage: "file holding the join token (instead of --token)"},
 		&ucli.StringFlag{Name: "max-working-dir", Usage: "largest working dir a submitted job may upload to this node, in bytes or with a unit (default 100MiB, as Ray's)"},
+		&ucli.StringFlag{Name: "worker-log-max-size", Usage: "size each worker or actor process's log file rotates at, in bytes or with a unit (default 100MiB)"},
+		&ucli.IntFlag{Name: "worker-log-backups", Value: cluster.DefaultWorkerLogBackups, Usage: "rotated files each worker log keeps besides the current one (0: none)"},
+		&ucli.DurationFlag{Name: "worker-log-retention", Value: cluster.DefaultWorkerLogRetention, Usage: "how long an exited worker's log files are kept after their last write"},
 		&ucli.StringFlag{Name: "python", Usage: "interpreter for Python jobs' workers (default: /usr/bin/python3 when it imports msgpack and cloudpickle, else python3)"},
 	}, append(gpuFlags(), retryFlags()...)...)
 }
@@ -200,6 +203,28 @@ func nodeConfig(c *ucli.Context, head bool, peers []string) (cluster.Config, err
 	if s := c.String("max-working-dir"); s != "" {
 		if cfg.MaxWorkingDirBytes, err = parseBytes(s); err != nil || cfg.MaxWorkingDirBytes < 1 {
 			return cfg, fmt.Errorf("--max-working-dir %q: want a positive size such as 500MiB (%v)", s, err)
+		}
+	}
+	if s := c.String("worker-log-max-size"); s != "" {
+		if cfg.WorkerLogMaxBytes, err = parseBytes(s); err != nil || cfg.WorkerLogMaxBytes < 4096 {
+			return cfg, fmt.Errorf("--worker-log-max-size %q: want a size of at least 4KiB such as 100MiB (%v)", s, err)
+		}
+	}
+	if c.IsSet("worker-log-backups") {
+		switch b := c.Int("worker-log-backups"); {
+		case b < 0:
+			return cfg, fmt.Errorf("--worker-log-backups %d: want 0 (none) or more", b)
+		case b == 0:
+			cfg.WorkerLogBackups = -1 // Config's 0 is the default
+		default:
+			cfg.WorkerLogBackups = b
+		}
+	}
+	if c.IsSet("worker-log-retention") {
+		if d := c.Duration("worker-log-retention"); d <= 0 {
+			return cfg, fmt.Errorf("--worker-log-retention %v: want a positive duration such as 24h", d)
+		} else {
+			cfg.WorkerLogRetention = d
 		}
 	}
 	switch f := c.Float64("object-spill-threshold"); {

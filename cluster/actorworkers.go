@@ -93,7 +93,7 @@ func (n *Node) actorStart(ctx context.Context, req *wire.ActorStartRequest) (*wi
 		return nil, &rpc.Error{Code: code, Message: fmt.Sprintf("actor %s: %v", req.ActorID, err)}
 	}
 	spec := procSpec{job: actorJobID(req.ActorID, req.Incarnation), actor: req.ActorID, lang: req.Language, binHash: req.BinaryHash, env: env, envVars: req.EnvVars, gpus: l.gpus, token: token,
-		dir: dir, release: release}
+		dir: dir, release: release, driverJob: req.JobID, class: req.Class}
 	w, err := p.startActor(spec, req.Incarnation, l.id)
 	if err != nil {
 		release()

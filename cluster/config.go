@@ -128,6 +128,16 @@ type Config struct {
 	// MaxJobLogBytes bounds each job's log file; output past it is
 	// dropped and the log says so. 0 means 64 MiB.
 	MaxJobLogBytes int64
+	// WorkerLogMaxBytes is the size each worker or actor process's log
+	// file rotates at (--worker-log-max-size); 0 means
+	// DefaultWorkerLogMaxBytes (100 MiB). WorkerLogBackups is how many
+	// rotated files it keeps (--worker-log-backups); 0 means
+	// DefaultWorkerLogBackups (5), negative none. WorkerLogRetention is how long
+	// the files of an exited process are kept after their last write
+	// (--worker-log-retention); 0 means DefaultWorkerLogRetention (24 h).
+	WorkerLogMaxBytes  int64
+	WorkerLogBackups   int
+	WorkerLogRetention time.Duration
 
 	// tokens, when set, turns enforcement on: every RPC is checked against
 	// wire.MethodRoles and tokens resolves the tokens clients present.

@@ -20,7 +20,7 @@ import (
 var hostileMethods = []string{
 	wire.MethodHello, wire.MethodStatus, wire.MethodNodeRegister, wire.MethodKVSet, wire.MethodJobRegister,
 	wire.MethodLease, wire.MethodActorCreate, wire.MethodActorStart, wire.MethodPGCreate,
-	wire.MethodObjectCreate, "No.Such",
+	wire.MethodObjectCreate, wire.MethodLogsList, wire.MethodLogsRead, "No.Such",
 }
 
 // hostileNodeBodies are bodies of a few bytes that declare 4 GiB or 4 Gi

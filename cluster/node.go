@@ -261,6 +261,7 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	}
 	n.group.goFunc("agent", n.agentLoop)
 	n.group.goFunc("watch-disk", n.watchDisk)
+	n.group.goFunc("sweep-worker-logs", n.sweepWorkerLogs)
 	n.group.goFunc("watch-drivers", n.watchDrivers)
 	n.group.goCtx("kill-jobs-at-stop", func(ctx context.Context) { <-ctx.Done(); n.jobs.killAll() })
 	n.group.goCtx("fail-orphan-jobs", n.jobs.failOrphans)

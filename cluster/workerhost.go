@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"time"
 
 	"github.com/nodeup/nodeup/wire"
 )
@@ -51,10 +52,15 @@ var _ workerHost = (*Node)(nil)
 // workerPoolConfig is what the pool needs to know of its node, fixed once
 // the node has started.
 type workerPoolConfig struct {
-	binDir   string // the content-addressed cache of job binaries
-	logDir   string // where each worker process's output goes
-	selfAddr string // the node's RPC address: a binary "on" it is never fetched
-	nodeName string // for the causes of actor deaths
+	binDir string // the content-addressed cache of job binaries
+	logDir string // where each worker process's output goes
+	// logMaxBytes, logBackups and logRetention rotate and sweep the
+	// worker logs (0: DefaultWorkerLogMaxBytes, …; workerlogs.go).
+	logMaxBytes  int64
+	logBackups   int
+	logRetention time.Duration
+	selfAddr     string // the node's RPC address: a binary "on" it is never fetched
+	nodeName     string // for the causes of actor deaths
 	// nodeEnv are the node's KEY=VALUE entries every worker gets last
 	// (node address, ID, name, bind IP, arena path).
 	nodeEnv []string
@@ -134,7 +140,8 @@ func (n *Node) workerPoolConfig() workerPoolConfig {
 		binDir: n.dir.file("bin"), logDir: n.dir.file("logs"), selfAddr: n.rpcAddr, nodeName: n.cfg.NodeName,
 		nodeEnv: []string{wire.EnvNodeAddr + "=" + n.rpcAddr, wire.EnvBindIP + "=" + host, wire.EnvNodeID + "=" + n.id.NodeID,
 			wire.EnvNodeName + "=" + n.cfg.NodeName, wire.EnvArenaPath + "=" + n.arenaPath()},
-		python:   n.cfg.Python,
-		jobToken: n.jobTokenFor,
+		python:      n.cfg.Python,
+		jobToken:    n.jobTokenFor,
+		logMaxBytes: n.cfg.WorkerLogMaxBytes, logBackups: n.cfg.WorkerLogBackups, logRetention: n.cfg.WorkerLogRetention,
 	}
 }

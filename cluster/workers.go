@@ -7,7 +7,6 @@ import (
 	"maps"
 	"net"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -47,6 +46,8 @@ type workerPool struct {
 	// lease nobody would ever return. Every actor incarnation's end adds
 	// one too, so it is bounded: finishedJobMemory, maxFinishedJobs.
 	finished *expiringSet
+	// logs records the worker log files and how they rotate (workerlogs.go).
+	logs *workerLogs
 	// stopped is set by stopAll: the node is shutting down, so no worker
 	// process may start (it would outlive the node, and write its log into
 	// a data dir being removed).
@@ -88,7 +89,8 @@ func newWorkerPool(host workerHost, cfg workerPoolConfig) *workerPool {
 		cfg.spawn = execSpawn
 	}
 	return &workerPool{host: host, cfg: cfg, workers: map[string]*workerProc{}, byID: map[string]*workerProc{}, actors: map[string]*actorProc{},
-		finished: newExpiringSet(finishedJobMemory, maxFinishedJobs)}
+		finished: newExpiringSet(finishedJobMemory, maxFinishedJobs),
+		logs:     newWorkerLogs(cfg.logDir, cfg.logMaxBytes, cfg.logBackups, cfg.logRetention)}
 }
 
 // worker returns the job's registered worker process for a lease holding
@@ -231,6 +233,9 @@ type procSpec struct {
 	// it (called once it exited), else the caller calls it.
 	dir     string
 	release func()
+	// driverJob is an actor's creating job (job is its own, actorJobID)
+	// and class its class name: what its log listing shows.
+	driverJob, class string
 }
 
 // poolKey is the key under which a task worker started from this spec is
@@ -286,24 +291,29 @@ func (p *workerPool) start(spec procSpec) (*workerProc, error) {
 	if spec.lang == wire.LanguagePython && spec.actor == "" {
 		w.key += "#" + w.id // several per key: one per concurrent lease (idlePythonWorker)
 	}
-	_ = os.MkdirAll(p.cfg.logDir, 0o750)
-	logName := fmt.Sprintf("worker-%s-%s.log", spec.job, w.id)
-	if spec.actor != "" {
-		logName = fmt.Sprintf("actor-%s-%s.log", spec.actor, w.id)
-	}
-	logf, err := os.OpenFile(filepath.Join(p.cfg.logDir, logName), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o640)
+	// The output goes through a pipe into a rotated file named once the
+	// pid is known (workerlogs.go).
+	pl, err := p.logs.newPipe()
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("start worker for job %s: %w", spec.job, err)
 	}
 	// The node's own variables come last, so they win over anything before.
 	env := append(append(append(append(os.Environ(), extraEnv...), spec.userEnv()...), gpuEnv(spec.gpus)...), p.cfg.nodeEnv...)
 	env = append(env, wire.EnvWorkerMode+"=1", wire.EnvJobID+"="+spec.job, wire.EnvWorkerID+"="+w.id,
 		wire.EnvActorID+"="+spec.actor, wire.EnvBinaryHash+"="+spec.binHash, wire.EnvJobToken+"="+spec.token)
-	proc, err := p.cfg.spawn(argv, env, spec.dir, logf)
+	proc, err := p.cfg.spawn(argv, env, spec.dir, pl.w)
 	if err != nil {
-		logf.Close()
+		pl.abort()
 		return nil, fmt.Errorf("start worker for job %s: %w", spec.job, err)
 	}
+	logName, logJob := logName{kind: logKindWorker, id: spec.job, worker: w.id, pid: proc.Pid()}, spec.job
+	if spec.actor != "" {
+		logName.kind, logName.id = logKindActor, spec.actor
+		if spec.driverJob != "" {
+			logJob = spec.driverJob
+		}
+	}
+	pl.start(logName, logJob, spec.class, p.host.log().Warn)
 	w.proc, w.release = proc, spec.release
 	if spec.actor == "" {
 		p.workers[w.key] = w
@@ -313,7 +323,7 @@ func (p *workerPool) start(spec procSpec) (*workerProc, error) {
 	wait := func() {
 		defer close(w.handled)
 		w.err = proc.Wait()
-		logf.Close()
+		pl.finish()
 		close(w.dead)
 		if w.release != nil {
 			w.release()

@@ -56,6 +56,8 @@ var MethodRoles = map[string]pki.Role{
 	MethodObjectRead:      pki.RoleAdmin,
 	MethodObjectFree:      pki.RoleSubmit,
 	MethodObjectList:      pki.RoleRead,
+	MethodLogsList:        pki.RoleRead,
+	MethodLogsRead:        pki.RoleRead,
 	MethodObjectRelease:   pki.RoleSubmit,
 	MethodActorCreate:     pki.RoleSubmit,
 	MethodActorGet:        pki.RoleRead,

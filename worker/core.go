@@ -39,6 +39,9 @@ type coreWorker struct {
 	// stopSignals uninstalls the driver's SIGINT/SIGTERM handler
 	// (signals.go); nil when none was installed.
 	stopSignals func()
+	// logs streams the job's worker output to stdout (LogToDriver); nil
+	// in a worker process or with LogToDriver(false).
+	logs *logStreamer
 	// envVars are this process's effective runtime env vars (the job's in
 	// a driver, the node-given ones in a worker), which the work it submits
 	// inherits. Set once in Init.

@@ -32,6 +32,8 @@ type initConfig struct {
 	gpus      *gpuDecl   // EmbeddedGPUs (gpus.go)
 	env       RuntimeEnv // JobRuntimeEnv
 	noSignals bool       // HandleSignals(false)
+	// noLogToDriver is LogToDriver(false) (logtodriver.go).
+	noLogToDriver bool
 }
 
 // Address connects to the node at host:port (or unix:///path, a node's
@@ -179,6 +181,9 @@ func Init(ctx context.Context, opts ...InitOption) error {
 	}
 	if !cfg.noSignals {
 		cw.stopSignals = handleSignals(cw.logger)
+	}
+	if !cfg.noLogToDriver {
+		cw.startLogStreamer()
 	}
 	currentCW = cw
 	return nil
@@ -334,6 +339,9 @@ func Shutdown() {
 	}
 	if cw.stopSignals != nil {
 		cw.stopSignals()
+	}
+	if cw.logs != nil {
+		cw.logs.stop()
 	}
 	cw.sub.returnAll()
 	// Stop lease requests still in flight first: the node refuses them once
