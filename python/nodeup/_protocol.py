@@ -540,7 +540,12 @@ class Server:
                 continue  # busy then, or more activity since: look again
             break
         deadline = time.monotonic() + lim.frame_timeout
-        first = _recv_until(c, 1, deadline)
+        if isinstance(c, _transport.TLSStream):
+            first = _recv_until(c, 1, deadline)  # readable may be part of a record only
+        else:
+            first = c.recv(1)
+            if not first:
+                raise EOFError("connection closed")
         (n,) = struct.unpack(">I", first + _recv_until(c, 3, deadline))
         if n < 1 or n > MAX_FRAME:  # before anything is allocated for it
             raise ValueError(f"frame length {n} outside 1..{MAX_FRAME}")
