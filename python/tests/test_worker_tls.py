@@ -182,6 +182,13 @@ def test_hostile_peers_on_the_tls_path(creds):
         s.sendall(b"\x16\x03\x01")
         assert _closed_within(s, 5)
         s.close()
+        # A handshake record of garbage: refused at once.
+        s = socket.create_connection((host, int(port)))
+        s.sendall(b"\x16\x03\x01\x00\x20" + os.urandom(32))
+        s.settimeout(5)
+        assert s.recv(1) == b"\x15"  # a TLS alert, not the deadline's silent close
+        assert _closed_within(s, 5)
+        s.close()
         # After the handshake, no hello: closed by the hello deadline.
         raw = socket.create_connection((host, int(port)))
         t = _transport.TLSStream(raw, client_ctx, False, _transport.WORKER_SERVER_NAME)
