@@ -285,21 +285,15 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	return n, nil
 }
 
-// warnUnauthenticated says, once at start, what a node reachable beyond
-// this machine leaves open: with --insecure everything; otherwise the
-// traffic between Python core workers, authenticated by job tokens but not
-// yet encrypted (docs/security.md).
+// warnUnauthenticated says, once at start, what a node leaves open: with
+// --insecure everything. A secure node has nothing to warn about: traffic
+// between machines is TLS, core workers' (Go and Python) too
+// (docs/security.md).
 func warnUnauthenticated(logger *slog.Logger, bind string, insecure bool) {
 	if insecure {
 		logger.Warn("running with --insecure: no TLS between nodes, no CA, no tokens; anyone who can reach this node's ports can join, submit work and read the KV (docs/security.md)",
 			"bind", bind)
-		return
 	}
-	if ip := net.ParseIP(bind); ip != nil && ip.IsLoopback() {
-		return
-	}
-	logger.Warn("traffic between Python drivers and worker processes (Python core worker ports) is authenticated by job tokens but not yet encrypted (Go core workers use TLS); keep it on a trusted network (docs/security.md)",
-		"bind", bind)
 }
 
 // raftLayerOrNil returns the Raft stream layer, or for a non-server a closed

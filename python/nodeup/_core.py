@@ -8,6 +8,7 @@ import os
 import pickle
 import queue
 import secrets
+import ssl
 import threading
 import time
 import traceback
@@ -27,6 +28,10 @@ from .exceptions import (GetTimeoutError, ObjectLostError, RayTaskError,
 log = logging.getLogger("nodeup")
 
 _B36 = "0123456789abcdefghijklmnopqrstuvwxyz"
+
+# WORKER_CERT_RENEW is how often (s) a core worker fetches a new certificate:
+# about two thirds of pki.WorkerCertValidity (7 days), as Go's RenewAt.
+WORKER_CERT_RENEW = 4.5 * 24 * 3600
 
 
 def _base36(n):
@@ -160,6 +165,7 @@ class Core:
         self.qcond = threading.Condition()  # guards queues
         self.queues = {}  # resource shape -> _KeyQueue
         self.closed = False
+        self._closed_event = threading.Event()
         self.pool = P.Pool(job_token)
         if node_socket:
             self.pool.route(node_addr, node_socket)
@@ -176,8 +182,51 @@ class Core:
         if job_token:
             auth = _jobauth.JobAuth(job_token, lambda tok: self.pool.call(
                 self.node_addr, "Auth.Check", {"Token": tok}, timeout=_jobauth.AUTH_CHECK_TIMEOUT)).auth()
-        self.server = P.Server(bind_ip, h, auth=auth)
+        # On a secure cluster this process serves TLS to, and dials TLS to,
+        # core workers on other machines (Go's setupWorkerTLS).
+        server_tls, client_tls = self._worker_tls() if job_token else (None, None)
+        self.server = P.Server(bind_ip, h, auth=auth, tls=server_tls)
         self.address = self.server.address
+        if client_tls is not None:
+            self.pool.set_worker_tls(client_tls, self.address)
+            threading.Thread(target=self._renew_worker_tls, daemon=True, name="nodeup-wtls").start()
+
+    # ---- TLS with other core workers (docs/security.md#core-worker-traffic)
+
+    def _worker_tls(self):
+        """This process's (server, client) TLS contexts from a certificate
+        its node gets it from the cluster CA (Worker.Certificate), as Go's
+        coreWorker.fetchWorkerCert; (None, None) on an --insecure cluster
+        (an empty reply). Raises ConnectionError when the node does not
+        answer or answers with PEMs that do not load."""
+        try:
+            rep = self.pool.call(self.node_addr, "Worker.Certificate", {"JobID": self.job_id}, timeout=30)
+        except (P.TransportError, P.RpcError) as e:
+            raise ConnectionError(f"nodeup: get this process's TLS certificate from node {self.node_addr}: {e}") from e
+        rep = rep or {}
+        if not rep.get("CertPEM"):
+            return None, None
+        try:
+            return _transport.worker_tls_contexts(rep["CertPEM"], rep["KeyPEM"] or b"", rep["CAPEM"] or b"")
+        except (OSError, ssl.SSLError, TypeError) as e:
+            raise ConnectionError(f"nodeup: the TLS certificate node {self.node_addr} gave: {e}") from e
+
+    def _renew_worker_tls(self):
+        """Serves with a fresh certificate every WORKER_CERT_RENEW seconds
+        (a worker certificate is valid 7 days, pki.WorkerCertValidity; Go
+        renews two thirds of the way), a minute after a failure, until
+        close. Connections open keep theirs."""
+        wait = WORKER_CERT_RENEW
+        while not self._closed_event.wait(wait):
+            try:
+                server_tls, _ = self._worker_tls()
+            except ConnectionError as e:
+                log.warning("renew this process's TLS certificate failed; retrying in 60 s: %s", e)
+                wait = 60.0
+                continue
+            if server_tls is not None:
+                self.server.tls = server_tls
+            wait = WORKER_CERT_RENEW
 
     # ---- IDs and object table
 
@@ -789,6 +838,7 @@ class Core:
 
     def close(self):
         self.closed = True
+        self._closed_event.set()
         self._unreferenced.put(None)
         with self.lock:
             fd, self._fd = self._fd, None

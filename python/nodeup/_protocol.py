@@ -6,6 +6,7 @@ with the preamble byte 0x01 and the hello ``NU`` + uint16 version.
 """
 
 import select
+import socket
 import struct
 import threading
 import time
@@ -125,13 +126,25 @@ class _Waiter:
 class Conn:
     """One client connection, multiplexing concurrent calls by sequence
     number; ``token`` ("" for none) is presented in its hello, as Go's
-    rpc.WithToken."""
+    rpc.WithToken. With ``tls`` (an ssl.SSLContext) the connection is TLS,
+    the callee verified as a core worker (WORKER_SERVER_NAME), as Go's
+    nodeDialer for core workers; its reader thread and the callers share it
+    through a _transport.TLSStream."""
 
-    def __init__(self, address, timeout=10.0, token=""):
+    def __init__(self, address, timeout=10.0, token="", tls=None):
         self.address = address
+        self.tls = tls is not None
         hello = hello_bytes(token)
         try:
             self.sock = _transport.dial(address, timeout)
+            if tls is not None:
+                raw, self.sock = self.sock, _transport.TLSStream(self.sock, tls, False,
+                                                                 _transport.WORKER_SERVER_NAME)
+                try:
+                    self.sock.handshake(time.monotonic() + timeout)
+                except BaseException:
+                    raw.close()
+                    raise
             self.sock.sendall(PREAMBLE_RPC + hello)
             _check_hello(_recv_exact(self.sock, 4), address)
         except (OSError, EOFError) as e:
@@ -222,6 +235,29 @@ class Pool:
         self.nodes = set()
         self.node_tls = None
         self.idle_tls = {}
+        # Other core workers' ports off this process's IP, dialed over TLS
+        # with this context when set (set_worker_tls).
+        self.worker_tls = None
+        self.self_host = None
+
+    def set_worker_tls(self, ctx, self_address):
+        """Dials core workers' ports over TLS with ``ctx`` (an
+        ssl.SSLContext verifying WORKER_SERVER_NAME), except those on the
+        IP of ``self_address`` (this process's own host:port: the same
+        machine, whose bytes never leave it), Unix sockets and nodes' ports,
+        as Go's nodeDialer."""
+        with self.lock:
+            self.worker_tls = ctx
+            self.self_host = _transport.host_of(self_address)
+
+    def _tls_for(self, address, via):
+        """The TLS context to dial ``address`` (through ``via``) with, None
+        for plainly; holds self.lock."""
+        if self.worker_tls is None or via.startswith(_transport.UNIX_PREFIX) or address in self.nodes:
+            return None
+        if _transport.host_of(via) == self.self_host:
+            return None
+        return self.worker_tls
 
     def set_node_tls(self, context_fn):
         """Dials nodes' ports (mark_node) over TLS with the ssl.SSLContext
@@ -246,7 +282,8 @@ class Pool:
             if c is not None and c.closed is None:
                 return c
             via = self.routes.get(address, address)
-        c = Conn(via, token="" if via.startswith(_transport.UNIX_PREFIX) else self.token)
+            tls = self._tls_for(address, via)
+        c = Conn(via, token="" if via.startswith(_transport.UNIX_PREFIX) else self.token, tls=tls)
         with self.lock:
             old = self.conns.get(address)
             if old is not None and old.closed is None:
@@ -368,14 +405,16 @@ class Auth:
         return msg
 
 
-class _Deadline(Exception):
-    pass
+_Deadline = _transport.Deadline
 
 
 def _readable(sock, seconds):
     """Whether sock has bytes (or EOF) to read within seconds. Polling
     leaves the socket blocking, so that replies written by other threads
-    never meet a read timeout mid-frame."""
+    never meet a read timeout mid-frame. A TLSStream with bytes buffered
+    is readable at once."""
+    if isinstance(sock, _transport.TLSStream) and sock.buffered():
+        return True
     p = select.poll()
     p.register(sock, select.POLLIN | select.POLLHUP | select.POLLERR)
     return bool(p.poll(max(0, int(seconds * 1000) + 1)))
@@ -387,11 +426,13 @@ def _recv_until(sock, n, deadline):
     buf = bytearray(n)
     view = memoryview(buf)
     got = 0
+    tls = isinstance(sock, _transport.TLSStream)
     while got < n:
         left = deadline - time.monotonic()
         if left <= 0 or not _readable(sock, left):
             raise _Deadline()
-        k = sock.recv_into(view[got:], n - got)
+        # A TLS record may arrive in parts: its reads keep to the deadline.
+        k = sock.recv_into(view[got:], n - got, deadline) if tls else sock.recv_into(view[got:], n - got)
         if k == 0:
             raise EOFError("connection closed")
         got += k
@@ -404,12 +445,19 @@ class Server:
     Every byte read is treated as hostile: ``limits`` (Limits) bound
     memory and time, and ``auth`` (Auth, None: every call allowed) checks
     each call against the connection's principal, refusing it with
-    ``permission_denied`` as Go's rpc.Server."""
+    ``permission_denied`` as Go's rpc.Server. With ``tls`` (a server
+    ssl.SSLContext; replaceable while serving, for a renewed certificate)
+    the port also takes TLS, told apart by the first byte as Go's
+    worker.sniffListener; ``tls_accepts`` and ``plain_accepts`` count the
+    connections accepted each way."""
 
-    def __init__(self, bind_ip, handlers, auth=None, limits=None):
+    def __init__(self, bind_ip, handlers, auth=None, limits=None, tls=None):
         self.handlers = handlers
         self.auth = auth
         self.limits = limits or Limits()
+        self.tls = tls
+        self.tls_accepts = 0
+        self.plain_accepts = 0
         self.sock, self.address = _transport.listen(bind_ip)
         self.stopped = False
         self.clock = threading.Lock()
@@ -453,6 +501,28 @@ class Server:
             return None
         return token
 
+    def _sniff(self, c):
+        """c, or c in a TLSStream after a TLS handshake when its first byte
+        (peeked within frame_timeout) starts one and this server has a TLS
+        context; None to close (silence, EOF)."""
+        tls = self.tls
+        if tls is not None:
+            deadline = time.monotonic() + self.limits.frame_timeout
+            if not _readable(c, self.limits.frame_timeout):
+                return None
+            first = c.recv(1, socket.MSG_PEEK)
+            if not first:
+                return None
+            if first[0] == _transport.TLS_HANDSHAKE:
+                with self.clock:
+                    self.tls_accepts += 1
+                s = _transport.TLSStream(c, tls, True)
+                s.handshake(deadline)  # raises: _serve closes c
+                return s
+        with self.clock:
+            self.plain_accepts += 1
+        return c
+
     def _next_frame(self, c, state):
         """The next frame, or None when the connection idled out: waits for
         its first byte while idle (no request running) for at most
@@ -468,11 +538,14 @@ class Server:
                 return None
             if not _readable(c, wait):
                 continue  # busy then, or more activity since: look again
+            break
+        deadline = time.monotonic() + lim.frame_timeout
+        if isinstance(c, _transport.TLSStream):
+            first = _recv_until(c, 1, deadline)  # readable may be part of a record only
+        else:
             first = c.recv(1)
             if not first:
                 raise EOFError("connection closed")
-            break
-        deadline = time.monotonic() + lim.frame_timeout
         (n,) = struct.unpack(">I", first + _recv_until(c, 3, deadline))
         if n < 1 or n > MAX_FRAME:  # before anything is allocated for it
             raise ValueError(f"frame length {n} outside 1..{MAX_FRAME}")
@@ -493,6 +566,10 @@ class Server:
         state = _ConnState()
         try:
             c.settimeout(None)
+            s = self._sniff(c)
+            if s is None:
+                return
+            c = s
             token = self._hello(c)
             if token is None:
                 return
