@@ -40,6 +40,7 @@ func (n *Node) registerEndpoints() {
 	n.jobEndpoints()
 	n.operatorEndpoints()
 	n.drainEndpoints()
+	n.taskEventEndpoints()
 }
 
 // apply commits one command to the Raft log and returns the FSM's result.

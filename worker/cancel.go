@@ -150,7 +150,7 @@ func (s *submitter) cancel(ctx context.Context, t *pendingTask, force bool, caus
 		t.q.tasks = slices.DeleteFunc(t.q.tasks, func(x *pendingTask) bool { return x == t })
 	}
 	s.mu.Unlock()
-	s.cw.objects.failAll(t.ids, cancelledErr(&t.spec, cause))
+	s.failTask(t, cancelledErr(&t.spec, cause))
 	if l == nil {
 		return nil
 	}
@@ -168,8 +168,10 @@ func (s *submitter) requeueLocked(q *keyQueue, t *pendingTask, front bool) {
 	case t.cancelled:
 	case front:
 		q.tasks = append([]*pendingTask{t}, q.tasks...)
+		s.noteTask(t, wire.TaskPendingNodeAssignment)
 	default:
 		q.tasks = append(q.tasks, t)
+		s.noteTask(t, wire.TaskPendingNodeAssignment)
 	}
 }
 

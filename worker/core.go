@@ -72,6 +72,7 @@ type coreWorker struct {
 	tls     *workerTLS
 	objects *objectTable
 	sub     *submitter
+	events  *taskEvents                   // task state changes for the node (taskevents.go); nil in tests' bare core workers
 	actors  *actorCaller                  // method calls this process makes
 	actor   atomic.Pointer[actorInstance] // in an actor's worker: the actor it runs
 	counter atomic.Uint64
