@@ -24,6 +24,7 @@ func (n *Node) taskEventEndpoints() {
 	n.taskRecord = newTaskRing(taskRingSize)
 	rpc.Handle(n.rpcServer, wire.MethodTaskEventsReport, n.taskEventsReport)
 	rpc.Handle(n.rpcServer, wire.MethodTaskEventsList, n.taskEventsList)
+	rpc.Handle(n.rpcServer, wire.MethodWorkerList, n.workerList)
 }
 
 // taskEventsReport answers TaskEvents.Report: a batch is taken whole or,

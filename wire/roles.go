@@ -61,6 +61,7 @@ var MethodRoles = map[string]pki.Role{
 	// changes; listing them is a read.
 	MethodTaskEventsReport: pki.RoleSubmit,
 	MethodTaskEventsList:   pki.RoleRead,
+	MethodWorkerList:       pki.RoleRead,
 	MethodActorCreate:      pki.RoleSubmit,
 	MethodActorGet:         pki.RoleRead,
 	MethodActorList:        pki.RoleRead,
