@@ -80,6 +80,7 @@ func App() *ucli.App {
 			keyringCommand(),
 			listCommand(),
 			memoryCommand(),
+			summaryCommand(),
 			versionCommand(),
 			benchCommand(),
 			pythonCommand(),

@@ -13,10 +13,15 @@ import (
 // worker record each task state change here; a goroutine sends them to
 // this process's node in batches. Recording never blocks on the network:
 // past taskEventsMaxBuffered events it drops and counts.
+//
+// A worker process reports every 100 ms rather than 500: its node kills it
+// when the job ends, and what it has not sent by then is lost (a driver
+// sends what it holds in Shutdown).
 const (
-	taskEventsFlushEvery  = 500 * time.Millisecond
-	taskEventsMaxBuffered = 10 * wire.MaxTaskEventBatch
-	taskEventsCallTimeout = 5 * time.Second
+	taskEventsFlushEvery   = 500 * time.Millisecond
+	workerEventsFlushEvery = 100 * time.Millisecond
+	taskEventsMaxBuffered  = 10 * wire.MaxTaskEventBatch
+	taskEventsCallTimeout  = 5 * time.Second
 )
 
 // taskEvents buffers this process's task events for its node.
@@ -67,7 +72,11 @@ func (e *taskEvents) record(ev wire.TaskEvent) {
 // loop sends buffered events every taskEventsFlushEvery, or sooner when a
 // batch is full, until the process's ctx ends.
 func (e *taskEvents) loop() {
-	t := time.NewTicker(taskEventsFlushEvery)
+	every := taskEventsFlushEvery
+	if e.cw.isWorker {
+		every = workerEventsFlushEvery
+	}
+	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
 		select {
