@@ -92,7 +92,7 @@ func (n *Node) taskEventsList(ctx context.Context, r *wire.TaskEventsListRequest
 			for i := range part.Tasks {
 				ev := &part.Tasks[i]
 				if cur, ok := merged[ev.TaskID]; ok {
-					mergeTaskEvent(cur, ev)
+					wire.MergeTaskEvent(cur, ev)
 				} else {
 					merged[ev.TaskID] = ev
 				}

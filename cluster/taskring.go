@@ -31,14 +31,14 @@ func newTaskRing(max int) *taskRing {
 	return &taskRing{max: max, byID: map[string]*list.Element{}, live: list.New(), done: list.New()}
 }
 
-// add merges ev into the record (see mergeTaskEvent).
+// add merges ev into the record (see wire.MergeTaskEvent).
 func (r *taskRing) add(ev *wire.TaskEvent) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if el, ok := r.byID[ev.TaskID]; ok {
 		cur := el.Value.(*wire.TaskEvent)
 		wasDone := wire.TaskStateTerminal(cur.State)
-		mergeTaskEvent(cur, ev)
+		wire.MergeTaskEvent(cur, ev)
 		switch isDone := wire.TaskStateTerminal(cur.State); {
 		case isDone && !wasDone:
 			r.live.Remove(el)
@@ -99,59 +99,4 @@ func (r *taskRing) len() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return len(r.byID)
-}
-
-// mergeTaskEvent folds src into dst, two records of one task: the later
-// attempt wins; within an attempt the later state (wire.TaskStateRank)
-// wins, each state's time is the earliest reported, and fields one side
-// left empty (the owner knows no PID, the worker no owner's pending
-// times) are taken from the other.
-func mergeTaskEvent(dst, src *wire.TaskEvent) {
-	if src.Attempt < dst.Attempt {
-		fillTaskIdentity(dst, src)
-		return
-	}
-	if src.Attempt > dst.Attempt {
-		old := *dst
-		*dst = *src
-		fillTaskIdentity(dst, &old)
-		return
-	}
-	if wire.TaskStateRank(src.State) > wire.TaskStateRank(dst.State) {
-		dst.State = src.State
-		if src.Error != "" {
-			dst.Error = src.Error
-		}
-	}
-	for _, s := range wire.TaskStates {
-		d, v := dst.Times.At(s), *src.Times.At(s)
-		if v != 0 && (*d == 0 || v < *d) {
-			*d = v
-		}
-	}
-	fillTaskIdentity(dst, src)
-	fillEmpty(&dst.NodeID, src.NodeID)
-	fillEmpty(&dst.NodeName, src.NodeName)
-	fillEmpty(&dst.WorkerID, src.WorkerID)
-	fillEmpty(&dst.Error, src.Error)
-	if dst.PID == 0 {
-		dst.PID = src.PID
-	}
-}
-
-// fillTaskIdentity sets what names the task (not its attempt) where dst
-// lacks it.
-func fillTaskIdentity(dst, src *wire.TaskEvent) {
-	fillEmpty(&dst.JobID, src.JobID)
-	fillEmpty(&dst.Name, src.Name)
-	fillEmpty(&dst.Function, src.Function)
-	fillEmpty(&dst.Type, src.Type)
-	fillEmpty(&dst.ActorID, src.ActorID)
-	fillEmpty(&dst.Owner, src.Owner)
-}
-
-func fillEmpty(dst *string, v string) {
-	if *dst == "" {
-		*dst = v
-	}
 }

@@ -68,31 +68,31 @@ func TestMergeTaskEvent(t *testing.T) {
 	exec := ringEvent("x", wire.TaskRunning, 0, 12)
 	exec.NodeID, exec.NodeName, exec.PID, exec.WorkerID = "n2id", "n2", 42, "w1"
 	got := *owner
-	mergeTaskEvent(&got, exec)
+	wire.MergeTaskEvent(&got, exec)
 	if got.State != wire.TaskRunning || got.PID != 42 || got.WorkerID != "w1" || got.Owner != "127.0.0.1:9" ||
 		got.Times.PendingNodeAssignment != 5 || got.Times.SubmittedToWorker != 10 || got.Times.Running != 12 {
 		t.Fatalf("merged %+v: want RUNNING with the owner's times and the executor's PID", got)
 	}
 	// An earlier state reported late changes nothing but fills times.
 	late := ringEvent("x", wire.TaskPendingNodeAssignment, 0, 4)
-	mergeTaskEvent(&got, late)
+	wire.MergeTaskEvent(&got, late)
 	if got.State != wire.TaskRunning || got.Times.PendingNodeAssignment != 4 {
 		t.Fatalf("after a late pending event: %+v", got)
 	}
 	// A failure, then a retry: the later attempt wins, keeping the name.
 	fail := ringEvent("x", wire.TaskFailed, 0, 20)
 	fail.Error = "boom"
-	mergeTaskEvent(&got, fail)
+	wire.MergeTaskEvent(&got, fail)
 	if got.State != wire.TaskFailed || got.Error != "boom" {
 		t.Fatalf("after failure: %+v", got)
 	}
 	retry := &wire.TaskEvent{TaskID: "x", JobID: "job1", State: wire.TaskPendingNodeAssignment, Attempt: 1}
-	mergeTaskEvent(&got, retry)
+	wire.MergeTaskEvent(&got, retry)
 	if got.State != wire.TaskPendingNodeAssignment || got.Attempt != 1 || got.Error != "" || got.Name != "f" || got.Owner != "127.0.0.1:9" {
 		t.Fatalf("after retry: %+v, want attempt 1 pending, name and owner kept, no error", got)
 	}
 	// The old attempt's outcome arriving last does not go back.
-	mergeTaskEvent(&got, fail)
+	wire.MergeTaskEvent(&got, fail)
 	if got.Attempt != 1 || got.State != wire.TaskPendingNodeAssignment {
 		t.Fatalf("a stale attempt's event changed the record: %+v", got)
 	}

@@ -48,12 +48,12 @@ const (
 // TaskTimes are the unix nanoseconds at which a task (its latest attempt)
 // entered each state; 0 for a state not seen.
 type TaskTimes struct {
-	PendingArgsAvail      int64 `msgpack:",omitempty"`
-	PendingNodeAssignment int64 `msgpack:",omitempty"`
-	SubmittedToWorker     int64 `msgpack:",omitempty"`
-	Running               int64 `msgpack:",omitempty"`
-	Finished              int64 `msgpack:",omitempty"`
-	Failed                int64 `msgpack:",omitempty"`
+	PendingArgsAvail      int64
+	PendingNodeAssignment int64
+	SubmittedToWorker     int64
+	Running               int64
+	Finished              int64
+	Failed                int64
 }
 
 // At returns a pointer to the time of state s, nil for an unknown state.
@@ -93,6 +93,8 @@ func (t TaskTimes) First() int64 {
 // the executing worker reports RUNNING and the outcome. Node, worker and
 // PID name where the task runs (empty while pending).
 type TaskEvent struct {
+	// Encoded by hand as an array (taskeventcodec.go), not a map of field
+	// names: a node decodes an event per task its processes run.
 	TaskID   string
 	JobID    string
 	Name     string // the task's name (its Options name, else the function's short name)
@@ -111,6 +113,61 @@ type TaskEvent struct {
 	// Error is a failed task's error text, at most MaxTaskEventError bytes.
 	Error string    `msgpack:",omitempty"`
 	Times TaskTimes // when the attempt entered each state
+}
+
+// MergeTaskEvent folds src into dst, two records of one task: the later
+// attempt wins; within an attempt the later state (TaskStateRank)
+// wins, each state's time is the earliest reported, and fields one side
+// left empty (the owner knows no PID, the worker no owner's pending
+// times) are taken from the other.
+func MergeTaskEvent(dst, src *TaskEvent) {
+	if src.Attempt < dst.Attempt {
+		fillTaskIdentity(dst, src)
+		return
+	}
+	if src.Attempt > dst.Attempt {
+		old := *dst
+		*dst = *src
+		fillTaskIdentity(dst, &old)
+		return
+	}
+	if TaskStateRank(src.State) > TaskStateRank(dst.State) {
+		dst.State = src.State
+		if src.Error != "" {
+			dst.Error = src.Error
+		}
+	}
+	for _, s := range TaskStates {
+		d, v := dst.Times.At(s), *src.Times.At(s)
+		if v != 0 && (*d == 0 || v < *d) {
+			*d = v
+		}
+	}
+	fillTaskIdentity(dst, src)
+	fillEmpty(&dst.NodeID, src.NodeID)
+	fillEmpty(&dst.NodeName, src.NodeName)
+	fillEmpty(&dst.WorkerID, src.WorkerID)
+	fillEmpty(&dst.Error, src.Error)
+	if dst.PID == 0 {
+		dst.PID = src.PID
+	}
+}
+
+// fillTaskIdentity sets what names the task (not its attempt) where dst
+// lacks it.
+func fillTaskIdentity(dst, src *TaskEvent) {
+	fillEmpty(&dst.JobID, src.JobID)
+	fillEmpty(&dst.Name, src.Name)
+	fillEmpty(&dst.Function, src.Function)
+	fillEmpty(&dst.Type, src.Type)
+	fillEmpty(&dst.ActorID, src.ActorID)
+	fillEmpty(&dst.Owner, src.Owner)
+}
+
+func fillEmpty(dst *string, v string) {
+	if *dst == "" {
+		*dst = v
+	}
 }
 
 // ClipTaskError cuts s to MaxTaskEventError bytes (marking the cut).

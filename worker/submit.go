@@ -478,7 +478,7 @@ func (s *submitter) infeasible(q *keyQueue, reason string) {
 // push runs one task on a leased worker and records its outcome.
 func (s *submitter) push(q *keyQueue, l *heldLease, t *pendingTask, pipelined bool) {
 	t.spec.Attempt = t.crashes + t.appRetries
-	s.noteOnLease(t, l, t.spec.Attempt, wire.TaskSubmittedToWorker, nil)
+	s.noteOnLease(t, l, t.spec.Attempt, wire.TaskSubmittedToWorker, nil, 0)
 	var rep wire.PushTaskReply
 	err := s.cw.pool.Call(l.ctx, l.rep.WorkerAddr, wire.MethodPushTask,
 		&wire.PushTaskRequest{LeaseID: l.rep.LeaseID, Spec: t.spec, Pipelined: pipelined}, &rep)
@@ -565,10 +565,10 @@ func (s *submitter) push(q *keyQueue, l *heldLease, t *pendingTask, pipelined bo
 	}
 	switch {
 	case failed != nil:
-		s.noteOnLease(t, l, t.spec.Attempt, wire.TaskFailed, failed)
+		s.noteOnLease(t, l, t.spec.Attempt, wire.TaskFailed, failed, rep.RunNanos)
 		s.cw.objects.failAll(t.ids, failed)
 	case succeeded:
-		s.noteOnLease(t, l, t.spec.Attempt, wire.TaskFinished, nil)
+		s.noteOnLease(t, l, t.spec.Attempt, wire.TaskFinished, nil, rep.RunNanos)
 		if t.lin != nil {
 			t.lin.used.Store(int32(t.crashes + t.appRetries))
 		}

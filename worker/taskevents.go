@@ -34,13 +34,17 @@ type taskEvents struct {
 	kick    chan struct{} // a full batch is waiting
 	flushMu sync.Mutex    // one send at a time
 
-	mu      sync.Mutex
-	buf     []wire.TaskEvent
+	mu  sync.Mutex
+	buf []wire.TaskEvent
+	// at indexes buf by task ID: a task's changes between two reports
+	// are merged into one event (wire.MergeTaskEvent), so a short task
+	// costs its node one event from its owner and one from its worker.
+	at      map[string]int
 	dropped int64 // since the last report
 }
 
 func newTaskEvents(cw *coreWorker) *taskEvents {
-	return &taskEvents{cw: cw, workerID: os.Getenv(wire.EnvWorkerID), pid: os.Getpid(), kick: make(chan struct{}, 1)}
+	return &taskEvents{cw: cw, workerID: os.Getenv(wire.EnvWorkerID), pid: os.Getpid(), kick: make(chan struct{}, 1), at: map[string]int{}}
 }
 
 // record buffers ev, stamped with now for its state.
@@ -53,11 +57,17 @@ func (e *taskEvents) record(ev wire.TaskEvent) {
 	}
 	e.start.Do(func() { go e.loop() })
 	e.mu.Lock()
+	if i, ok := e.at[ev.TaskID]; ok {
+		wire.MergeTaskEvent(&e.buf[i], &ev)
+		e.mu.Unlock()
+		return
+	}
 	if len(e.buf) >= taskEventsMaxBuffered {
 		e.dropped++
 		e.mu.Unlock()
 		return
 	}
+	e.at[ev.TaskID] = len(e.buf)
 	e.buf = append(e.buf, ev)
 	full := len(e.buf) >= wire.MaxTaskEventBatch
 	e.mu.Unlock()
@@ -105,6 +115,9 @@ func (e *taskEvents) flush(ctx context.Context) {
 		n := min(len(e.buf), wire.MaxTaskEventBatch)
 		batch := make([]wire.TaskEvent, 0, n)
 		for i := range n {
+			if e.buf[i].TaskID == "" {
+				continue // retracted
+			}
 			if wire.CheckTaskEvent(&e.buf[i]) == nil {
 				batch = append(batch, e.buf[i])
 			} else {
@@ -112,6 +125,10 @@ func (e *taskEvents) flush(ctx context.Context) {
 			}
 		}
 		e.buf = append(e.buf[:0], e.buf[n:]...)
+		clear(e.at)
+		for i := range e.buf {
+			e.at[e.buf[i].TaskID] = i
+		}
 		dropped := e.dropped
 		e.dropped = 0
 		e.mu.Unlock()
@@ -132,6 +149,19 @@ func (e *taskEvents) flush(ctx context.Context) {
 			return
 		}
 	}
+}
+
+// retract drops the buffered, unsent event of task id and reports
+// whether there was one.
+func (e *taskEvents) retract(id string) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	i, ok := e.at[id]
+	if ok {
+		delete(e.at, id)
+		e.buf[i] = wire.TaskEvent{} // skipped by flush
+	}
+	return ok
 }
 
 // ownerTaskEvent is the event of an owner-side state change of task t.
@@ -159,10 +189,17 @@ func (s *submitter) failTask(t *pendingTask, err error) {
 	s.cw.objects.failAll(t.ids, err)
 }
 
-// noteOnLease records an owner-side state change of t on lease l's worker.
-func (s *submitter) noteOnLease(t *pendingTask, l *heldLease, attempt int, state string, err error) {
+// noteOnLease records an owner-side state change of t on lease l's
+// worker; runNanos (the worker's PushTaskReply.RunNanos, 0 if none) dates
+// when it started running.
+func (s *submitter) noteOnLease(t *pendingTask, l *heldLease, attempt int, state string, err error, runNanos int64) {
 	ev := s.cw.ownerTaskEvent(&t.spec, attempt, state)
-	ev.NodeID, ev.NodeName, ev.WorkerID = l.rep.NodeID, l.rep.NodeName, l.rep.WorkerID
+	ev.NodeID, ev.NodeName, ev.WorkerID, ev.PID = l.rep.NodeID, l.rep.NodeName, l.rep.WorkerID, l.rep.WorkerPID
+	if runNanos > 0 {
+		now := time.Now().UnixNano()
+		*ev.Times.At(state) = now
+		ev.Times.Running = now - runNanos
+	}
 	if err != nil {
 		ev.Error = wire.ClipTaskError(err.Error())
 	}
@@ -178,8 +215,14 @@ func (cw *coreWorker) executorTaskEvent(spec *wire.TaskSpec, state string, f *wi
 	ev := wire.TaskEvent{TaskID: spec.TaskID, JobID: spec.JobID, Name: spec.Name, Function: spec.Function, Type: wire.TaskTypeNormal,
 		State: state, Attempt: spec.Attempt, NodeID: cw.nodeID, NodeName: cw.nodeName, WorkerID: cw.events.workerID,
 		PID: cw.events.pid, Owner: spec.Owner}
-	if inst := cw.actor.Load(); inst != nil {
+	inst := cw.actor.Load()
+	if inst != nil {
 		ev.Type, ev.ActorID = wire.TaskTypeActor, inst.id
+	} else if wire.TaskStateTerminal(state) && cw.events.retract(spec.TaskID) {
+		// Its RUNNING was not sent yet: the owner reports the outcome,
+		// with the worker's PID and run time, so the node gets one event
+		// for a short task rather than two.
+		return
 	}
 	if f != nil {
 		ev.Error = wire.ClipTaskError(f.Message)
