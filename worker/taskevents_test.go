@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -96,6 +97,20 @@ func TestListTasksAcrossNodes(t *testing.T) {
 			lg[0].PID > 0 && lg[0].Owner != "" && lg[0].Times.PendingNodeAssignment > 0 && lg[0].Times.Running >= lg[0].Times.PendingNodeAssignment
 		return ok, fmtTasks(l)
 	})
+	// Worker.List shows long's worker process on node 1.
+	poll("long's worker listed on node 1", func() (bool, string) {
+		var ws wire.WorkerList
+		if err := nodeCall(t, nodes[0], wire.MethodWorkerList, &wire.WorkerListRequest{}, &ws); err != nil {
+			t.Fatal(err)
+		}
+		lg := byName(list(0, &wire.TaskEventsListRequest{Name: "long"}), "long")
+		for _, w := range ws.Workers {
+			if len(lg) == 1 && w.WorkerID == lg[0].WorkerID && w.NodeName == nodes[1].Name() && w.PID == lg[0].PID {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("%+v", ws.Workers)
+	})
 	poll("the quick tasks FINISHED", func() (bool, string) {
 		l := list(0, &wire.TaskEventsListRequest{Name: "sq", State: wire.TaskFinished})
 		return l.Total == 5 && len(byName(l, "sq")) == 5, fmtTasks(l)
@@ -179,5 +194,48 @@ func TestTaskEventsReportRefusesHostile(t *testing.T) {
 	}
 	if err := nodeCall(t, nodes[0], wire.MethodTaskEventsList, &wire.TaskEventsListRequest{State: "nope"}, &l); err == nil || !strings.Contains(err.Error(), `state filter "nope"`) {
 		t.Fatalf("a bad state filter: %v", err)
+	}
+}
+
+// TestTaskEventsHundredThousandListedWithinBound reports 101,000 tasks to
+// one node through TaskEvents.Report: its record keeps 100,000, says it
+// lost 1,000, and a limited listing says how many it left out.
+func TestTaskEventsHundredThousandListedWithinBound(t *testing.T) {
+	nodes := startCluster(t, 1, nil)
+	const batches = 101
+	for b := range batches {
+		rep := wire.TaskEventsReport{Events: make([]wire.TaskEvent, wire.MaxTaskEventBatch)}
+		for i := range rep.Events {
+			id := b*wire.MaxTaskEventBatch + i
+			rep.Events[i] = wire.TaskEvent{TaskID: fmt.Sprintf("load-%d", id), JobID: "load", Name: "f", State: wire.TaskFinished,
+				Times: wire.TaskTimes{Finished: int64(id + 1)}}
+		}
+		if err := nodeCall(t, nodes[0], wire.MethodTaskEventsReport, &rep, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var l wire.TaskEventsList
+	if err := nodeCall(t, nodes[0], wire.MethodTaskEventsList, &wire.TaskEventsListRequest{JobID: "load", Limit: 10}, &l); err != nil {
+		t.Fatal(err)
+	}
+	if l.Total != 100_000 || len(l.Tasks) != 10 || l.LeftOut != 99_990 || l.Dropped != 1000 {
+		t.Fatalf("listed %d, total %d, left out %d, dropped %d; want 10 of 100000, 99990 left out, 1000 dropped", len(l.Tasks), l.Total, l.LeftOut, l.Dropped)
+	}
+	if l.Tasks[0].TaskID != "load-1000" {
+		t.Fatalf("oldest listed %s, want load-1000 (the first 1000 evicted)", l.Tasks[0].TaskID)
+	}
+	var all wire.TaskEventsList
+	if err := nodeCall(t, nodes[0], wire.MethodTaskEventsList, &wire.TaskEventsListRequest{JobID: "load", Limit: wire.MaxTaskEventList}, &all); err != nil {
+		t.Fatal(err)
+	}
+	if len(all.Tasks) != 100_000 || all.LeftOut != 0 {
+		t.Fatalf("the whole record: %d listed, %d left out", len(all.Tasks), all.LeftOut)
+	}
+	var s wire.TaskEventsList
+	if err := nodeCall(t, nodes[0], wire.MethodTaskEventsList, &wire.TaskEventsListRequest{Summary: true, State: wire.TaskFinished}, &s); err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Summary) != 1 || s.Summary[0].Count != 100_000 {
+		t.Fatalf("summary %+v", s.Summary)
 	}
 }
