@@ -239,3 +239,55 @@ func TestTaskEventsHundredThousandListedWithinBound(t *testing.T) {
 		t.Fatalf("summary %+v", s.Summary)
 	}
 }
+
+// TestTaskEventsRetryAndCancel: a task whose worker crashes once is listed
+// at attempt 1, FINISHED; a task cancelled while queued is FAILED with the
+// cancellation; a task waiting for an argument is PENDING_ARGS_AVAIL.
+func TestTaskEventsRetryAndCancel(t *testing.T) {
+	nodes := startCluster(t, 1, nil)
+	ctx := ctxT(t)
+	dir := t.TempDir()
+	if _, err := Must(crashOnce.Options(Name("crashy"), MaxRetries(1))).Remote(ctx, filepath.Join(dir, "marker")).Get(ctx); err != nil {
+		t.Fatal(err)
+	}
+	release := filepath.Join(dir, "release")
+	blocker := Must(waitForFile.Options(CPUs(2), Name("blocker"))).Remote(ctx, release)
+	queued := Must(waitForFile.Options(CPUs(2), Name("queued"))).Remote(ctx, release)
+	waiting := Must(add.Options(Name("waiting"))).RemoteArgs(ctx, Must(square.Options(CPUs(2))).Remote(ctx, 3), Val(1))
+	if err := Cancel(ctx, queued, false); err != nil {
+		t.Fatal(err)
+	}
+	find := func(name string) (wire.TaskEvent, bool) {
+		var l wire.TaskEventsList
+		if err := nodeCall(t, nodes[0], wire.MethodTaskEventsList, &wire.TaskEventsListRequest{Name: name}, &l); err != nil {
+			t.Fatal(err)
+		}
+		if len(l.Tasks) != 1 {
+			return wire.TaskEvent{}, false
+		}
+		return l.Tasks[0], true
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		c, okC := find("crashy")
+		q, okQ := find("queued")
+		w, okW := find("waiting")
+		if okC && okQ && okW && c.Attempt == 1 && c.State == wire.TaskFinished && q.State == wire.TaskFailed &&
+			strings.Contains(q.Error, "cancelled") && w.State == wire.TaskPendingArgsAvail {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("crashy %+v\nqueued %+v\nwaiting %+v", c, q, w)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err := os.WriteFile(release, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := blocker.Get(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := waiting.Get(ctx); err != nil || v != 10 {
+		t.Fatalf("waiting = %d, %v", v, err)
+	}
+}
