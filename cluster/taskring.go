@@ -8,18 +8,26 @@ import (
 )
 
 // taskRingSize is how many tasks a node's task record keeps (Ray's
-// RAY_task_events_max_num_task_in_gcs is 100,000 too).
-const taskRingSize = 100_000
+// RAY_task_events_max_num_task_in_gcs is 100,000 too), and taskRingBytes
+// about how many bytes their records may take: events with every string
+// at its bound would take 300 MB at 100,000 tasks, so past this the ring
+// keeps fewer.
+const (
+	taskRingSize  = 100_000
+	taskRingBytes = 96 << 20
+)
 
 // taskRing is a node's record of tasks: the latest state of each, merged
-// from the events its processes report, at most max tasks. When full, a
-// new task evicts the task that finished (or failed) longest ago, else,
+// from the events its processes report, at most max tasks and about
+// maxBytes (taskEventSize each). When full, a new task evicts the task that finished (or failed) longest ago, else,
 // with none finished, the oldest unfinished one; evicted counts them.
 // Safe for concurrent use.
 type taskRing struct {
-	mu   sync.Mutex
-	max  int
-	byID map[string]*list.Element // of *wire.TaskEvent, in live or done
+	mu       sync.Mutex
+	max      int
+	maxBytes int
+	bytes    int                      // taskEventSize of every task held
+	byID     map[string]*list.Element // of *wire.TaskEvent, in live or done
 	// live holds unfinished tasks in order of arrival, done finished ones
 	// in the order they finished (front: oldest).
 	live, done *list.List
@@ -28,7 +36,20 @@ type taskRing struct {
 }
 
 func newTaskRing(max int) *taskRing {
-	return &taskRing{max: max, byID: map[string]*list.Element{}, live: list.New(), done: list.New()}
+	return &taskRing{max: max, maxBytes: taskRingBytes, byID: map[string]*list.Element{}, live: list.New(), done: list.New()}
+}
+
+// evictOne drops the task finished longest ago, else the oldest
+// unfinished one.
+func (r *taskRing) evictOne() {
+	l := r.done
+	if l.Len() == 0 {
+		l = r.live
+	}
+	old := l.Remove(l.Front()).(*wire.TaskEvent)
+	delete(r.byID, old.TaskID)
+	r.bytes -= taskEventSize(old)
+	r.evicted++
 }
 
 // add merges ev into the record (see wire.MergeTaskEvent).
@@ -38,7 +59,9 @@ func (r *taskRing) add(ev *wire.TaskEvent) {
 	if el, ok := r.byID[ev.TaskID]; ok {
 		cur := el.Value.(*wire.TaskEvent)
 		wasDone := wire.TaskStateTerminal(cur.State)
+		r.bytes -= taskEventSize(cur)
 		wire.MergeTaskEvent(cur, ev)
+		r.bytes += taskEventSize(cur)
 		switch isDone := wire.TaskStateTerminal(cur.State); {
 		case isDone && !wasDone:
 			r.live.Remove(el)
@@ -47,17 +70,16 @@ func (r *taskRing) add(ev *wire.TaskEvent) {
 			r.done.Remove(el)
 			r.byID[ev.TaskID] = r.live.PushBack(cur)
 		}
+		for r.bytes > r.maxBytes && len(r.byID) > 1 {
+			r.evictOne()
+		}
 		return
 	}
-	for len(r.byID) >= r.max && len(r.byID) > 0 {
-		l := r.done
-		if l.Len() == 0 {
-			l = r.live
-		}
-		old := l.Remove(l.Front()).(*wire.TaskEvent)
-		delete(r.byID, old.TaskID)
-		r.evicted++
+	size := taskEventSize(ev)
+	for len(r.byID) > 0 && (len(r.byID) >= r.max || r.bytes+size > r.maxBytes) {
+		r.evictOne()
 	}
+	r.bytes += size
 	cp := *ev
 	l := r.live
 	if wire.TaskStateTerminal(cp.State) {

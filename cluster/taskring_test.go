@@ -3,6 +3,7 @@ package cluster
 import (
 	"fmt"
 	"runtime"
+	"strings"
 	"testing"
 
 	"github.com/nodeup/nodeup/wire"
@@ -131,4 +132,38 @@ func TestTaskRingHundredThousandBounded(t *testing.T) {
 		t.Fatalf("ring of %d tasks grew the heap by %d MB, more than %d MB", taskRingSize, grown>>20, limit>>20)
 	}
 	t.Logf("heap grew by %d MB for %d tasks", grown>>20, taskRingSize)
+}
+
+// TestTaskRingByteBound: tasks whose records are large (errors and names
+// at their bounds) are kept within the ring's byte bound, not its count.
+func TestTaskRingByteBound(t *testing.T) {
+	r := newTaskRing(1000)
+	r.maxBytes = 20 * (wire.MaxTaskEventError + 3*wire.MaxTaskEventName)
+	big := func(id string) *wire.TaskEvent {
+		ev := ringEvent(id, wire.TaskFailed, 0, 1)
+		ev.Error = strings.Repeat("e", wire.MaxTaskEventError)
+		ev.Name, ev.Function, ev.NodeName = strings.Repeat("n", wire.MaxTaskEventName), strings.Repeat("f", wire.MaxTaskEventName), strings.Repeat("m", wire.MaxTaskEventName)
+		return ev
+	}
+	for i := range 100 {
+		r.add(big(fmt.Sprint("t", i)))
+	}
+	if r.bytes > r.maxBytes || r.len() >= 20 || r.len() < 10 {
+		t.Fatalf("%d tasks of %d bytes, bound %d bytes", r.len(), r.bytes, r.maxBytes)
+	}
+	if ids := ringIDs(r); ids[len(ids)-1] != "t99" {
+		t.Fatalf("newest kept is %s, want t99", ids[len(ids)-1])
+	}
+	// A task that grows past the bound on merge evicts others.
+	r2 := newTaskRing(1000)
+	r2.maxBytes = 3 * taskEventSize(ringEvent("a", wire.TaskRunning, 0, 1))
+	for _, id := range []string{"a", "b", "c"} {
+		r2.add(ringEvent(id, wire.TaskRunning, 0, 1))
+	}
+	grown := ringEvent("c", wire.TaskFailed, 0, 2)
+	grown.Error = strings.Repeat("e", 200)
+	r2.add(grown)
+	if r2.bytes > r2.maxBytes {
+		t.Fatalf("after a merge grew a task: %d bytes, bound %d", r2.bytes, r2.maxBytes)
+	}
 }
