@@ -81,6 +81,7 @@ func App() *ucli.App {
 			listCommand(),
 			memoryCommand(),
 			summaryCommand(),
+			cancelCommand(),
 			versionCommand(),
 			benchCommand(),
 			pythonCommand(),

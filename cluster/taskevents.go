@@ -62,7 +62,7 @@ func (n *Node) taskEventsList(ctx context.Context, r *wire.TaskEventsListRequest
 	}
 	merged := map[string]*wire.TaskEvent{}
 	out := &wire.TaskEventsList{}
-	peer := &wire.TaskEventsListRequest{JobID: r.JobID, Name: r.Name, ActorID: r.ActorID, Local: true}
+	peer := &wire.TaskEventsListRequest{TaskID: r.TaskID, JobID: r.JobID, Name: r.Name, ActorID: r.ActorID, Local: true}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for _, nd := range n.clusterView() {
@@ -138,7 +138,7 @@ func (n *Node) taskEventsList(ctx context.Context, r *wire.TaskEventsListRequest
 // actor, within MaxTaskEventList tasks and taskListBytes.
 func (n *Node) localTaskList(r *wire.TaskEventsListRequest) *wire.TaskEventsList {
 	tasks, total, lost := n.taskRecord.list(func(ev *wire.TaskEvent) bool {
-		return (r.JobID == "" || ev.JobID == r.JobID) && (r.Name == "" || ev.Name == r.Name) && (r.ActorID == "" || ev.ActorID == r.ActorID)
+		return (r.TaskID == "" || ev.TaskID == r.TaskID) && (r.JobID == "" || ev.JobID == r.JobID) && (r.Name == "" || ev.Name == r.Name) && (r.ActorID == "" || ev.ActorID == r.ActorID)
 	}, wire.MaxTaskEventList)
 	// Past the byte bound: cut (the cut counted in LeftOut).
 	kept, s := 0, 0

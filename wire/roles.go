@@ -110,6 +110,7 @@ var MethodRoles = map[string]pki.Role{
 	MethodPushTask:         pki.RoleSubmit,
 	MethodLeaseRevoke:      pki.RoleAdmin,
 	MethodTaskCancel:       pki.RoleSubmit,
+	MethodOwnerCancel:      pki.RoleSubmit,
 	MethodActorConstruct:   pki.RoleSubmit,
 	MethodActorCall:        pki.RoleSubmit,
 	MethodObjectGet:        pki.RoleRead,

@@ -268,6 +268,7 @@ const MaxTaskEventList = 100_000
 // unfiltered by State and Node (what a node asks its peers: a state there
 // may be superseded by another node's).
 type TaskEventsListRequest struct {
+	TaskID  string `msgpack:",omitempty"`
 	JobID   string `msgpack:",omitempty"`
 	State   string `msgpack:",omitempty"`
 	Name    string `msgpack:",omitempty"`
@@ -281,6 +282,11 @@ type TaskEventsListRequest struct {
 // CheckTaskEventsListRequest validates a request's filters: IDs as
 // CheckID, a known state, bounded name and node.
 func CheckTaskEventsListRequest(r *TaskEventsListRequest) error {
+	if r.TaskID != "" {
+		if err := CheckID("task ID", r.TaskID); err != nil {
+			return err
+		}
+	}
 	if r.JobID != "" && !validJobID(r.JobID) {
 		return fmt.Errorf("job filter %q: want 1 to 64 letters, digits, '_', '.' or '-', starting with a letter or digit", clip(r.JobID))
 	}

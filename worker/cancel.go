@@ -193,3 +193,19 @@ func (call *actorCall) cancel(ctx context.Context, force bool, cause error) erro
 	}
 	return nil
 }
+
+// handleOwnerCancel serves Owner.CancelTask: cancel a task this process
+// submitted, by its ID, as Cancel does.
+func (cw *coreWorker) handleOwnerCancel(ctx context.Context, req *wire.TaskCancelRequest) (*wire.Empty, error) {
+	if err := wire.CheckID("task ID", req.TaskID); err != nil {
+		return nil, &rpc.Error{Code: wire.CodeBadInput, Message: err.Error()}
+	}
+	w := cw.objects.workOf(returnID(req.TaskID, 0))
+	if w == nil {
+		return nil, &rpc.Error{Code: wire.CodeNotFound, Message: fmt.Sprintf("task %s: the process at %s holds no unfinished task of that ID (it finished, its refs were dropped, or another process submitted it)", req.TaskID, cw.addr)}
+	}
+	if err := w.cancel(ctx, req.Force, ErrCancelled); err != nil {
+		return nil, err // force on an actor call, or its worker not told
+	}
+	return &wire.Empty{}, nil
+}

@@ -156,6 +156,7 @@ func (cw *coreWorker) registerMethods(s *rpc.Server) {
 	rpc.Handle(s, wire.MethodObjectBorrowed, cw.handleBorrowed)
 	rpc.Handle(s, wire.MethodObjectRecover, cw.handleObjectRecover)
 	rpc.Handle(s, wire.MethodObjectRefs, cw.handleObjectRefs)
+	rpc.Handle(s, wire.MethodOwnerCancel, cw.handleOwnerCancel)
 	if cw.isWorker {
 		rpc.Handle(s, wire.MethodPushTask, cw.handlePushTask)
 		rpc.Handle(s, wire.MethodLeaseRevoke, cw.handleLeaseRevoke)

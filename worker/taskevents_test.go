@@ -291,3 +291,62 @@ func TestTaskEventsRetryAndCancel(t *testing.T) {
 		t.Fatalf("waiting = %d, %v", v, err)
 	}
 }
+
+// TestOwnerCancelByTaskID is what `nodeup cancel <task-id>` does: find a
+// running task's owner in the task record and ask it (Owner.CancelTask)
+// to cancel the task; its result fails with ErrCancelled and the record
+// says FAILED. Another job's token, no token, or an unknown ID is refused.
+func TestOwnerCancelByTaskID(t *testing.T) {
+	nodes := startCluster(t, 1, nil)
+	ctx := ctxT(t)
+	drv, err := current()
+	if err != nil {
+		t.Fatal(err)
+	}
+	victim := Must(waitForFile.Options(Name("victim"))).Remote(ctx, filepath.Join(t.TempDir(), "never"))
+	var ev wire.TaskEvent
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		var l wire.TaskEventsList
+		if err := nodeCall(t, nodes[0], wire.MethodTaskEventsList, &wire.TaskEventsListRequest{Name: "victim", State: wire.TaskRunning}, &l); err != nil {
+			t.Fatal(err)
+		}
+		if len(l.Tasks) == 1 {
+			ev = l.Tasks[0]
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("victim not listed RUNNING within 20s")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if ev.Owner != drv.addr {
+		t.Fatalf("owner %q, want the driver's %q", ev.Owner, drv.addr)
+	}
+	req := &wire.TaskCancelRequest{TaskID: ev.TaskID}
+	wantDenied(t, "no token", callCoreWorker(ctx, ev.Owner, "", wire.MethodOwnerCancel, req, nil), wire.MethodOwnerCancel, "none")
+	var re *rpc.Error
+	if err := callCoreWorker(ctx, ev.Owner, drv.jobToken, wire.MethodOwnerCancel, &wire.TaskCancelRequest{TaskID: "nope-1"}, nil); !errors.As(err, &re) || re.Code != wire.CodeNotFound {
+		t.Fatalf("unknown task: %v, want not_found", err)
+	}
+	if err := callCoreWorker(ctx, ev.Owner, drv.jobToken, wire.MethodOwnerCancel, req, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := victim.Get(ctx); !errors.Is(err, ErrCancelled) {
+		t.Fatalf("victim after cancel: %v, want ErrCancelled", err)
+	}
+	deadline = time.Now().Add(20 * time.Second)
+	for {
+		var l wire.TaskEventsList
+		if err := nodeCall(t, nodes[0], wire.MethodTaskEventsList, &wire.TaskEventsListRequest{TaskID: ev.TaskID}, &l); err != nil {
+			t.Fatal(err)
+		}
+		if len(l.Tasks) == 1 && l.Tasks[0].State == wire.TaskFailed {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("victim not FAILED after cancel: %s", fmtTasks(&l))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
