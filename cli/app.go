@@ -81,6 +81,8 @@ func App() *ucli.App {
 			listCommand(),
 			memoryCommand(),
 			logsCommand(),
+			summaryCommand(),
+			cancelCommand(),
 			versionCommand(),
 			benchCommand(),
 			pythonCommand(),

@@ -16,8 +16,8 @@ import (
 func listCommand() *ucli.Command {
 	return &ucli.Command{
 		Name:      "list",
-		Usage:     "list cluster state: actors, placement-groups",
-		ArgsUsage: "actors | placement-groups",
+		Usage:     "list cluster state: actors, placement-groups, tasks, workers, nodes, jobs, objects",
+		ArgsUsage: "actors | placement-groups | tasks | workers | nodes | jobs | objects",
 		Subcommands: []*ucli.Command{{
 			Name:  "actors",
 			Usage: "list actors: ID, class, name, namespace, state, node, restarts, PID",
@@ -55,12 +55,15 @@ func listCommand() *ucli.Command {
 				}
 				return tw.Flush()
 			},
-		}, listPlacementGroupsCommand()},
+		}, listPlacementGroupsCommand(), listTasksCommand(), listWorkersCommand(),
+			listAlias(nodesCommand(), "nodes", "", "nodeup nodes"),
+			listAlias(jobCommand(), "jobs", "list", "nodeup job list"),
+			listAlias(memoryCommand(), "objects", "", "nodeup memory")},
 		Action: func(c *ucli.Context) error {
 			if c.NArg() == 0 {
-				return fmt.Errorf("nodeup list needs what to list: actors or placement-groups")
+				return fmt.Errorf("nodeup list needs what to list: %s", listKinds)
 			}
-			return fmt.Errorf("nodeup list %q: unknown kind; use actors or placement-groups", c.Args().First())
+			return fmt.Errorf("nodeup list %q: unknown kind; use %s", c.Args().First(), listKinds)
 		},
 	}
 }
@@ -156,4 +159,23 @@ func pendingDetail(reason string, infeasible bool) string {
 		return "infeasible: " + reason
 	}
 	return reason
+}
+
+// listKinds are what `nodeup list` lists.
+const listKinds = "actors, placement-groups, tasks, workers, nodes, jobs or objects"
+
+// listAlias is `nodeup list <name>` as another verb: cmd itself, or its
+// subcommand sub, renamed, its usage saying which verb it is.
+func listAlias(cmd *ucli.Command, name, sub, verb string) *ucli.Command {
+	if sub != "" {
+		for _, s := range cmd.Subcommands {
+			if s.Name == sub {
+				cmd = s
+				break
+			}
+		}
+	}
+	cmd.Name = name
+	cmd.Usage = cmd.Usage + " (as " + verb + ")"
+	return cmd
 }

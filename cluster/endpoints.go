@@ -41,6 +41,7 @@ func (n *Node) registerEndpoints() {
 	n.operatorEndpoints()
 	n.drainEndpoints()
 	n.logEndpoints()
+	n.taskEventEndpoints()
 }
 
 // apply commits one command to the Raft log and returns the FSM's result.

@@ -73,6 +73,10 @@ type Node struct {
 	members *membership
 	ml      *memberlist.Memberlist
 
+	// taskRecord is the latest state of the tasks this node's processes
+	// reported (taskevents.go).
+	taskRecord *taskRing
+
 	fsm           *store.FSM
 	raft          *raft.Raft
 	raftStore     *trackedStore // raft.db, its writes tracked in disk

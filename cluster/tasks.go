@@ -178,7 +178,11 @@ func (n *Node) leaseWorker(ctx context.Context, req *wire.LeaseRequest) (*wire.L
 		return nil, &rpc.Error{Code: wire.CodeWorkerFailed, Message: fmt.Sprintf("worker for job %s exited", req.JobID)}
 	default:
 	}
-	return &wire.LeaseReply{LeaseID: l.id, WorkerAddr: w.addr, WorkerID: w.id, NodeID: n.id.NodeID, NodeName: n.cfg.NodeName, NodeAddr: n.rpcAddr}, nil
+	granted := &wire.LeaseReply{LeaseID: l.id, WorkerAddr: w.addr, WorkerID: w.id, NodeID: n.id.NodeID, NodeName: n.cfg.NodeName, NodeAddr: n.rpcAddr}
+	if w.proc != nil {
+		granted.WorkerPID = w.proc.Pid()
+	}
+	return granted, nil
 }
 
 // decideLease is leaseWorker's scheduling decision: a reply (spillback,

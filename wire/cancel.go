@@ -15,3 +15,14 @@ type TaskCancelRequest struct {
 	TaskID string
 	Force  bool `msgpack:",omitempty"`
 }
+
+// MethodOwnerCancel: any client (`nodeup cancel`) → a task's owner (the
+// core worker that submitted it, TaskEvent.Owner): cancel the task as the
+// owner's own worker.Cancel would (Ray's `ray.cancel`, asked of the
+// owner). TaskCancelRequest → Empty; CodeNotFound when the owner holds no
+// unfinished task of that ID (finished, its refs dropped, or another
+// process's), CodeBadInput for a malformed ID; an error as Cancel's (Force
+// on an actor call, a worker that could not be told) otherwise.
+// Submit role, and on a core worker's port only its own job's token or an
+// admin token.
+const MethodOwnerCancel = "Owner.CancelTask"

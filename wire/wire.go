@@ -291,6 +291,9 @@ type LeaseReply struct {
 	LeaseID    uint64
 	WorkerAddr string
 	WorkerID   string
+	// WorkerPID is the leased worker process's PID (0 when unknown), for
+	// the owner's task events.
+	WorkerPID  int `msgpack:",omitempty"`
 	NodeID     string
 	NodeName   string
 	NodeAddr   string

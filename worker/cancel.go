@@ -150,7 +150,7 @@ func (s *submitter) cancel(ctx context.Context, t *pendingTask, force bool, caus
 		t.q.tasks = slices.DeleteFunc(t.q.tasks, func(x *pendingTask) bool { return x == t })
 	}
 	s.mu.Unlock()
-	s.cw.objects.failAll(t.ids, cancelledErr(&t.spec, cause))
+	s.failTask(t, cancelledErr(&t.spec, cause))
 	if l == nil {
 		return nil
 	}
@@ -168,8 +168,10 @@ func (s *submitter) requeueLocked(q *keyQueue, t *pendingTask, front bool) {
 	case t.cancelled:
 	case front:
 		q.tasks = append([]*pendingTask{t}, q.tasks...)
+		s.noteTask(t, wire.TaskPendingNodeAssignment)
 	default:
 		q.tasks = append(q.tasks, t)
+		s.noteTask(t, wire.TaskPendingNodeAssignment)
 	}
 }
 
@@ -190,4 +192,20 @@ func (call *actorCall) cancel(ctx context.Context, force bool, cause error) erro
 		call.fail(c.cw, cancelledErr(&call.spec, cause))
 	}
 	return nil
+}
+
+// handleOwnerCancel serves Owner.CancelTask: cancel a task this process
+// submitted, by its ID, as Cancel does.
+func (cw *coreWorker) handleOwnerCancel(ctx context.Context, req *wire.TaskCancelRequest) (*wire.Empty, error) {
+	if err := wire.CheckID("task ID", req.TaskID); err != nil {
+		return nil, &rpc.Error{Code: wire.CodeBadInput, Message: err.Error()}
+	}
+	w := cw.objects.workOf(returnID(req.TaskID, 0))
+	if w == nil {
+		return nil, &rpc.Error{Code: wire.CodeNotFound, Message: fmt.Sprintf("task %s: the process at %s holds no unfinished task of that ID (it finished, its refs were dropped, or another process submitted it)", req.TaskID, cw.addr)}
+	}
+	if err := w.cancel(ctx, req.Force, ErrCancelled); err != nil {
+		return nil, err // force on an actor call, or its worker not told
+	}
+	return &wire.Empty{}, nil
 }

@@ -75,6 +75,7 @@ type coreWorker struct {
 	tls     *workerTLS
 	objects *objectTable
 	sub     *submitter
+	events  *taskEvents                   // task state changes for the node (taskevents.go); nil in tests' bare core workers
 	actors  *actorCaller                  // method calls this process makes
 	actor   atomic.Pointer[actorInstance] // in an actor's worker: the actor it runs
 	counter atomic.Uint64
@@ -158,6 +159,7 @@ func (cw *coreWorker) registerMethods(s *rpc.Server) {
 	rpc.Handle(s, wire.MethodObjectBorrowed, cw.handleBorrowed)
 	rpc.Handle(s, wire.MethodObjectRecover, cw.handleObjectRecover)
 	rpc.Handle(s, wire.MethodObjectRefs, cw.handleObjectRefs)
+	rpc.Handle(s, wire.MethodOwnerCancel, cw.handleOwnerCancel)
 	if cw.isWorker {
 		rpc.Handle(s, wire.MethodPushTask, cw.handlePushTask)
 		rpc.Handle(s, wire.MethodLeaseRevoke, cw.handleLeaseRevoke)

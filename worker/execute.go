@@ -325,6 +325,11 @@ func (cw *coreWorker) run(ctx context.Context, spec *wire.TaskSpec, numArgs int,
 		// Runs last: refs of the owner this process still holds (an actor
 		// keeping refs from its arguments) are reported, as Ray's borrowers.
 		if rep != nil {
+			if rep.Error != nil {
+				cw.executorTaskEvent(spec, wire.TaskFailed, rep.Error)
+			} else {
+				cw.executorTaskEvent(spec, wire.TaskFinished, nil)
+			}
 			if rep.Borrowed = cw.borrows.report(spec.Owner); len(rep.Borrowed) > 0 {
 				cw.collectSoon()
 			}
@@ -341,6 +346,7 @@ func (cw *coreWorker) run(ctx context.Context, spec *wire.TaskSpec, numArgs int,
 		return fail(err.Error(), "", false)
 	}
 	defer release() // decoded by the task (msgpack copies), but a panic may come first
+	cw.executorTaskEvent(spec, wire.TaskRunning, nil)
 	defer func() {
 		if p := recover(); p != nil {
 			rep = fail(fmt.Sprint(p), string(debug.Stack()), true)

@@ -128,6 +128,7 @@ func Init(ctx context.Context, opts ...InitOption) error {
 	cw := &coreWorker{logger: cfg.logger, ownerID: randomHex(6), objects: newObjectTable(), pool: rpc.NewPool([]byte{wire.PreambleRPC}, wire.ProtocolVersion, 5*time.Second)}
 	cw.ctx, cw.cancel = context.WithCancel(context.Background())
 	cw.sub = newSubmitter(cw)
+	cw.events = newTaskEvents(cw)
 	cw.actors = newActorCaller(cw)
 	cw.namespace = cfg.namespace
 	if ns := os.Getenv(EnvNamespace); ns != "" && cw.namespace == "" {
@@ -344,6 +345,11 @@ func Shutdown() {
 		cw.logs.stop()
 	}
 	cw.sub.returnAll()
+	// The last task events (a driver's tasks' outcomes) go before the job
+	// ends.
+	fctx, fcancel := context.WithTimeout(context.Background(), 2*time.Second)
+	cw.events.flush(fctx)
+	fcancel()
 	// Stop lease requests still in flight first: the node refuses them once
 	// the job has finished, and they must not retry.
 	cw.cancel()

@@ -43,6 +43,7 @@ var ownJobMethods = map[string]bool{
 	wire.MethodPushTask:       true,
 	wire.MethodActorConstruct: true,
 	wire.MethodLeaseRevoke:    true,
+	wire.MethodOwnerCancel:    true,
 }
 
 const jobAuthHint = "a job's core workers take connections presenting its job token (its own processes do so by themselves); " +

@@ -177,6 +177,9 @@ func submit(ctx context.Context, f remote, numReturns int, args ...any) ([]strin
 	cw.objects.pendingFor(ids, t, append(cw.ownedArgs(wargs), nested...), t.lin, cw.addr)
 	runtime.KeepAlive(args) // their handles held the objects until the task did
 	cw.sub.watchCtx(ctx, t)
+	if len(deps) > 0 {
+		cw.sub.noteTask(t, wire.TaskPendingArgsAvail)
+	}
 	if len(deps) == 0 {
 		cw.sub.enqueue(t)
 	} else {
@@ -250,7 +253,7 @@ func (s *submitter) resolveThenEnqueue(t *pendingTask, deps []int) {
 			return
 		}
 		if o.err != nil {
-			s.cw.objects.failAll(t.ids, fmt.Errorf("argument %d of task %s failed: %w", i, t.spec.Name, o.err))
+			s.failTask(t, fmt.Errorf("argument %d of task %s failed: %w", i, t.spec.Name, o.err))
 			return
 		}
 		if o.loc == nil { // large objects stay refs: the executor reads them from the store
@@ -269,7 +272,7 @@ func (s *submitter) enqueue(t *pendingTask) {
 	}
 	if lost := s.localLost; lost != nil {
 		s.mu.Unlock()
-		s.cw.objects.failAll(t.ids, lost)
+		s.failTask(t, lost)
 		return
 	}
 	q := s.queues[key]
@@ -280,6 +283,7 @@ func (s *submitter) enqueue(t *pendingTask) {
 	}
 	t.q = q
 	q.tasks = append(q.tasks, t)
+	s.noteTask(t, wire.TaskPendingNodeAssignment)
 	s.pumpLocked(q)
 	s.mu.Unlock()
 }
@@ -417,7 +421,7 @@ func (s *submitter) localDown(q *keyQueue, err error) bool {
 	}
 	s.mu.Unlock()
 	for _, t := range failed {
-		s.cw.objects.failAll(t.ids, lost)
+		s.failTask(t, lost)
 	}
 	return true
 }
@@ -434,7 +438,7 @@ func (s *submitter) envSetupFailed(q *keyQueue, addr string, err error) {
 	s.mu.Unlock()
 	s.cw.logger.Warn("runtime env setup failed: failing the tasks that need it", "node", addr, "tasks", len(failed), "err", err)
 	for _, t := range failed {
-		s.cw.objects.failAll(t.ids, fmt.Errorf("task %s: %w", t.spec.Name, err))
+		s.failTask(t, fmt.Errorf("task %s: %w", t.spec.Name, err))
 	}
 }
 
@@ -463,7 +467,7 @@ func (s *submitter) infeasible(q *keyQueue, reason string) {
 	q.warned = true
 	s.mu.Unlock()
 	for _, t := range failed {
-		s.cw.objects.failAll(t.ids, &InfeasibleError{TaskName: t.spec.Name, Reason: reason})
+		s.failTask(t, &InfeasibleError{TaskName: t.spec.Name, Reason: reason})
 	}
 	if warn {
 		s.cw.logger.Warn("task is infeasible: no node in the cluster can run it; it waits for a node that can (see nodeup status)",
@@ -474,6 +478,7 @@ func (s *submitter) infeasible(q *keyQueue, reason string) {
 // push runs one task on a leased worker and records its outcome.
 func (s *submitter) push(q *keyQueue, l *heldLease, t *pendingTask, pipelined bool) {
 	t.spec.Attempt = t.crashes + t.appRetries
+	s.noteOnLease(t, l, t.spec.Attempt, wire.TaskSubmittedToWorker, nil, 0)
 	var rep wire.PushTaskReply
 	err := s.cw.pool.Call(l.ctx, l.rep.WorkerAddr, wire.MethodPushTask,
 		&wire.PushTaskRequest{LeaseID: l.rep.LeaseID, Spec: t.spec, Pipelined: pipelined}, &rep)
@@ -560,8 +565,10 @@ func (s *submitter) push(q *keyQueue, l *heldLease, t *pendingTask, pipelined bo
 	}
 	switch {
 	case failed != nil:
+		s.noteOnLease(t, l, t.spec.Attempt, wire.TaskFailed, failed, rep.RunNanos)
 		s.cw.objects.failAll(t.ids, failed)
 	case succeeded:
+		s.noteOnLease(t, l, t.spec.Attempt, wire.TaskFinished, nil, rep.RunNanos)
 		if t.lin != nil {
 			t.lin.used.Store(int32(t.crashes + t.appRetries))
 		}

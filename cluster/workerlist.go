@@ -1,0 +1,85 @@
+package cluster
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+
+	"github.com/nodeup/nodeup/wire"
+)
+
+// workerList answers Worker.List: this node's worker processes with
+// Local, else every alive node's.
+func (n *Node) workerList(ctx context.Context, r *wire.WorkerListRequest) (*wire.WorkerList, error) {
+	if r.Local {
+		return n.localWorkers(), nil
+	}
+	out := &wire.WorkerList{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, nd := range n.clusterView() {
+		if !nd.Alive {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			part := &wire.WorkerList{}
+			if nd.NodeID == n.id.NodeID {
+				part = n.localWorkers()
+			} else {
+				cctx, cancel := context.WithTimeout(ctx, taskListPeerTimeout)
+				defer cancel()
+				if err := n.pool.Call(cctx, nd.Addr, wire.MethodWorkerList, &wire.WorkerListRequest{Local: true}, part); err != nil {
+					mu.Lock()
+					out.Unreachable = append(out.Unreachable, fmt.Sprintf("%s (%s): %v", nd.NodeName, nd.Addr, err))
+					mu.Unlock()
+					return
+				}
+				if len(part.Workers) > wire.MaxWorkerList { // a peer's answer is bounded as ours
+					part.LeftOut += len(part.Workers) - wire.MaxWorkerList
+					part.Workers = part.Workers[:wire.MaxWorkerList]
+				}
+			}
+			mu.Lock()
+			out.Workers = append(out.Workers, part.Workers...)
+			out.LeftOut += part.LeftOut
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	slices.Sort(out.Unreachable)
+	slices.SortFunc(out.Workers, func(a, b wire.WorkerInfo) int {
+		if c := cmp.Compare(a.NodeName, b.NodeName); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.WorkerID, b.WorkerID)
+	})
+	return out, nil
+}
+
+// localWorkers lists this node's worker processes, at most
+// wire.MaxWorkerList.
+func (n *Node) localWorkers() *wire.WorkerList {
+	out := &wire.WorkerList{}
+	if n.workers == nil {
+		return out
+	}
+	p := n.workers
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for id, w := range p.byID {
+		if len(out.Workers) >= wire.MaxWorkerList {
+			out.LeftOut++
+			continue
+		}
+		info := wire.WorkerInfo{WorkerID: id, JobID: w.job, NodeID: n.id.NodeID, NodeName: n.cfg.NodeName, Addr: w.addr, ActorID: w.actor}
+		if w.proc != nil {
+			info.PID = w.proc.Pid()
+		}
+		out.Workers = append(out.Workers, info)
+	}
+	return out
+}
