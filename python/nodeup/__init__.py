@@ -8,6 +8,7 @@ import secrets
 from . import _context
 from . import _core
 from . import _localnode
+from . import _logstream
 from . import _options
 from . import _runtime_env
 from . import _protocol as P
@@ -66,7 +67,7 @@ def is_initialized():
     return _state.get_core() is not None
 
 
-def init(address=None, namespace=None, ignore_reinit_error=False, runtime_env=None, **_ignored):
+def init(address=None, namespace=None, ignore_reinit_error=False, runtime_env=None, log_to_driver=True, **_ignored):
     """Connects this driver to the nodeup node at ``address`` (``host:port``;
     default: $NODEUP_ADDRESS, else the node last started on this machine,
     else a node of its own started with the nodeup binary on PATH or
@@ -79,6 +80,11 @@ def init(address=None, namespace=None, ignore_reinit_error=False, runtime_env=No
     ``.options(runtime_env=...)`` override it key by key; the working dir
     is uploaded here, and a driver run by ``nodeup job submit
     --working-dir`` has its job's by default (NODEUP_WORKING_DIR).
+    ``log_to_driver`` (default True, as Ray's) prints the job's worker and
+    actor output from every node on this process's stdout, each line
+    prefixed ``(<actor class, or task> pid=<pid> node=<name>)`` and lines
+    repeated by several processes collapsed; False leaves it in the nodes'
+    log files (``nodeup logs``).
     Raises ConnectionError when no node is found, reachable or startable;
     ValueError for a bad runtime_env; RuntimeError when called twice
     without ``ignore_reinit_error``."""
@@ -121,6 +127,7 @@ def init(address=None, namespace=None, ignore_reinit_error=False, runtime_env=No
         if local is not None:
             local.stop()
         raise
+    core.log_streamer = _logstream.Streamer(core) if log_to_driver else None
     _state.set_core(core)
 
 
@@ -132,6 +139,8 @@ def shutdown():
     if core is None or _state.is_worker():
         return
     _state.set_core(None)
+    if getattr(core, "log_streamer", None) is not None:
+        core.log_streamer.stop()  # before Job.Finish, which stops the workers
     try:
         core.pool.call(core.node_addr, "Job.Finish", {"JobID": core.job_id, "FromNode": False}, timeout=30)
     except Exception:
