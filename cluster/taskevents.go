@@ -113,10 +113,11 @@ func (n *Node) taskEventsList(ctx context.Context, r *wire.TaskEventsListRequest
 		return out, nil
 	}
 	slices.SortFunc(matched, func(a, b *wire.TaskEvent) int {
-		if c := cmp.Compare(a.Times.First(), b.Times.First()); c != 0 {
-			return c
+		c := cmp.Or(cmp.Compare(a.Times.First(), b.Times.First()), cmp.Compare(a.TaskID, b.TaskID))
+		if r.Newest {
+			return -c
 		}
-		return cmp.Compare(a.TaskID, b.TaskID)
+		return c
 	})
 	limit := r.Limit
 	if limit <= 0 || limit > wire.MaxTaskEventList {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"sort"
 	"strings"
 	"syscall"
@@ -82,6 +83,39 @@ func TestDashboardShowsNodesLive(t *testing.T) {
 	if s := text("#leader"); !strings.Contains(s, "n0") {
 		t.Errorf("leader line %q, want n0", s)
 	}
+
+	// A job's tasks and its workers' logs appear (from /v1/tasks and
+	// /v1/logs), and a log's tail opens below the table.
+	bin := buildExamples(t, "options")
+	cmd := exec.Command(filepath.Join(bin, "options"))
+	cmd.Env = append(os.Environ(), "NODEUP_ADDRESS="+procs[0].sock())
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("options: %v\n%s", err, out)
+	}
+	testutil.Until(t, 30*time.Second, "the page shows finished tasks and worker logs", func() error {
+		finished, err := chromedp.Run(ctx, chromedp.Evaluate[int](`Array.from(document.querySelectorAll("#task-summary tbody tr")).reduce((s, r) => s + (+(r.cells[3] || {}).textContent || 0), 0)`))
+		if err != nil {
+			return err
+		}
+		logs, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll("#logs tbody tr button").length`))
+		if err != nil {
+			return err
+		}
+		if finished == 0 || logs == 0 {
+			return fmt.Errorf("%d finished tasks, %d log files on the page; tasks line %q, logs line %q, error %q",
+				finished, logs, text("#task-counts"), text("#log-counts"), text("#error"))
+		}
+		return nil
+	})
+	if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.querySelector("#logs tbody tr button").click(), true`)); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Until(t, 15*time.Second, "a log's tail shows below the table", func() error {
+		if s := text("#log-tail"); !strings.Contains(s, "last 200 lines") {
+			return fmt.Errorf("tail area %q", s)
+		}
+		return nil
+	})
 
 	if err := procs[2].cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)

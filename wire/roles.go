@@ -139,9 +139,12 @@ var HTTPRoles = map[string]pki.Role{
 	"GET /metrics":   pki.RoleRead,
 	// The dashboard's static files hold no cluster data: the page asks
 	// for a read token and sends it with its API calls.
-	"GET /":                    "",
-	"GET /v1/actors":           pki.RoleRead,
-	"GET /v1/placement-groups": pki.RoleRead,
+	"GET /":                      "",
+	"GET /v1/actors":             pki.RoleRead,
+	"GET /v1/placement-groups":   pki.RoleRead,
+	"GET /v1/tasks":              pki.RoleRead,
+	"GET /v1/logs":               pki.RoleRead,
+	"GET /v1/logs/{node}/{name}": pki.RoleRead,
 	// The jobs API, as the Job.* methods: reads need read; submit, stop
 	// and delete need submit.
 	"POST /v1/jobs":           pki.RoleSubmit,

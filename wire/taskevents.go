@@ -277,6 +277,10 @@ type TaskEventsListRequest struct {
 	Limit   int    `msgpack:",omitempty"`
 	Summary bool   `msgpack:",omitempty"`
 	Local   bool   `msgpack:",omitempty"`
+	// Newest keeps the most recently created tasks under Limit, listed
+	// newest first (the dashboard's view); otherwise the oldest, oldest
+	// first.
+	Newest bool `msgpack:",omitempty"`
 }
 
 // CheckTaskEventsListRequest validates a request's filters: IDs as

@@ -169,16 +169,67 @@ function drawJobs(jobs) {
   }), "no jobs");
 }
 
+const PENDING = ["PENDING_ARGS_AVAIL", "PENDING_NODE_ASSIGNMENT", "SUBMITTED_TO_WORKER"];
+
+function drawTasks(summary, newest) {
+  const by = {};
+  for (const s of summary.Summary || []) {
+    const r = by[s.Name] || (by[s.Name] = { pending: 0, RUNNING: 0, FINISHED: 0, FAILED: 0 });
+    if (PENDING.includes(s.State)) r.pending += s.Count; else r[s.State] = (r[s.State] || 0) + s.Count;
+  }
+  fill("task-summary", Object.keys(by).sort().map(n => row([n, by[n].pending, by[n].RUNNING, by[n].FINISHED, by[n].FAILED])),
+    "no tasks recorded (Go programs report them)");
+  const shown = (newest.Tasks || []).length;
+  document.getElementById("task-counts").textContent = summary.Total + " tasks recorded" +
+    (newest.LeftOut ? "; the newest " + shown + " below, " + newest.LeftOut + " older left out" : "") +
+    ((summary.Unreachable || []).length ? "; not answering: " + summary.Unreachable.join(", ") : "");
+  fill("tasks", (newest.Tasks || []).map(t => row([t.TaskID, t.Name, state(t.State), t.NodeName, t.PID || "", t.JobID,
+    time(Math.min(...Object.values(t.Times || {}).filter(v => v > 0))), t.Error])), "no tasks");
+}
+
+const LOGS_SHOWN = 100;
+let shownTail = null;
+async function showTail(f) {
+  shownTail = f;
+  const pre = document.getElementById("log-tail");
+  try {
+    const r = await getJSON("/v1/logs/" + encodeURIComponent(f.Addr) + "/" + encodeURIComponent(f.Name) + "?tail=200");
+    pre.textContent = "--- " + r.NodeName + " " + r.Name + " (" + bytes(r.Size) + "), last 200 lines ---\n" + r.Text;
+  } catch (e) {
+    pre.textContent = "log " + f.Name + ": " + e.message;
+  }
+  pre.hidden = false;
+}
+
+function drawLogs(list) {
+  const files = (list.Files || []).filter(f => !f.Backup).sort((a, b) => b.ModTime - a.ModTime);
+  document.getElementById("log-counts").textContent = files.length + " worker and actor logs" +
+    (files.length > LOGS_SHOWN ? "; the " + LOGS_SHOWN + " written last below" : "") +
+    (list.LeftOut ? "; " + list.LeftOut + " more not listed" : "") +
+    ((list.Errors || []).length ? "; not answering: " + list.Errors.map(e => e.NodeName).join(", ") : "");
+  fill("logs", files.slice(0, LOGS_SHOWN).map(f => {
+    const b = el("button", "tail", "link");
+    b.type = "button";
+    b.addEventListener("click", () => showTail(f));
+    const who = f.Kind === "actor" ? (f.Class || "actor") + " " + f.Actor : "task worker";
+    return row([f.NodeName, who, f.Job, f.PID, bytes(f.Size), f.Live ? "yes" : "no", time(f.ModTime), b]);
+  }), "no worker logs");
+}
+
 async function poll() {
   const err = document.getElementById("error");
   try {
-    const [st, actors, pgs, jobs] = await Promise.all([
-      getJSON("/v1/status"), getJSON("/v1/actors"), getJSON("/v1/placement-groups"), getJSON("/v1/jobs")]);
+    const [st, actors, pgs, jobs, taskSummary, tasks, logs] = await Promise.all([
+      getJSON("/v1/status"), getJSON("/v1/actors"), getJSON("/v1/placement-groups"), getJSON("/v1/jobs"),
+      getJSON("/v1/tasks?summary=1"), getJSON("/v1/tasks?limit=50"), getJSON("/v1/logs")]);
     drawStatus(st);
     drawActors(actors);
     drawPGs(pgs);
     drawJobs(jobs);
+    drawTasks(taskSummary, tasks);
+    drawLogs(logs);
     if (shownLog) showLog(shownLog);
+    if (shownTail) showTail(shownTail);
     err.textContent = "";
     document.getElementById("token-form").hidden = true;
     document.getElementById("updated").textContent = "updated " + new Date().toLocaleTimeString();
