@@ -1,0 +1,76 @@
+package cluster
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/nodeup/nodeup/internal/pki"
+)
+
+// The dashboard's task and log endpoints: a read token is needed; hostile
+// file names in /v1/logs/{node}/{name} and bad limits are 400 naming what
+// is accepted, and a listing answers JSON.
+func TestDashboardTaskAndLogEndpoints(t *testing.T) {
+	read := newTestToken(t)
+	nd := testCluster(t, 1, func(_ int, c *Config) {
+		c.HTTPPort = 0
+		c.tokens = mapTokens{read: pki.RoleRead}
+	})[0]
+	waitFormed(t, []*Node{nd}, 1, 1)
+	get := func(path, token string) (int, map[string]any) {
+		t.Helper()
+		req, err := http.NewRequest("GET", "http://"+nd.HTTPAddr()+path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		var out map[string]any
+		if err := json.Unmarshal(b, &out); err != nil {
+			t.Fatalf("GET %s: %d, body %q is not a JSON object", path, resp.StatusCode, b)
+		}
+		return resp.StatusCode, out
+	}
+	for _, p := range []string{"/v1/tasks", "/v1/logs", "/v1/logs/n0/worker-0123abcd-0123456789abcdef-1.log"} {
+		if code, _ := get(p, ""); code != http.StatusUnauthorized {
+			t.Errorf("GET %s without a token: %d, want 401", p, code)
+		}
+	}
+	if code, body := get("/v1/tasks?limit=50", read); code != http.StatusOK || body["Total"] == nil {
+		t.Errorf("GET /v1/tasks: %d %v, want 200 with Total", code, body)
+	}
+	if code, body := get("/v1/tasks?summary=1", read); code != http.StatusOK {
+		t.Errorf("GET /v1/tasks?summary=1: %d %v", code, body)
+	}
+	if code, body := get("/v1/logs", read); code != http.StatusOK {
+		t.Errorf("GET /v1/logs: %d %v", code, body)
+	}
+	for _, c := range []struct{ path, want string }{
+		{"/v1/tasks?limit=0", "use 1 to"},
+		{"/v1/tasks?limit=x", "use 1 to"},
+		{"/v1/tasks?state=SLEEPING", "SLEEPING"},
+		{"/v1/logs?job=../x", "job"},
+		{"/v1/logs/n0/..%2F..%2Fetc%2Fpasswd", "worker-"},
+		{"/v1/logs/n0/%2Fetc%2Fpasswd", "worker-"},
+		{"/v1/logs/n0/raft.db", "worker-"},
+		{"/v1/logs/n0/worker-0123abcd-0123456789abcdef-1.log?tail=0", "use 1 to"},
+	} {
+		code, body := get(c.path, read)
+		if msg, _ := body["error"].(string); code != http.StatusBadRequest || !strings.Contains(msg, c.want) {
+			t.Errorf("GET %s: %d %q, want 400 naming %q", c.path, code, msg, c.want)
+		}
+	}
+	if code, body := get("/v1/logs/n0/worker-0123abcd-0123456789abcdef-1.log", read); code != http.StatusNotFound {
+		t.Errorf("GET a log that is not there: %d %v, want 404", code, body)
+	}
+}
