@@ -41,9 +41,32 @@ func (p *workerPool) command(spec procSpec) (argv, extraEnv []string, err error)
 		if py == "" {
 			py = defaultPython()
 		}
+		if exe := spec.envVars[wire.EnvPyExecutable]; exe != "" {
+			if err := checkPyExecutable(exe); err != nil {
+				return nil, nil, fmt.Errorf("%w: runtime env py_executable: %w", errRuntimeEnvSetup, err)
+			}
+			py = exe
+		}
 		return []string{py, "-m", "nodeup.worker"}, []string{"PYTHONPATH=" + pp, "PYTHONUNBUFFERED=1"}, nil
 	}
 	return nil, nil, fmt.Errorf("job language %q is not one of \"\" (Go) and %q", spec.lang, wire.LanguagePython)
+}
+
+// checkPyExecutable says why exe (a runtime env py_executable, an
+// absolute path wire.ValidateEnvVar checked) cannot be a Python worker's
+// interpreter on this node: not there, not a regular file (after
+// symlinks), or not executable.
+func checkPyExecutable(exe string) error {
+	fi, err := os.Stat(exe)
+	switch {
+	case err != nil:
+		return fmt.Errorf("%s on this node: %w", exe, err)
+	case !fi.Mode().IsRegular():
+		return fmt.Errorf("%s on this node is a %s, not an executable file", exe, fi.Mode().Type())
+	case fi.Mode().Perm()&0o111 == 0:
+		return fmt.Errorf("%s on this node is not executable (mode %s)", exe, fi.Mode().Perm())
+	}
+	return nil
 }
 
 // debianPython is Debian's interpreter, the one python3-msgpack and

@@ -3,6 +3,7 @@ package wire
 import (
 	"fmt"
 	"maps"
+	"path"
 	"slices"
 	"strings"
 )
@@ -42,6 +43,16 @@ const (
 	EnvRuntimeEnv = "NODEUP_RUNTIME_ENV"
 )
 
+// EnvPyExecutable is the runtime env key under which a Python job's work
+// names the interpreter its worker processes run (Ray's runtime_env
+// py_executable): an absolute path, checked on each node when it starts
+// such a worker (a path that is not an executable file there fails the
+// work with CodeRuntimeEnvSetupFailed). The node's --python otherwise.
+const EnvPyExecutable = "NODEUP_PY_EXECUTABLE"
+
+// maxPyExecutable bounds an EnvPyExecutable path, in bytes (PATH_MAX).
+const maxPyExecutable = 4096
+
 // ReservedEnvPrefix starts the variables nodeup sets in worker processes;
 // a runtime env may not set them.
 const ReservedEnvPrefix = "NODEUP_"
@@ -55,13 +66,19 @@ var reservedEnvVars = []string{"CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES",
 // byte, the value no NUL byte, and the key must not be one nodeup sets
 // itself (NODEUP_*, CUDA_VISIBLE_DEVICES, NVIDIA_VISIBLE_DEVICES,
 // CUDA_DEVICE_ORDER), but for EnvWorkingDir, whose value must then be a
-// working dir ref (ParseWorkingDirRef). The error names the key and what
+// working dir ref (ParseWorkingDirRef), and EnvPyExecutable, a clean
+// absolute path. The error names the key and what
 // is accepted.
 func ValidateEnvVar(key, value string) error {
 	switch {
 	case key == EnvWorkingDir:
 		_, _, err := ParseWorkingDirRef(value)
 		return err
+	case key == EnvPyExecutable:
+		if !strings.HasPrefix(value, "/") || len(value) > maxPyExecutable || strings.IndexByte(value, 0) >= 0 || path.Clean(value) != value {
+			return fmt.Errorf("runtime env py_executable %q: want a clean absolute path of at most %d bytes", value, maxPyExecutable)
+		}
+		return nil
 	case key == "":
 		return fmt.Errorf("env var key %q: must not be empty", key)
 	case strings.ContainsAny(key, "=\x00"):

@@ -82,3 +82,16 @@ func FuzzParseJobManifest(f *testing.F) {
 		}
 	})
 }
+
+// A runtime env's py_executable is a clean absolute path; anything else
+// (relative, dotted, NUL, too long) is refused naming it.
+func TestValidatePyExecutable(t *testing.T) {
+	if err := ValidateEnvVar(EnvPyExecutable, "/usr/bin/python3"); err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range []string{"", "python3", "./python3", "/usr/../bin/sh", "/usr/bin//python3", "/usr/bin/python3\x00", "/" + strings.Repeat("a", 5000)} {
+		if err := ValidateEnvVar(EnvPyExecutable, bad); err == nil || !strings.Contains(err.Error(), "py_executable") {
+			t.Errorf("py_executable %q: %v, want refused naming py_executable", bad, err)
+		}
+	}
+}

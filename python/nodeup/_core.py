@@ -22,7 +22,7 @@ from . import _protocol as P
 from . import _serialize
 from . import _state
 from . import _transport
-from .exceptions import (GetTimeoutError, ObjectLostError, RayTaskError,
+from .exceptions import (GetTimeoutError, ObjectLostError, RayTaskError, RuntimeEnvSetupError,
                          TaskCancelledError, WorkerCrashedError)
 
 log = logging.getLogger("nodeup")
@@ -731,7 +731,10 @@ class Core:
                 for t in tasks:
                     q.tasks.remove(t)
             for t in tasks:
-                self._fail_task(t, {"Message": f"task {t.name} could not get a worker: {e}", "Stack": "", "Panic": False})
+                if isinstance(e, P.RpcError) and e.code == "runtime_env_setup_failed":
+                    self._fail_task(t, RuntimeEnvSetupError(f"task {t.name}: {e}"))
+                else:
+                    self._fail_task(t, {"Message": f"task {t.name} could not get a worker: {e}", "Stack": "", "Panic": False})
             return
         with self.qcond:
             q.requests -= 1

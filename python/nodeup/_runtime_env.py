@@ -18,7 +18,8 @@ WORKING_DIR_VAR = "NODEUP_WORKING_DIR"  # wire.EnvWorkingDir
 RUNTIME_ENV_VAR = "NODEUP_RUNTIME_ENV"  # wire.EnvRuntimeEnv: a worker's runtime env vars, as JSON
 CHUNK = 1 << 20  # wire.MaxJobChunkBytes
 _RESERVED = ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER")
-SUPPORTED = {"env_vars", "working_dir"}
+PY_EXECUTABLE_VAR = "NODEUP_PY_EXECUTABLE"  # wire.EnvPyExecutable
+SUPPORTED = {"env_vars", "working_dir", "py_executable"}
 
 
 def check(runtime_env):
@@ -44,6 +45,11 @@ def check(runtime_env):
     wd = runtime_env.get("working_dir")
     if wd is not None and not isinstance(wd, (str, os.PathLike)):
         raise ValueError(f"runtime_env working_dir={wd!r}: want a local directory path")
+    exe = runtime_env.get("py_executable")
+    if exe is not None and (not isinstance(exe, str) or not os.path.isabs(exe) or os.path.normpath(exe) != exe
+                            or "\0" in exe or len(exe) > 4096):
+        raise ValueError(f"runtime_env py_executable={exe!r}: want a clean absolute path of the interpreter "
+                         "on the nodes (checked there when a worker starts)")
 
 
 def inherited():
@@ -72,6 +78,8 @@ def resolve(core, runtime_env, base):
     wd = runtime_env.get("working_dir")
     if wd is not None:
         out[WORKING_DIR_VAR] = upload_cached(core, os.path.abspath(os.fspath(wd)))
+    if runtime_env.get("py_executable"):
+        out[PY_EXECUTABLE_VAR] = runtime_env["py_executable"]
     return out
 
 

@@ -67,6 +67,13 @@ class WorkerCrashedError(RayError):
     ``max_retries`` allowed, as Ray's ``ray.exceptions.WorkerCrashedError``."""
 
 
+class RuntimeEnvSetupError(RayError):
+    """The task's or actor's runtime_env could not be set up on the node
+    that was to run it (a working dir no node holds, a ``py_executable``
+    that is not an executable file there); not retried, as Ray's
+    ``ray.exceptions.RuntimeEnvSetupError``."""
+
+
 class ObjectLostError(RayError):
     """The object's value is gone (its owner or its store copy died), as
     Ray's ``ray.exceptions.ObjectLostError``."""

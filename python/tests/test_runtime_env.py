@@ -72,3 +72,35 @@ def test_bad_runtime_env(node, tmp_path):
     with pytest.raises(ValueError, match="symlink out -> /etc/hosts"):
         nodeup.init(address=node.socket, runtime_env={"working_dir": str(linked)})
     assert not nodeup.is_initialized()
+
+
+@nodeup.remote
+def interpreter():
+    import sys
+    return sys.executable
+
+
+def test_py_executable(node, tmp_path):
+    """runtime_env py_executable (as Ray's): the work's worker processes run
+    that interpreter (here a symlink to this one, which sys.executable
+    keeps); a path that is not an executable file on the node fails the
+    work for good with RuntimeEnvSetupError naming it; a relative path is
+    refused at options."""
+    import sys
+    link = tmp_path / "my-python"
+    os.symlink(os.path.realpath(sys.executable), link)
+    with pytest.raises(ValueError, match="py_executable"):
+        interpreter.options(runtime_env={"py_executable": "python3"})
+    nodeup.init(address=node.socket)
+    try:
+        assert nodeup.get(interpreter.options(runtime_env={"py_executable": str(link)}).remote(), timeout=60) == str(link)
+        assert nodeup.get(interpreter.remote(), timeout=60) != str(link)
+        missing = str(tmp_path / "no-such-python")
+        with pytest.raises(nodeup.exceptions.RuntimeEnvSetupError, match="no-such-python"):
+            nodeup.get(interpreter.options(runtime_env={"py_executable": missing}).remote(), timeout=60)
+        plain = tmp_path / "not-executable"
+        plain.write_text("#!/bin/sh\n")
+        with pytest.raises(nodeup.exceptions.RuntimeEnvSetupError, match="not executable"):
+            nodeup.get(interpreter.options(runtime_env={"py_executable": str(plain)}).remote(), timeout=60)
+    finally:
+        nodeup.shutdown()
