@@ -67,16 +67,21 @@ func jobCommand() *ucli.Command {
 			},
 			{
 				Name: "list", Usage: "list the cluster's jobs",
-				Flags: append(clientFlags(), &ucli.BoolFlag{Name: "json", Usage: "print JSON"}),
+				Flags: append(append(clientFlags(), &ucli.BoolFlag{Name: "json", Usage: "print JSON"}), rowFlags[wire.JobRecord]()...),
 				Action: func(c *ucli.Context) error {
 					var resp wire.JobListResponse
 					if err := call(c, wire.MethodJobList, &wire.Empty{}, &resp); err != nil {
 						return err
 					}
-					if c.Bool("json") {
-						return writeJSONOut(c.App.Writer, resp.Jobs)
+					jobs, total, err := selectRows(c, resp.Jobs)
+					if err != nil {
+						return err
 					}
-					printJobs(c.App.Writer, resp.Jobs)
+					defer printLeftOut(c, "jobs", len(jobs), total)
+					if c.Bool("json") {
+						return writeJSONOut(c.App.Writer, nonNil(jobs))
+					}
+					printJobs(c.App.Writer, jobs)
 					return nil
 				},
 			},

@@ -21,7 +21,7 @@ func listCommand() *ucli.Command {
 		Subcommands: []*ucli.Command{{
 			Name:  "actors",
 			Usage: "list actors: ID, class, name, namespace, state, node, restarts, PID",
-			Flags: append(clientFlags(), &ucli.BoolFlag{Name: "json", Usage: "print JSON"}),
+			Flags: append(append(clientFlags(), &ucli.BoolFlag{Name: "json", Usage: "print JSON"}), rowFlags[actorJSON]()...),
 			Action: func(c *ucli.Context) error {
 				if c.NArg() > 0 {
 					return fmt.Errorf("nodeup list actors takes no arguments, got %q", c.Args().First())
@@ -36,8 +36,13 @@ func listCommand() *ucli.Command {
 						State: a.State, NodeID: a.NodeID, NodeName: a.NodeName, NumRestarts: a.Incarnation, PID: a.PID,
 						DeathCause: a.DeathCause, PendingReason: a.PendingReason, Infeasible: a.Infeasible != nil, Detached: a.Detached, Resources: a.Resources.Floats()})
 				}
+				rows, total, err := selectRows(c, rows)
+				if err != nil {
+					return err
+				}
+				defer printLeftOut(c, "actors", len(rows), total)
 				if c.Bool("json") {
-					return writeJSONOut(c.App.Writer, rows)
+					return writeJSONOut(c.App.Writer, nonNil(rows))
 				}
 				tw := tabwriter.NewWriter(c.App.Writer, 0, 4, 2, ' ', 0)
 				fmt.Fprintln(tw, "ACTOR ID\tCLASS\tNAME\tNAMESPACE\tSTATE\tNODE\tRESTARTS\tPID\tDETAIL")
@@ -93,7 +98,7 @@ func listPlacementGroupsCommand() *ucli.Command {
 	return &ucli.Command{
 		Name:  "placement-groups",
 		Usage: "list placement groups: ID, name, strategy, state, bundles with their nodes",
-		Flags: append(clientFlags(), &ucli.BoolFlag{Name: "json", Usage: "print JSON"}),
+		Flags: append(append(clientFlags(), &ucli.BoolFlag{Name: "json", Usage: "print JSON"}), rowFlags[pgJSON]()...),
 		Action: func(c *ucli.Context) error {
 			if c.NArg() > 0 {
 				return fmt.Errorf("nodeup list placement-groups takes no arguments, got %q", c.Args().First())
@@ -102,26 +107,32 @@ func listPlacementGroupsCommand() *ucli.Command {
 			if err := call(c, wire.MethodPGList, &wire.Empty{}, &list); err != nil {
 				return err
 			}
-			if c.Bool("json") {
-				rows := make([]pgJSON, 0, len(list.Groups))
-				for _, g := range list.Groups {
-					r := pgJSON{ID: g.ID, Name: g.Name, Namespace: g.Namespace, JobID: g.JobID, State: g.State, Strategy: g.Strategy,
-						Detached: g.Detached, PendingReason: g.PendingReason, Infeasible: g.Infeasible != nil, Bundles: []bundleJSON{}}
-					for _, b := range g.Bundles {
-						r.Bundles = append(r.Bundles, bundleJSON{Index: b.Index, Resources: b.Resources.Floats(), NodeID: b.NodeID, NodeName: b.NodeName})
-					}
-					rows = append(rows, r)
+			rows := make([]pgJSON, 0, len(list.Groups))
+			for _, g := range list.Groups {
+				r := pgJSON{ID: g.ID, Name: g.Name, Namespace: g.Namespace, JobID: g.JobID, State: g.State, Strategy: g.Strategy,
+					Detached: g.Detached, PendingReason: g.PendingReason, Infeasible: g.Infeasible != nil, Bundles: []bundleJSON{}}
+				for _, b := range g.Bundles {
+					r.Bundles = append(r.Bundles, bundleJSON{Index: b.Index, Resources: b.Resources.Floats(), NodeID: b.NodeID, NodeName: b.NodeName,
+						text: b.Resources.String()})
 				}
-				return writeJSONOut(c.App.Writer, rows)
+				rows = append(rows, r)
+			}
+			rows, total, err := selectRows(c, rows)
+			if err != nil {
+				return err
+			}
+			defer printLeftOut(c, "placement groups", len(rows), total)
+			if c.Bool("json") {
+				return writeJSONOut(c.App.Writer, nonNil(rows))
 			}
 			tw := tabwriter.NewWriter(c.App.Writer, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "PLACEMENT GROUP ID\tNAME\tSTRATEGY\tSTATE\tBUNDLES\tDETAIL")
-			for _, g := range list.Groups {
+			for _, g := range rows {
 				var bs []string
 				for _, b := range g.Bundles {
-					bs = append(bs, fmt.Sprintf("%d:{%s}@%s", b.Index, b.Resources, dash(b.NodeName)))
+					bs = append(bs, fmt.Sprintf("%d:{%s}@%s", b.Index, b.text, dash(b.NodeName)))
 				}
-				detail := pendingDetail(g.PendingReason, g.Infeasible != nil)
+				detail := pendingDetail(g.PendingReason, g.Infeasible)
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", g.ID, dash(g.Name), g.Strategy, g.State, strings.Join(bs, " "), dash(detail))
 			}
 			return tw.Flush()
@@ -150,6 +161,7 @@ type bundleJSON struct {
 	Resources map[string]float64 `json:"unit_resources"`
 	NodeID    string             `json:"node_id"`
 	NodeName  string             `json:"node_name"`
+	text      string             // the resources as the text table shows them
 }
 
 // pendingDetail is the DETAIL column of a waiting actor or group: its
@@ -159,6 +171,14 @@ func pendingDetail(reason string, infeasible bool) string {
 		return "infeasible: " + reason
 	}
 	return reason
+}
+
+// nonNil is rows, or an empty slice for none (JSON [] rather than null).
+func nonNil[T any](rows []T) []T {
+	if rows == nil {
+		return []T{}
+	}
+	return rows
 }
 
 // listKinds are what `nodeup list` lists.

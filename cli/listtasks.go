@@ -190,7 +190,7 @@ func listWorkersCommand() *ucli.Command {
 	return &ucli.Command{
 		Name:  "workers",
 		Usage: "list the worker processes of every node: worker ID, job, node, PID, address, actor",
-		Flags: append(clientFlags(), &ucli.BoolFlag{Name: "json", Usage: "print JSON"}),
+		Flags: append(append(clientFlags(), &ucli.BoolFlag{Name: "json", Usage: "print JSON"}), rowFlags[workerJSON]()...),
 		Action: func(c *ucli.Context) error {
 			if c.NArg() > 0 {
 				return fmt.Errorf("nodeup list workers takes no arguments, got %q", c.Args().First())
@@ -199,16 +199,21 @@ func listWorkersCommand() *ucli.Command {
 			if err := call(c, wire.MethodWorkerList, &wire.WorkerListRequest{}, &list); err != nil {
 				return err
 			}
+			rows := make([]workerJSON, 0, len(list.Workers))
+			for _, w := range list.Workers {
+				rows = append(rows, workerJSON{WorkerID: w.WorkerID, JobID: w.JobID, NodeID: w.NodeID, NodeName: w.NodeName, PID: w.PID, Addr: w.Addr, ActorID: w.ActorID})
+			}
+			rows, total, err := selectRows(c, rows)
+			if err != nil {
+				return err
+			}
+			defer printLeftOut(c, "workers", len(rows), total)
 			if c.Bool("json") {
-				rows := make([]workerJSON, 0, len(list.Workers))
-				for _, w := range list.Workers {
-					rows = append(rows, workerJSON{WorkerID: w.WorkerID, JobID: w.JobID, NodeID: w.NodeID, NodeName: w.NodeName, PID: w.PID, Addr: w.Addr, ActorID: w.ActorID})
-				}
-				return writeJSONOut(c.App.Writer, workersJSON{Workers: rows, LeftOut: list.LeftOut, Unreachable: list.Unreachable})
+				return writeJSONOut(c.App.Writer, workersJSON{Workers: nonNil(rows), LeftOut: list.LeftOut + total - len(rows), Unreachable: list.Unreachable})
 			}
 			tw := tabwriter.NewWriter(c.App.Writer, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "WORKER ID\tJOB\tNODE\tPID\tADDRESS\tACTOR")
-			for _, w := range list.Workers {
+			for _, w := range rows {
 				pid := "-"
 				if w.PID > 0 {
 					pid = strconv.Itoa(w.PID)

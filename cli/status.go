@@ -47,7 +47,7 @@ func nodesCommand() *ucli.Command {
 	return &ucli.Command{
 		Name:  "nodes",
 		Usage: "list the node table (the fields of Ray's ray.nodes())",
-		Flags: append(clientFlags(), &ucli.BoolFlag{Name: "json", Usage: "print JSON"}),
+		Flags: append(append(clientFlags(), &ucli.BoolFlag{Name: "json", Usage: "print JSON"}), rowFlags[nodeJSON]()...),
 		Action: func(c *ucli.Context) error {
 			var st wire.StatusResponse
 			if err := call(c, wire.MethodStatus, &wire.Empty{}, &st); err != nil {
@@ -57,12 +57,22 @@ func nodesCommand() *ucli.Command {
 			for _, nv := range st.Nodes {
 				rows = append(rows, toNodeJSON(nv))
 			}
+			idx, total, err := selectIndices(c, rows)
+			if err != nil {
+				return err
+			}
+			defer printLeftOut(c, "nodes", len(idx), total)
 			if c.Bool("json") {
-				return writeJSONOut(c.App.Writer, rows)
+				kept := make([]nodeJSON, 0, len(idx))
+				for _, i := range idx {
+					kept = append(kept, rows[i])
+				}
+				return writeJSONOut(c.App.Writer, kept)
 			}
 			tw := tabwriter.NewWriter(c.App.Writer, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "NODE\tNODE ID\tSTATE\tADDRESS\tRAFT\tINC\tRESOURCES")
-			for _, nv := range st.Nodes {
+			for _, i := range idx {
+				nv := st.Nodes[i]
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\n", nv.Name, nv.ID, nv.Status, nv.Address,
 					dash(nv.RaftSuffrage), nv.Incarnation, formatResources(nil, nv.Resources))
 			}
