@@ -180,7 +180,8 @@ class Core:
         self._arena = None
         self._fd = None  # the arena file, read-only, for zero-copy reads' own mappings
         self.local = threading.local()  # lease_id of the task this thread runs
-        h = {"Object.Get": self._serve_get, "Object.GetMany": self._serve_get_many}
+        h = {"Object.Get": self._serve_get, "Object.GetMany": self._serve_get_many,
+             "Owner.CancelTask": self._serve_owner_cancel}
         h.update(handlers or {})
         auth = None
         if job_token:
@@ -653,6 +654,27 @@ class Core:
         except P.RpcError as e:
             raise RuntimeError(f"cancel task {t.name}: tell its worker at {lease['WorkerAddr']}: {e}") from e
 
+    def _serve_owner_cancel(self, req):
+        """Owner.CancelTask (``nodeup cancel <task-id>``): cancels a task or
+        actor call this process submitted, by its ID, as cancel does (Go's
+        handleOwnerCancel). bad_input for a malformed ID or force on an
+        actor call; not_found when no unfinished work of that ID is here."""
+        req = req or {}
+        tid = req.get("TaskID")
+        err = TE.check_id("task ID", tid)
+        if err:
+            raise P.RpcError("bad_input", err)
+        with self.lock:
+            known = tid in self.works
+        if not known:
+            raise P.RpcError("not_found", f"task {tid}: the process at {self.address} holds no unfinished task of that "
+                                          f"ID (it finished, its refs were dropped, or another process submitted it)")
+        try:
+            self.cancel(ObjectRef(f"{tid}.0", self.address), force=bool(req.get("Force")))
+        except ValueError as e:
+            raise P.RpcError("bad_input", str(e)) from e
+        return {}
+
     def _enqueue(self, t, front=False):
         with self.qcond:
             if t.cancelled:
@@ -957,7 +979,8 @@ def failure_of(e, core):
     """A TaskFailure map for exception e raised in a task."""
     payload = _exception_payload(e)
     stack = "".join(traceback.format_exception(type(e), e, e.__traceback__))
-    return {"Message": f"{type(e).__name__}: {e}", "Stack": stack, "Panic": False, "NodeID": core.node_id,
+    text = str(e)
+    return {"Message": f"{type(e).__name__}: {text}" if text else type(e).__name__, "Stack": stack, "Panic": False, "NodeID": core.node_id,
             "NodeName": core.node_name, "PID": os.getpid(), "Payload": payload}
 
 

@@ -143,7 +143,8 @@ def clip_name(s):
     return s if len(b) <= MAX_NAME else b[:MAX_NAME].decode("utf-8", "ignore")
 
 
-def _check_id(field, v):
+def check_id(field, v):
+    """Why v is not a valid ID (wire.CheckID), None if it is."""
     if not isinstance(v, str) or not v or len(v) > _MAX_ID or v in (".", "..") or not set(v) <= _ID_CHARS:
         return f"{field} {v!r}: want 1 to {_MAX_ID} characters of letters, digits, '-', '_' and '.'"
     return None
@@ -152,7 +153,7 @@ def _check_id(field, v):
 def check(ev):
     """Why the node would refuse ev (wire.CheckTaskEvent), None if it
     would not: a bad event is dropped here rather than cost its batch."""
-    err = _check_id("task ID", ev.get("TaskID"))
+    err = check_id("task ID", ev.get("TaskID"))
     if err:
         return err
     job = ev.get("JobID")
@@ -160,7 +161,7 @@ def check(ev):
         return f"job ID {job!r}: want 1 to 64 letters, digits, '_', '.' or '-', starting with a letter or digit"
     for f in ("ActorID", "NodeID", "WorkerID"):
         if ev.get(f):
-            err = _check_id(f, ev[f])
+            err = check_id(f, ev[f])
             if err:
                 return err
     if rank(ev.get("State")) < 0:

@@ -247,3 +247,50 @@ def test_merge_follows_go():
     long = "é" * 600
     clipped = TE.clip_error(long)
     assert len(clipped.encode()) <= TE.MAX_ERROR and clipped.endswith(" [...]")
+
+
+
+def test_owner_cancel_task_is_served(ray):
+    core = ray._state.get_core()
+    # Over TCP with the job's token (a secure cluster): the method is let
+    # through to the handler, which checks the ID.
+    for bad, code in (("nope-1", "not_found"), ("a/b", "bad_input"), ("", "bad_input")):
+        with pytest.raises(P.RpcError) as e:
+            core.pool.call(core.address, "Owner.CancelTask", {"TaskID": bad, "Force": False}, timeout=30)
+        assert e.value.code == code, e.value
+
+
+def test_nodeup_cancel_reaches_a_python_owner(tmp_path):
+    # An --insecure cluster: the CLI calls the owner's port plainly.
+    import nodeup
+    from conftest import Node
+    from nodeup.exceptions import TaskCancelledError
+    n = Node(str(tmp_path), extra=("--insecure",))
+    try:
+        nodeup.init(address=n.socket)
+        core = nodeup._state.get_core()
+        started = tmp_path / "started"
+
+        @nodeup.remote
+        def spin(started):
+            open(started, "w").close()
+            while True:  # Python bytecode between short sleeps: interruptible
+                time.sleep(0.02)
+
+        ref = spin.remote(str(started))
+        tid = ref.id.rsplit(".", 1)[0]
+        until("the task is listed RUNNING",
+              lambda: tasks(core, TaskID=tid)[0].get(tid, {}).get("State") == TE.RUNNING, within=60)
+        out = subprocess.run([NODEUP, "cancel", tid, "--address", n.socket], capture_output=True, text=True,
+                             timeout=60, env=n.env)
+        assert out.returncode == 0, out.stdout + out.stderr
+        assert f"cancelled task {tid}" in out.stdout
+        with pytest.raises(TaskCancelledError):
+            nodeup.get(ref, timeout=30)
+        ev = until("the task is listed FAILED",
+                   lambda: (tasks(core, TaskID=tid)[0].get(tid) or {}).get("State") == TE.FAILED
+                   and tasks(core, TaskID=tid)[0][tid], within=30)
+        assert "TaskCancelledError" in ev["Error"], ev  # the owner's text or the interrupted worker's
+    finally:
+        nodeup.shutdown()
+        n.stop()
