@@ -294,3 +294,53 @@ def test_nodeup_cancel_reaches_a_python_owner(tmp_path):
     finally:
         nodeup.shutdown()
         n.stop()
+
+
+def test_actor_calls_are_listed_by_their_worker(ray):
+    core = ray._state.get_core()
+
+    @ray.remote
+    class Counter:
+        def __init__(self):
+            self.n = 0
+
+        def add(self, k):
+            self.n += k
+            return self.n
+
+        def fail(self):
+            raise KeyError("nope-actor")
+
+    c = Counter.remote()
+    assert ray.get([c.add.remote(1), c.add.remote(2)], timeout=60) == [1, 3]
+    with pytest.raises(KeyError):
+        ray.get(c.fail.remote(), timeout=60)
+
+    def listed():
+        evs, _ = tasks(core, ActorID=c._actor_id)
+        return evs if len(evs) == 3 and all(ev["State"] in (TE.FINISHED, TE.FAILED) for ev in evs.values()) else None
+    evs = until("the actor's three calls are listed", listed, within=30)
+    for ev in evs.values():
+        assert ev["Type"] == TE.ACTOR_TASK and ev["ActorID"] == c._actor_id and ev["JobID"] == core.job_id
+        assert ev["PID"] > 0 and ev["Owner"] == core.address and ev["Times"][TE.rank(TE.RUNNING)] > 0
+    assert sorted(ev["Function"] for ev in evs.values()) == ["add", "add", "fail"]
+    [failed] = [ev for ev in evs.values() if ev["State"] == TE.FAILED]
+    assert "KeyError" in failed["Error"] and "nope-actor" in failed["Error"]
+
+
+def test_async_actor_calls_are_listed(ray):
+    core = ray._state.get_core()
+
+    @ray.remote
+    class Pinger:
+        async def ping(self):
+            return "pong"
+
+    a = Pinger.remote()
+    assert ray.get(a.ping.remote(), timeout=60) == "pong"
+
+    def listed():
+        evs, _ = tasks(core, ActorID=a._actor_id)
+        return next((ev for ev in evs.values() if ev["State"] == TE.FINISHED), None)
+    ev = until("the async call is listed FINISHED", listed, within=30)
+    assert ev["Name"].endswith(".Pinger.ping") and ev["Type"] == TE.ACTOR_TASK and ev["Times"][TE.rank(TE.RUNNING)] > 0
