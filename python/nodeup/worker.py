@@ -169,12 +169,12 @@ class _Executor:
                 self.await_turn(session, seq)
                 self.end_turn(session, seq)
             with sem:
-                return self.run(0, spec, method)
+                return self.run(0, spec, method, actor=True)
         with self.actor_cond:
             self.await_turn(session, seq)
         with self.serial:  # one at a time; not under actor_cond, so other groups' calls start meanwhile
             try:
-                return self.run(0, spec, method)
+                return self.run(0, spec, method, actor=True)
             finally:
                 with self.actor_cond:
                     self.end_turn(session, seq)
@@ -336,26 +336,29 @@ class _Executor:
             stored = None
         return {"Returns": returns, "Stored": stored, "Error": None, "RunNanos": time.monotonic_ns() - start}
 
-    def run(self, lease, spec, fn=None):
-        """Runs a task (fn None: spec's Code) or an actor call (fn, the
-        method) and answers its PushTaskReply, its states recorded (event)."""
-        rep = self._run(lease, spec, fn)
-        self.event(spec, TE.FAILED if rep.get("Error") else TE.FINISHED, rep.get("Error"), actor=fn is not None)
+    def run(self, lease, spec, fn=None, actor=False):
+        """Runs a task (fn None: spec's Code) or, with actor, an actor call
+        (fn, the method; None for a method the actor lacks) and answers its
+        PushTaskReply, its states recorded (event)."""
+        rep = self._run(lease, spec, fn, actor)
+        self.event(spec, TE.FAILED if rep.get("Error") else TE.FINISHED, rep.get("Error"), actor=actor)
         return rep
 
-    def _run(self, lease, spec, fn=None):
+    def _run(self, lease, spec, fn=None, actor=False):
         start = time.monotonic_ns()
         core = self.core
         core.local.lease_id = lease
         _context.set_task(spec)
         try:
             task = fn is None  # a task, not an actor call: cancel may interrupt it
+            if actor and fn is None:
+                raise AttributeError(f"no method {spec.get('Function')!r}")
             if task:
                 if not spec.get("Code"):
                     raise AttributeError(f"no method or function {spec.get('Function')!r}")
                 fn = self.function(spec["Code"])
             args, kwargs = self.args_of(spec)
-            self.event(spec, TE.RUNNING, actor=not task)
+            self.event(spec, TE.RUNNING, actor=actor)
             if task:
                 with self.rlock:
                     self.running[spec.get("TaskID") or ""] = threading.get_ident()
