@@ -32,7 +32,7 @@ func cancelCommand() *ucli.Command {
 				return err
 			}
 			if len(list.Tasks) == 0 {
-				return fmt.Errorf("task %s is not in the cluster's task record (nodeup list tasks; only the Go SDK reports tasks)", id)
+				return fmt.Errorf("task %s is not in the cluster's task record (nodeup list tasks)", id)
 			}
 			t := list.Tasks[0]
 			if wire.TaskStateTerminal(t.State) {

@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"encoding/hex"
 	"strings"
 	"testing"
 
@@ -53,5 +54,36 @@ func TestCheckTaskEvent(t *testing.T) {
 		if err := CheckTaskEvent(&e); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
+	}
+}
+
+// pythonTaskEventHex is a TaskEvent as the Python SDK's reporter encodes it
+// (python/tests/test_taskevents.py's GOLDEN_HEX, from GOLDEN_EVENT): the two
+// encoders must agree byte for byte.
+const pythonTaskEventHex = "dc0014a7616231322d6333a46a6f6231ac662e3c6c6f63616c733e2e67ac662e3c6c6f63616c733e2e67ab4e4f524d414c5f5441534ba0a64641494c454402a66e6f64652d31a26e31a3772d39cd1092ae3132372e302e302e313a35303030ae56616c75654572726f723a20c3a90001ce00100000cf000001000000000000cf187c3fb4d99d0000"
+
+// TestTaskEventPythonBytes decodes the Python SDK's encoding of an event
+// and checks Go encodes the same event to the same bytes.
+func TestTaskEventPythonBytes(t *testing.T) {
+	want := TaskEvent{TaskID: "ab12-c3", JobID: "job1", Name: "f.<locals>.g", Function: "f.<locals>.g", Type: TaskTypeNormal,
+		State: TaskFailed, Attempt: 2, NodeID: "node-1", NodeName: "n1", WorkerID: "w-9", PID: 4242, Owner: "127.0.0.1:5000",
+		Error: "ValueError: é", Times: TaskTimes{PendingNodeAssignment: 1, SubmittedToWorker: 1 << 20, Running: 1 << 40, Failed: 1764355200000000000}}
+	b, err := msgpack.Marshal(want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := hex.EncodeToString(b); got != pythonTaskEventHex {
+		t.Fatalf("Go encodes the event as\n%s\nthe Python SDK as\n%s", got, pythonTaskEventHex)
+	}
+	raw, _ := hex.DecodeString(pythonTaskEventHex)
+	var got TaskEvent
+	if err := msgpack.Unmarshal(raw, &got); err != nil {
+		t.Fatal(err)
+	}
+	if got != want {
+		t.Fatalf("decoded %+v, want %+v", got, want)
+	}
+	if err := CheckTaskEvent(&got); err != nil {
+		t.Fatal(err)
 	}
 }

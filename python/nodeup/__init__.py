@@ -141,6 +141,7 @@ def shutdown():
     _state.set_core(None)
     if getattr(core, "log_streamer", None) is not None:
         core.log_streamer.stop()  # before Job.Finish, which stops the workers
+    core.events.flush()  # this driver's task events, before its job ends
     try:
         core.pool.call(core.node_addr, "Job.Finish", {"JobID": core.job_id, "FromNode": False}, timeout=30)
     except Exception:

@@ -21,6 +21,7 @@ from . import _options
 from . import _protocol as P
 from . import _serialize
 from . import _state
+from . import _taskevents as TE
 from . import _transport
 from .exceptions import (GetTimeoutError, ObjectLostError, RayTaskError, RuntimeEnvSetupError,
                          TaskCancelledError, WorkerCrashedError)
@@ -167,6 +168,9 @@ class Core:
         self.closed = False
         self._closed_event = threading.Event()
         self.pool = P.Pool(job_token)
+        # Task state changes for `nodeup list tasks` (Ray's task events),
+        # sent to node_addr from a thread of the reporter's own.
+        self.events = TE.Reporter(self)
         if node_socket:
             self.pool.route(node_addr, node_socket)
             # Other nodes (spillback, lease returns) want TLS with a node
@@ -176,7 +180,8 @@ class Core:
         self._arena = None
         self._fd = None  # the arena file, read-only, for zero-copy reads' own mappings
         self.local = threading.local()  # lease_id of the task this thread runs
-        h = {"Object.Get": self._serve_get, "Object.GetMany": self._serve_get_many}
+        h = {"Object.Get": self._serve_get, "Object.GetMany": self._serve_get_many,
+             "Owner.CancelTask": self._serve_owner_cancel}
         h.update(handlers or {})
         auth = None
         if job_token:
@@ -553,6 +558,7 @@ class Core:
         waits = any(isinstance(v, ObjectRef) and v.owner == self.address and not self._state(v).ready.is_set()
                     for v in list(args) + list(kwargs.values()))
         if waits:
+            self._note(t, TE.PENDING_ARGS_AVAIL)
             threading.Thread(target=self._prepare_and_enqueue, args=(t, args, kwargs), daemon=True,
                              name=f"nodeup-deps-{tid}").start()
         else:
@@ -565,6 +571,7 @@ class Core:
         except _ArgFailed as f:
             self._done(t.tid)
             if not t.cancelled:
+                self._note(t, TE.FAILED, error=f.obj.error)
                 for o in t.outs:
                     self._finish(o, error=f.obj.error, task_name=f.obj.task_name)
             return
@@ -578,6 +585,7 @@ class Core:
 
     def _fail_task(self, t, fail):
         self._done(t.tid)
+        self._note(t, TE.FAILED, lease=t.lease, error=fail)
         for o in t.outs:
             if not o.ready.is_set():
                 self._finish(o, error=fail, task_name=t.name)
@@ -646,6 +654,27 @@ class Core:
         except P.RpcError as e:
             raise RuntimeError(f"cancel task {t.name}: tell its worker at {lease['WorkerAddr']}: {e}") from e
 
+    def _serve_owner_cancel(self, req):
+        """Owner.CancelTask (``nodeup cancel <task-id>``): cancels a task or
+        actor call this process submitted, by its ID, as cancel does (Go's
+        handleOwnerCancel). bad_input for a malformed ID or force on an
+        actor call; not_found when no unfinished work of that ID is here."""
+        req = req or {}
+        tid = req.get("TaskID")
+        err = TE.check_id("task ID", tid)
+        if err:
+            raise P.RpcError("bad_input", err)
+        with self.lock:
+            known = tid in self.works
+        if not known:
+            raise P.RpcError("not_found", f"task {tid}: the process at {self.address} holds no unfinished task of that "
+                                          f"ID (it finished, its refs were dropped, or another process submitted it)")
+        try:
+            self.cancel(ObjectRef(f"{tid}.0", self.address), force=bool(req.get("Force")))
+        except ValueError as e:
+            raise P.RpcError("bad_input", str(e)) from e
+        return {}
+
     def _enqueue(self, t, front=False):
         with self.qcond:
             if t.cancelled:
@@ -657,6 +686,7 @@ class Core:
                 q.tasks.appendleft(t)
             else:
                 q.tasks.append(t)
+            self._note(t, TE.PENDING_NODE_ASSIGNMENT)
             self.qcond.notify_all()  # a lingering lease takes it
             self._pump(q)
 
@@ -770,6 +800,7 @@ class Core:
     def _push(self, lease, t):
         """Runs t on lease; False when the lease is unusable now (its worker
         died, or the lease was revoked). A task to run again is queued."""
+        self._note(t, TE.SUBMITTED_TO_WORKER, lease=lease)
         try:
             rep = self.pool.call(lease["WorkerAddr"], "Task.Push", {"LeaseID": lease["LeaseID"], "Spec": t.spec})
         except P.TransportError as e:
@@ -780,6 +811,7 @@ class Core:
                 err = WorkerCrashedError(f"task {t.name}: the worker process died while running it "
                                          f"({t.crashes} times; max_retries={t.max_retries}): {e}")
                 self._done(t.tid)
+                self._note(t, TE.FAILED, lease=lease, error=err)
                 for o in t.outs:
                     self._finish(o, error=err)
             else:
@@ -805,8 +837,34 @@ class Core:
             self._enqueue(t)
             return True
         self._done(t.tid)
+        self._note(t, TE.FAILED if rep.get("Error") else TE.FINISHED, lease=lease, error=rep.get("Error"),
+                   run_nanos=int(rep.get("RunNanos") or 0))
         self.complete(t.outs, rep, t.name)
         return True
+
+    def _note(self, t, state, lease=None, error=None, run_nanos=0):
+        """Records an owner-side state change of task t (at its current
+        attempt) for its node's task record, as Go's submitter.noteOnLease:
+        on lease, its node, worker and PID; run_nanos (the worker's
+        PushTaskReply.RunNanos, 0 if none) dates when it started running;
+        error (a TaskFailure map or an exception) its error text. Never
+        raises."""
+        try:
+            ev = TE.new_event(t.tid, self.job_id, TE.clip_name(t.name), state,
+                              int((t.spec or {}).get("Attempt") or 0), Owner=self.address)
+            if lease:
+                ev.update(NodeID=lease.get("NodeID") or "", NodeName=lease.get("NodeName") or "",
+                          WorkerID=lease.get("WorkerID") or "", PID=int(lease.get("WorkerPID") or 0))
+            if run_nanos > 0:
+                now = time.time_ns()
+                ev["Times"][TE.rank(state)] = now
+                ev["Times"][TE.rank(TE.RUNNING)] = max(now - run_nanos, 1)
+            if error is not None:
+                ev["Error"] = TE.clip_error(error.get("Message") or "" if isinstance(error, dict)
+                                            else f"{type(error).__name__}: {error}")
+            self.events.record(ev)
+        except Exception as e:  # best effort: never into submission
+            log.debug("task event of %s: %s", t.tid, e)
 
     def complete(self, outs, rep, name):
         """Records a PushTaskReply's results (or failure) as outs."""
@@ -921,7 +979,8 @@ def failure_of(e, core):
     """A TaskFailure map for exception e raised in a task."""
     payload = _exception_payload(e)
     stack = "".join(traceback.format_exception(type(e), e, e.__traceback__))
-    return {"Message": f"{type(e).__name__}: {e}", "Stack": stack, "Panic": False, "NodeID": core.node_id,
+    text = str(e)
+    return {"Message": f"{type(e).__name__}: {text}" if text else type(e).__name__, "Stack": stack, "Panic": False, "NodeID": core.node_id,
             "NodeName": core.node_name, "PID": os.getpid(), "Payload": payload}
 
 

@@ -15,12 +15,13 @@ AUTH_CACHE_MAX = 1024  # tokens remembered (authCacheMax)
 AUTH_CHECK_TIMEOUT = 5.0  # seconds for one Auth.Check (authCheckTimeout)
 
 OWN_JOB = "this job's token"  # the requirement of OWN_JOB_METHODS (grantOwnJob)
-OWN_JOB_METHODS = frozenset({"Task.Push", "Actor.Construct", "Task.RevokeLeases"})
+OWN_JOB_METHODS = frozenset({"Task.Push", "Actor.Construct", "Task.RevokeLeases", "Owner.CancelTask"})
 
 # The roles of the methods a core worker serves (wire.MethodRoles).
 METHOD_ROLES = {"Task.Push": "submit", "Task.RevokeLeases": "admin", "Task.Cancel": "submit",
                 "Actor.Construct": "submit", "Actor.Call": "submit", "Object.Get": "read",
-                "Object.GetMany": "read", "Object.RefRemoved": "submit"}
+                "Object.GetMany": "read", "Object.RefRemoved": "submit",
+                "Owner.CancelTask": "submit"}
 
 HINT = ("a job's core workers take connections presenting its job token (its own processes do so by themselves); "
         "another job's token may call actors and read objects, an admin token anything")

@@ -20,6 +20,7 @@ from . import _protocol as P
 from . import _runtime_env
 from . import _serialize
 from . import _state
+from . import _taskevents as TE
 from .exceptions import TaskCancelledError
 
 
@@ -36,6 +37,7 @@ class _Executor:
                                node_socket=env.get("NODEUP_NODE_SOCKET") or None,
                                job_token=env.get("NODEUP_JOB_TOKEN", ""))
         self.core.namespace = env.get("NODEUP_NAMESPACE") or self.core.namespace
+        self.core.events.set_worker(self.worker_id)  # reports every 100 ms: the node kills it at the job's end
         self.core.env_vars = _runtime_env.inherited()  # what its nested tasks and actors inherit
         self.actor_id = env.get("NODEUP_ACTOR_ID", "")
         self.actor = None  # the instance, once constructed
@@ -167,12 +169,12 @@ class _Executor:
                 self.await_turn(session, seq)
                 self.end_turn(session, seq)
             with sem:
-                return self.run(0, spec, method)
+                return self.run(0, spec, method, actor=True)
         with self.actor_cond:
             self.await_turn(session, seq)
         with self.serial:  # one at a time; not under actor_cond, so other groups' calls start meanwhile
             try:
-                return self.run(0, spec, method)
+                return self.run(0, spec, method, actor=True)
             finally:
                 with self.actor_cond:
                     self.end_turn(session, seq)
@@ -190,7 +192,37 @@ class _Executor:
         self.sessions[session] = max(self.sessions[session], seq + 1)
         self.actor_cond.notify_all()
 
+    def event(self, spec, state, fail=None, actor=False):
+        """Records a state change of a task (or, with actor, an actor call)
+        this process runs: RUNNING, FINISHED, or FAILED with fail's
+        message, with this worker's node and PID, as Go's
+        executorTaskEvent. A task's outcome whose RUNNING is still unsent
+        is not recorded (its owner's outcome carries this worker's PID
+        and run time: one event for a short task). Never raises."""
+        try:
+            core = self.core
+            tid = spec.get("TaskID") or ""
+            if not actor and state != TE.RUNNING and core.events.retract(tid):
+                return
+            ev = TE.new_event(tid, spec.get("JobID") or core.job_id, TE.clip_name(spec.get("Name") or ""), state,
+                              int(spec.get("Attempt") or 0), Function=TE.clip_name(spec.get("Function") or ""),
+                              NodeID=core.node_id, NodeName=core.node_name, WorkerID=core.events.worker_id,
+                              PID=core.events.pid, Owner=spec.get("Owner") or "")
+            if actor:
+                ev.update(Type=TE.ACTOR_TASK, ActorID=self.actor_id)
+            if fail:
+                ev["Error"] = TE.clip_error(fail.get("Message") or "")
+            core.events.record(ev)
+        except Exception:
+            pass
+
     def run_async(self, spec, method, session, seq, loop, asem):
+        """_run_async, its outcome recorded (event)."""
+        rep = self._run_async(spec, method, session, seq, loop, asem)
+        self.event(spec, TE.FAILED if rep.get("Error") else TE.FINISHED, rep.get("Error"), actor=True)
+        return rep
+
+    def _run_async(self, spec, method, session, seq, loop, asem):
         """Runs an async actor's call: arguments are fetched and results
         stored on this (the server's) thread, the method itself on the
         actor's event loop, at most max_concurrency at once; a sync method
@@ -213,6 +245,7 @@ class _Executor:
             async def invoke():
                 async with asem:
                     _context.set_task(spec)
+                    self.event(spec, TE.RUNNING, actor=True)
                     r = method(*args, **kwargs)
                     if inspect.isawaitable(r):
                         r = await r
@@ -303,18 +336,29 @@ class _Executor:
             stored = None
         return {"Returns": returns, "Stored": stored, "Error": None, "RunNanos": time.monotonic_ns() - start}
 
-    def run(self, lease, spec, fn=None):
+    def run(self, lease, spec, fn=None, actor=False):
+        """Runs a task (fn None: spec's Code) or, with actor, an actor call
+        (fn, the method; None for a method the actor lacks) and answers its
+        PushTaskReply, its states recorded (event)."""
+        rep = self._run(lease, spec, fn, actor)
+        self.event(spec, TE.FAILED if rep.get("Error") else TE.FINISHED, rep.get("Error"), actor=actor)
+        return rep
+
+    def _run(self, lease, spec, fn=None, actor=False):
         start = time.monotonic_ns()
         core = self.core
         core.local.lease_id = lease
         _context.set_task(spec)
         try:
             task = fn is None  # a task, not an actor call: cancel may interrupt it
+            if actor and fn is None:
+                raise AttributeError(f"no method {spec.get('Function')!r}")
             if task:
                 if not spec.get("Code"):
                     raise AttributeError(f"no method or function {spec.get('Function')!r}")
                 fn = self.function(spec["Code"])
             args, kwargs = self.args_of(spec)
+            self.event(spec, TE.RUNNING, actor=actor)
             if task:
                 with self.rlock:
                     self.running[spec.get("TaskID") or ""] = threading.get_ident()
