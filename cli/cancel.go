@@ -42,12 +42,12 @@ func cancelCommand() *ucli.Command {
 			if t.Owner == "" {
 				return fmt.Errorf("task %s (%s): its owner's address is not known yet (its owner has not reported it); try again", id, t.Name)
 			}
-			token, err := resolveToken(c)
-			if err != nil {
-				return err
-			}
-			if err := callAt(c, t.Owner, token, c.Duration("timeout"), wire.MethodOwnerCancel, &wire.TaskCancelRequest{TaskID: id, Force: c.Bool("force")}, &wire.Empty{}); err != nil {
-				return fmt.Errorf("cancel task %s (%s) at its owner: %w (on a secure cluster the owner takes the job's token or an admin token: --token)", id, t.Name, err)
+			// The owner takes its job's token, which the node gives to an
+			// admin (a local client on its socket, or an admin token), as
+			// nodeup memory asks owners.
+			owners := &ownerCaller{c: c, tokens: map[string]string{}}
+			if err := owners.call(t.Owner, t.JobID, c.Duration("timeout"), wire.MethodOwnerCancel, &wire.TaskCancelRequest{TaskID: id, Force: c.Bool("force")}, &wire.Empty{}); err != nil {
+				return fmt.Errorf("cancel task %s (%s) at its owner: %w", id, t.Name, err)
 			}
 			fmt.Fprintf(c.App.Writer, "cancelled task %s (%s); its owner at %s fails its result with TaskCancelledError\n", id, t.Name, t.Owner)
 			return nil

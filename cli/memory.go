@@ -516,19 +516,25 @@ func (o *ownerCaller) jobToken(job string) (string, error) {
 }
 
 func (o *ownerCaller) ask(owner, job string, req *wire.ObjectRefsRequest, rep *wire.ObjectRefsReply) error {
+	return o.call(owner, job, refOwnerTimeout, wire.MethodObjectRefs, req, rep)
+}
+
+// call calls method on the core worker at owner, a process of job, with
+// job's token, within timeout.
+func (o *ownerCaller) call(owner, job string, timeout time.Duration, method string, req, rep any) error {
 	tok, err := o.jobToken(job)
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(o.c.Context, refOwnerTimeout)
+	ctx, cancel := context.WithTimeout(o.c.Context, timeout)
 	defer cancel()
 	cl, err := rpc.Dial(ctx, "tcp", owner, []byte{wire.PreambleRPC}, wire.ProtocolVersion, rpc.WithToken(tok))
 	if err != nil {
 		return fmt.Errorf("cannot reach owner %s: %w", owner, err)
 	}
 	defer cl.Close()
-	if err := cl.Call(ctx, wire.MethodObjectRefs, req, rep); err != nil {
-		return fmt.Errorf("%s at %s: %w", wire.MethodObjectRefs, owner, err)
+	if err := cl.Call(ctx, method, req, rep); err != nil {
+		return fmt.Errorf("%s at %s: %w", method, owner, err)
 	}
 	return nil
 }

@@ -261,11 +261,12 @@ def test_owner_cancel_task_is_served(ray):
 
 
 def test_nodeup_cancel_reaches_a_python_owner(tmp_path):
-    # An --insecure cluster: the CLI calls the owner's port plainly.
+    # A secure cluster: the CLI, a local client on the node's socket, gets
+    # the owner's job token from the node (Job.TokenOf) and presents it.
     import nodeup
     from conftest import Node
     from nodeup.exceptions import TaskCancelledError
-    n = Node(str(tmp_path), extra=("--insecure",))
+    n = Node(str(tmp_path))
     try:
         nodeup.init(address=n.socket)
         core = nodeup._state.get_core()
