@@ -693,22 +693,32 @@ class Server:
             c.settimeout(None)
             s = self._sniff(c)
             if s is None:
-                return
+                return self._closed(c)
             c = s
             token = self._hello(c)
             if token is None:
-                return
+                return self._closed(c)
             principal = self.auth.authenticate(token) if self.auth is not None else None
             max_pending = self.limits.max_pending or MAX_PENDING
             with state.lock:
                 state.last = time.monotonic()
+        except Exception:
+            return self._closed(c)
+        self._read(c, state, principal, max_pending)
+
+    def _read(self, c, state, principal, max_pending):
+        """Reads c's requests until one is to run, then hands the reading on
+        to another thread and runs that request on this one: the request
+        starts without waiting for a thread to wake (the next read does).
+        Closes c when its reading ends."""
+        try:
             while True:
                 frame = self._next_frame(c, state)
                 if frame is None:
-                    return  # idle: closed, as rpc's errIdle
+                    break  # idle: closed, as rpc's errIdle
                 seq, kind, method, body = frame
                 if kind != KIND_REQUEST:
-                    return
+                    break
                 if principal is not None:
                     msg = self.auth.denied(principal, method)
                     if msg is not None:
@@ -724,16 +734,19 @@ class Server:
                         continue
                     state.running += 1
                     state.bytes += len(body)
-                self.runner.run(self._run, c, state, seq, method, body)
+                self.runner.run(self._read, c, state, principal, max_pending)
+                return self._run(c, state, seq, method, body)
         except Exception:
             pass
-        finally:
-            with self.clock:
-                self.conns -= 1
-            try:
-                c.close()
-            except OSError:
-                pass
+        self._closed(c)
+
+    def _closed(self, c):
+        with self.clock:
+            self.conns -= 1
+        try:
+            c.close()
+        except OSError:
+            pass
 
     def _run(self, c, state, seq, method, body):
         h = self.handlers.get(method)
