@@ -423,13 +423,16 @@ class Core:
 
     def _freer(self):
         while True:
-            oid = self._unreferenced.get()
-            if oid is None:
+            item = self._unreferenced.get()
+            if item is None:
                 return
-            if isinstance(oid, tuple):  # (_UNPIN, key, ref): a zero-copy read's mapping is gone
-                self._unpin(oid[1])
+            if isinstance(item, tuple):  # (_UNPIN, key, ref): a zero-copy read's mapping is gone
+                self._unpin(item[1])
+                # Let go of the ref it held before waiting again: else the
+                # ref (and its object) lived until the next item came.
+                item = None
                 continue
-            self.release(oid)
+            self.release(item)
 
     def release(self, oid):
         """Frees put object oid once its last handle in this process is gone
