@@ -60,7 +60,22 @@ def gpu_task():
 # Placement groups: each strategy reserves its bundles atomically. The
 # seed's bundles are [{"GPU": 1}, {"GPU": 1}]; a task takes 1 CPU unless
 # told otherwise (in Ray too), so a bundle it runs in needs a CPU as well.
+def wait_idle(within=30.0):
+    """Waits until the earlier tasks' leases are back (every CPU and GPU
+    free), so PACK sees the whole cluster: PACK, unlike STRICT_PACK, may
+    split a group over nodes when the one it prefers is busy."""
+    import time
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        total, free = ray.cluster_resources(), ray.available_resources()
+        if all(free.get(k, 0) >= total.get(k, 0) for k in ("CPU", "GPU")):
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"resources not free within {within} s: {ray.available_resources()}")
+
+
 for strategy in ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD"):
+    wait_idle()
     pg = placement_group([{"CPU": 1, "GPU": 1}, {"CPU": 1, "GPU": 1}], strategy=strategy)
     ray.get(pg.ready())  # wait for resources
     nodes = ray.get([gpu_task.options(scheduling_strategy=PlacementGroupSchedulingStrategy(
