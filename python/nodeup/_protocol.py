@@ -115,11 +115,6 @@ def _check_hello(peer_hello, peer):
             f"{PROTOCOL_VERSION}: run the same nodeup version on both sides")
 
 
-# A plain connection answered within this many seconds is not checked for
-# a close before a call: peers close idle connections after minutes.
-STALE_CHECK_AFTER = 1.0
-
-
 class _Waiter:
     __slots__ = ("event", "result", "error", "done")
 
@@ -165,7 +160,6 @@ class Conn:
             raise TransportError(f"dial {address}: {e}", unsent=True) from e
         self.lock = threading.Lock()
         self.rlock = threading.Lock()  # held by the caller reading answers (plain connections)
-        self.last_answer = time.monotonic()  # when an answer last came (stale skips its check within a second)
         self.pending = {}
         self.seq = 0
         self.closed = None
@@ -196,7 +190,6 @@ class Conn:
                 w.error = TransportError(f"bad answer from {self.address}: {e}")
         else:
             raise ValueError(f"frame kind {kind} sent to a client")
-        self.last_answer = time.monotonic()
         w.done = True
         w.event.set()
 
@@ -206,8 +199,6 @@ class Conn:
         thread would have noticed; it is then failed."""
         if self.tls or self.closed is not None:
             return self.closed is not None
-        if time.monotonic() - self.last_answer < STALE_CHECK_AFTER:
-            return False  # answered just now: skip the syscall on the per-call path
         # Under self.lock no call can be sent, so with none out nothing but
         # an end of file (or garbage) can be there to read.
         with self.lock:

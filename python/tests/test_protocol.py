@@ -133,24 +133,3 @@ def test_server_answers_overloaded_past_its_running_requests(monkeypatch):
         release.set()
         c.close()
         srv.stop()
-
-
-def test_pool_redials_a_connection_the_peer_closed_while_idle(monkeypatch):
-    """A plain connection has no reader thread: a close by the peer during
-    idleness (its idle timeout) is noticed before the next call, which then
-    goes over a new connection instead of failing."""
-    import select
-    from nodeup import _protocol as P
-    from conftest import until
-    monkeypatch.setattr(P, "STALE_CHECK_AFTER", 0.0)
-    srv = P.Server("127.0.0.1", {"Echo": lambda r: r}, limits=P.Limits(idle_timeout=0.3))
-    pool = P.Pool()
-    try:
-        assert pool.call(srv.address, "Echo", {"a": 1}) == {"a": 1}
-        first = pool.get(srv.address)
-        until("the server closes the idle connection", lambda: select.select([first.sock], [], [], 0)[0], within=10)
-        assert pool.call(srv.address, "Echo", {"a": 2}) == {"a": 2}
-        assert pool.get(srv.address) is not first
-    finally:
-        pool.close()
-        srv.stop()
