@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -60,9 +61,10 @@ type Node struct {
 	sockAddr  string
 	rpcServer *rpc.Server
 	pool      *rpc.Pool // to other nodes: mutual TLS unless --insecure
-	// pullPool is a second connection to each peer, for object pulls
-	// (chunkSpread): one TLS connection seals and opens on one core.
-	pullPool *rpc.Pool
+	// pullPools add connections to each peer for object pulls, to the one
+	// of pool (chunkSpread, pullConnections): one TLS connection seals and
+	// opens on one core.
+	pullPools []*rpc.Pool
 	// localPool calls this node's workers, plaintext on loopback.
 	localPool *rpc.Pool
 	sec       *security
@@ -168,8 +170,11 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	n.rpcAddr = hostPort(advertise, n.ln.Addr().(*net.TCPAddr).Port)
 	n.pool = rpc.NewPool([]byte{connRPC}, wire.ProtocolVersion, 5*time.Second)
 	n.pool.SetDialer(n.dialNode)
-	n.pullPool = rpc.NewPool([]byte{connRPC}, wire.ProtocolVersion, 5*time.Second)
-	n.pullPool.SetDialer(n.dialNode)
+	for range pullConnections(runtime.GOMAXPROCS(0)) - 1 {
+		p := rpc.NewPool([]byte{connRPC}, wire.ProtocolVersion, 5*time.Second)
+		p.SetDialer(n.dialNode)
+		n.pullPools = append(n.pullPools, p)
+	}
 	n.localPool = rpc.NewPool([]byte{connRPC}, wire.ProtocolVersion, 5*time.Second)
 	n.localPool.SetDialer(n.dialTCP)
 	n.localPool.SetTokenFunc(n.workerToken)
@@ -653,8 +658,8 @@ func (n *Node) close() {
 	if n.pool != nil {
 		n.pool.Close()
 	}
-	if n.pullPool != nil {
-		n.pullPool.Close()
+	for _, p := range n.pullPools {
+		p.Close()
 	}
 	if n.localPool != nil {
 		n.localPool.Close()

@@ -17,10 +17,11 @@ import (
 )
 
 // Object transfer tuning: another node's object is pulled in chunks of
-// pullChunk bytes, pullInFlight at a time, straight into the local arena.
+// pullChunk bytes, pullPerConn at a time on each of the node's pull
+// connections to the peer (pullConnections), straight into the local arena.
 const (
-	pullChunk    = 4 << 20
-	pullInFlight = 4
+	pullChunk   = 4 << 20
+	pullPerConn = 2
 	// maxReadChunk caps what one Obj.Read answers, so a request cannot make
 	// a response frame exceed rpc.MaxFrameSize.
 	maxReadChunk = 16 << 20
@@ -57,7 +58,12 @@ func (n *Node) openObjectStore() error {
 			return err
 		}
 	}
-	n.objectSvc = &objectService{store: s, peers: newChunkSpread(n.pool, n.pullPool), selfAddr: n.rpcAddr, nodeName: n.cfg.NodeName}
+	readers := []chunkReader{n.pool}
+	for _, p := range n.pullPools {
+		readers = append(readers, p)
+	}
+	n.objectSvc = &objectService{store: s, peers: newChunkSpread(readers...), inFlight: pullPerConn * len(readers),
+		selfAddr: n.rpcAddr, nodeName: n.cfg.NodeName}
 	if !n.cfg.NoObjectSpilling {
 		n.objectSvc.spill = newSpiller(s, n.dir.path, n.cfg.ObjectSpillThreshold, n.cfg.NodeName, n.logger.With("component", "spill"))
 	}
@@ -68,6 +74,18 @@ func (n *Node) openObjectStore() error {
 // straight into dst and says how many bytes came (*rpc.Pool's CallInto).
 type chunkReader interface {
 	CallInto(ctx context.Context, addr, method string, req any, dst []byte) (int, error)
+}
+
+// pullConnections is how many connections a node pulls objects from one
+// peer over, for procs usable CPUs: half of them, at least 2 and at most 8.
+// One TLS connection seals (on the sender) and opens (here) its records in
+// order, on one core at a time, so a pull over one connection runs at one
+// core's AES-GCM speed; spreading its chunks over several lets a machine
+// with cores to spare pull at several times that, while the other half of
+// the cores stays for the sender's side and the tasks. docs/benchmarks.md
+// has the figures.
+func pullConnections(procs int) int {
+	return min(max(procs/2, 2), 8)
 }
 
 // chunkSpread sends a pull's chunk reads to its readers in turn: with
@@ -98,6 +116,7 @@ func (s *chunkSpread) CallInto(ctx context.Context, addr, method string, req any
 type objectService struct {
 	store    *objstore.Store
 	peers    chunkReader
+	inFlight int    // chunk reads of one pull in flight at once; 0 means pullPerConn
 	selfAddr string // the node's RPC address: an object "on" it is never pulled
 	nodeName string
 	pulls    singleflight.Group // one pull per object key at a time; concurrent callers share it
@@ -224,7 +243,7 @@ func (o *objectService) locate(ctx context.Context, r *wire.ObjectLocateRequest)
 }
 
 // pull copies another node's object into this node's arena as a secondary
-// (evictable) copy: pullInFlight Obj.Read calls of pullChunk bytes at a
+// (evictable) copy: inFlight Obj.Read calls of pullChunk bytes at a
 // time, each answer read from the connection straight into the copy's
 // space (rpc.Pool.CallInto), whose pages are mapped just before.
 func (o *objectService) pull(ctx context.Context, from wire.ObjectLoc) error {
@@ -239,7 +258,7 @@ func (o *objectService) pull(ctx context.Context, from wire.ObjectLoc) error {
 		return err
 	}
 	o.copies.startPull(from.Key)
-	sem := make(chan struct{}, pullInFlight)
+	sem := make(chan struct{}, max(o.inFlight, pullPerConn))
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var first error

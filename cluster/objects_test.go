@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -72,7 +73,7 @@ func TestObjectServicePullsOnceFromAFakePeer(t *testing.T) {
 		}()
 	}
 	testutil.Until(t, 5*time.Second, "the pull's reads in flight", func() error {
-		if peer.calls.Load() < min(chunks, pullInFlight) {
+		if peer.calls.Load() < min(chunks, pullPerConn) {
 			return errors.New("not yet")
 		}
 		return nil
@@ -147,6 +148,55 @@ func TestPullSpreadsChunksOverConnections(t *testing.T) {
 	}
 	if a.calls.Load() != 4 || b.calls.Load() != 4 {
 		t.Fatalf("8 chunks went %d and %d over the two connections, want 4 and 4", a.calls.Load(), b.calls.Load())
+	}
+	if _, got, ok := o.store.Get("job1/o1"); !ok || !bytes.Equal(got, data) {
+		t.Fatalf("the pulled copy: %d bytes (sealed %v); want the %d bytes sent", len(got), ok, len(data))
+	}
+}
+
+// A pull spreads over half the CPUs' worth of connections, at least two
+// (sealing and opening on two cores even on a small machine) and at most
+// eight.
+func TestPullConnectionsScaleWithCPUs(t *testing.T) {
+	for _, c := range []struct{ procs, want int }{{1, 2}, {2, 2}, {4, 2}, {6, 3}, {16, 8}, {17, 8}, {64, 8}} {
+		if got := pullConnections(c.procs); got != c.want {
+			t.Errorf("pullConnections(%d) = %d, want %d", c.procs, got, c.want)
+		}
+	}
+}
+
+// With eight connections a pull keeps two chunk reads in flight on each:
+// all of a 16-chunk object is asked for before the first answer comes.
+func TestPullKeepsTwoChunksInFlightPerConnection(t *testing.T) {
+	data := bytes.Repeat([]byte("0123456789abcdef"), (16*pullChunk)/16)
+	objs := map[string][]byte{"job1/o1": data}
+	gate := make(chan struct{})
+	var readers []chunkReader
+	var peers []*fakeChunkPeer
+	for range 8 {
+		p := &fakeChunkPeer{objects: objs, gate: gate}
+		peers = append(peers, p)
+		readers = append(readers, p)
+	}
+	o := newFakeObjectService(t, nil)
+	o.peers, o.inFlight = newChunkSpread(readers...), pullPerConn*len(readers)
+	done := make(chan error, 1)
+	go func() {
+		done <- o.pull(context.Background(), wire.ObjectLoc{Key: "job1/o1", NodeAddr: "peer:1", Size: int64(len(data))})
+	}()
+	testutil.Until(t, 5*time.Second, "16 chunk reads in flight at once", func() error {
+		var n int64
+		for _, p := range peers {
+			n += p.calls.Load()
+		}
+		if n < 16 {
+			return fmt.Errorf("%d in flight", n)
+		}
+		return nil
+	})
+	close(gate)
+	if err := <-done; err != nil {
+		t.Fatal(err)
 	}
 	if _, got, ok := o.store.Get("job1/o1"); !ok || !bytes.Equal(got, data) {
 		t.Fatalf("the pulled copy: %d bytes (sealed %v); want the %d bytes sent", len(got), ok, len(data))
