@@ -54,25 +54,106 @@ func (e TaskEvent) EncodeMsgpack(enc *msgpack.Encoder) error {
 // EncodeMsgpack; nil decodes as the zero TaskEvent. Sizes are bounded by
 // the caller (mpsafe) and values by CheckTaskEvent.
 func (e *TaskEvent) DecodeMsgpack(dec *msgpack.Decoder) error {
+	var st eventStrings
+	return decodeTaskEvent(dec, e, &st)
+}
+
+// DecodeMsgpack implements msgpack.CustomDecoder for a report as the
+// plain struct encodes it (a map of "Events" and "Dropped"; other keys
+// skipped), decoding its events with one string table, so that the values
+// a batch repeats (job, node, worker, function, state) are allocated once
+// a batch rather than once an event: a node decodes a report on every
+// task's path.
+func (r *TaskEventsReport) DecodeMsgpack(dec *msgpack.Decoder) error {
+	n, err := dec.DecodeMapLen()
+	if err != nil {
+		return fmt.Errorf("task events report: %w", err)
+	}
+	*r = TaskEventsReport{}
+	var st eventStrings
+	for range max(n, 0) {
+		key, err := st.read(dec, false)
+		if err != nil {
+			return fmt.Errorf("task events report key: %w", err)
+		}
+		switch key {
+		case "Events":
+			count, err := dec.DecodeArrayLen()
+			if err != nil {
+				return fmt.Errorf("task events report: events: %w", err)
+			}
+			if count > 0 {
+				// Each event takes a byte of the frame at least, and mpsafe
+				// bounded the frame, so count is bounded too.
+				r.Events = make([]TaskEvent, count)
+			}
+			for i := range r.Events {
+				if err := decodeTaskEvent(dec, &r.Events[i], &st); err != nil {
+					return fmt.Errorf("task events report: event %d: %w", i, err)
+				}
+			}
+		case "Dropped":
+			if r.Dropped, err = dec.DecodeInt64(); err != nil {
+				return fmt.Errorf("task events report: dropped: %w", err)
+			}
+		default:
+			if err := dec.Skip(); err != nil {
+				return fmt.Errorf("task events report: %q: %w", key, err)
+			}
+		}
+	}
+	return nil
+}
+
+// decodeTaskEvent decodes one event, its repeated strings through st.
+func decodeTaskEvent(dec *msgpack.Decoder, e *TaskEvent, st *eventStrings) error {
 	n, err := dec.DecodeArrayLen()
 	if err != nil {
 		return fmt.Errorf("task event: %w", err)
 	}
 	*e = TaskEvent{}
-	strs := []*string{0: &e.TaskID, 1: &e.JobID, 2: &e.Name, 3: &e.Function, 4: &e.Type, 5: &e.ActorID, 6: &e.State,
-		8: &e.NodeID, 9: &e.NodeName, 10: &e.WorkerID, 12: &e.Owner, 13: &e.Error}
-	ints := []*int64{14: &e.Times.PendingArgsAvail, 15: &e.Times.PendingNodeAssignment, 16: &e.Times.SubmittedToWorker,
-		17: &e.Times.Running, 18: &e.Times.Finished, 19: &e.Times.Failed}
 	for i := 0; i < n; i++ {
-		switch {
-		case i < len(strs) && strs[i] != nil:
-			*strs[i], err = dec.DecodeString()
-		case i == 7:
+		switch i {
+		case 0:
+			e.TaskID, err = st.read(dec, false)
+		case 1:
+			e.JobID, err = st.read(dec, true)
+		case 2:
+			e.Name, err = st.read(dec, true)
+		case 3:
+			e.Function, err = st.read(dec, true)
+		case 4:
+			e.Type, err = st.read(dec, true)
+		case 5:
+			e.ActorID, err = st.read(dec, true)
+		case 6:
+			e.State, err = st.read(dec, true)
+		case 7:
 			e.Attempt, err = dec.DecodeInt()
-		case i == 11:
+		case 8:
+			e.NodeID, err = st.read(dec, true)
+		case 9:
+			e.NodeName, err = st.read(dec, true)
+		case 10:
+			e.WorkerID, err = st.read(dec, true)
+		case 11:
 			e.PID, err = dec.DecodeInt()
-		case i < len(ints) && ints[i] != nil:
-			*ints[i], err = dec.DecodeInt64()
+		case 12:
+			e.Owner, err = st.read(dec, true)
+		case 13:
+			e.Error, err = st.read(dec, false)
+		case 14:
+			e.Times.PendingArgsAvail, err = dec.DecodeInt64()
+		case 15:
+			e.Times.PendingNodeAssignment, err = dec.DecodeInt64()
+		case 16:
+			e.Times.SubmittedToWorker, err = dec.DecodeInt64()
+		case 17:
+			e.Times.Running, err = dec.DecodeInt64()
+		case 18:
+			e.Times.Finished, err = dec.DecodeInt64()
+		case 19:
+			e.Times.Failed, err = dec.DecodeInt64()
 		default:
 			err = dec.Skip()
 		}
@@ -81,4 +162,48 @@ func (e *TaskEvent) DecodeMsgpack(dec *msgpack.Decoder) error {
 		}
 	}
 	return nil
+}
+
+// Bounds of eventStrings' table: strings longer than maxInterned bytes
+// and strings past maxInternedCount distinct ones are allocated each time.
+const (
+	maxInterned      = 128
+	maxInternedCount = 256
+)
+
+// eventStrings reads msgpack strings for one batch of task events,
+// returning one string for each distinct short value it interns.
+type eventStrings struct {
+	buf  [maxInterned]byte
+	seen map[string]string
+}
+
+// read decodes a string (nil is ""); intern says the value may repeat.
+func (st *eventStrings) read(dec *msgpack.Decoder, intern bool) (string, error) {
+	n, err := dec.DecodeBytesLen()
+	if err != nil || n <= 0 {
+		return "", err
+	}
+	if !intern || n > maxInterned {
+		b := make([]byte, n)
+		if err := dec.ReadFull(b); err != nil {
+			return "", err
+		}
+		return string(b), nil
+	}
+	b := st.buf[:n]
+	if err := dec.ReadFull(b); err != nil {
+		return "", err
+	}
+	if s, ok := st.seen[string(b)]; ok {
+		return s, nil
+	}
+	s := string(b)
+	if st.seen == nil {
+		st.seen = make(map[string]string, 16)
+	}
+	if len(st.seen) < maxInternedCount {
+		st.seen[s] = s
+	}
+	return s, nil
 }

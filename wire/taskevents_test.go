@@ -2,6 +2,7 @@ package wire
 
 import (
 	"encoding/hex"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -85,5 +86,41 @@ func TestTaskEventPythonBytes(t *testing.T) {
 	}
 	if err := CheckTaskEvent(&got); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A report's events decode exactly whatever their strings: values repeated
+// across the batch (interned), more distinct values than the table keeps,
+// values longer than it interns, and empty ones.
+func TestTaskEventsReportDecodesEveryString(t *testing.T) {
+	in := TaskEventsReport{Dropped: 7}
+	for i := range 600 {
+		in.Events = append(in.Events, TaskEvent{TaskID: fmt.Sprintf("t-%d", i), JobID: "job1", Name: fmt.Sprintf("f%d", i%300),
+			Function: strings.Repeat("x", maxInterned+i%3), State: TaskFinished, NodeName: strings.Repeat("n", i%2*5),
+			Owner: fmt.Sprintf("10.0.0.%d:1", i), Times: TaskTimes{Finished: int64(i)}})
+	}
+	b, err := msgpack.Marshal(&in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out TaskEventsReport
+	if err := msgpack.Unmarshal(b, &out); err != nil {
+		t.Fatal(err)
+	}
+	if out.Dropped != 7 || len(out.Events) != len(in.Events) {
+		t.Fatalf("decoded %d events, dropped %d; want %d, 7", len(out.Events), out.Dropped, len(in.Events))
+	}
+	for i := range in.Events {
+		if out.Events[i] != in.Events[i] {
+			t.Fatalf("event %d: %+v, want %+v", i, out.Events[i], in.Events[i])
+		}
+	}
+	// Keys it does not know are skipped; a report with none is empty.
+	extra, _ := msgpack.Marshal(map[string]any{"Future": []int{1, 2}, "Dropped": 2})
+	if err := msgpack.Unmarshal(extra, &out); err != nil || out.Dropped != 2 || out.Events != nil {
+		t.Fatalf("a report with an unknown key: %+v, %v", out, err)
+	}
+	if err := msgpack.Unmarshal([]byte{0x81, 0xa6, 'E', 'v', 'e', 'n', 't', 's', 0x05}, &out); err == nil {
+		t.Fatal("events given as a number decoded without an error")
 	}
 }
