@@ -5,9 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/nodeup/nodeup/internal/testutil"
 )
 
 // askNodes answers this node through local and every other through
@@ -164,5 +167,31 @@ func TestRemoteCall(t *testing.T) {
 	r, err = f(context.Background(), "bad:1")
 	if !errors.Is(err, refused) || r != nil {
 		t.Errorf("bad node: answer %+v, error %v; want nil and %v", r, err, refused)
+	}
+}
+
+// On a real two-node cluster, both lists of targets name both nodes by
+// name and RPC address, each node marking itself and only itself as self.
+func TestAskNodesTargets(t *testing.T) {
+	nodes := testCluster(t, 2, nil)
+	for _, nd := range nodes {
+		for _, list := range []struct {
+			what    string
+			targets func() []nodeTarget
+		}{{"alive nodes", nd.aliveTargets}, {"live members", nd.liveMemberTargets}} {
+			testutil.Until(t, 30*time.Second, fmt.Sprintf("%s of %s", list.what, nd.Name()), func() error {
+				got := list.targets()
+				var want []nodeTarget
+				for _, o := range nodes {
+					want = append(want, nodeTarget{name: o.Name(), addr: o.RPCAddr(), self: o == nd})
+				}
+				less := func(a, b nodeTarget) int { return strings.Compare(a.name, b.name) }
+				slices.SortFunc(got, less)
+				if !slices.Equal(got, want) {
+					return fmt.Errorf("targets %v; want %v", got, want)
+				}
+				return nil
+			})
+		}
 	}
 }
