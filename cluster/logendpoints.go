@@ -11,7 +11,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"sync"
 	"syscall"
 	"time"
 
@@ -44,29 +43,12 @@ func (n *Node) logsList(ctx context.Context, r *wire.LogsListRequest) (*wire.Log
 		return n.localLogs(r.Job, r.Actor)
 	}
 	out := &wire.LogsList{}
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	for _, m := range n.members.snapshot() {
-		if !m.Status.Live() {
-			continue
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			var l *wire.LogsList
-			var err error
-			if m.RPCAddr == n.rpcAddr {
-				l, err = n.localLogs(r.Job, r.Actor)
-			} else {
-				cctx, cancel := context.WithTimeout(ctx, logPeerTimeout)
-				l = &wire.LogsList{}
-				err = n.callNode(cctx, m.RPCAddr, wire.MethodLogsList, &wire.LogsListRequest{Job: r.Job, Actor: r.Actor}, l)
-				cancel()
-			}
-			mu.Lock()
-			defer mu.Unlock()
+	askNodes(ctx, n.liveMemberTargets(), logPeerTimeout,
+		func() (*wire.LogsList, error) { return n.localLogs(r.Job, r.Actor) },
+		remoteCall[wire.LogsList](n.callNode, wire.MethodLogsList, &wire.LogsListRequest{Job: r.Job, Actor: r.Actor}),
+		func(t nodeTarget, l *wire.LogsList, err error) {
 			if err != nil {
-				out.Errors = append(out.Errors, wire.LogNodeError{NodeName: m.Name, Addr: m.RPCAddr, Error: err.Error()})
+				out.Errors = append(out.Errors, wire.LogNodeError{NodeName: t.name, Addr: t.addr, Error: err.Error()})
 				return
 			}
 			// A peer's answer is bounded by the frame size; the total by
@@ -74,9 +56,7 @@ func (n *Node) logsList(ctx context.Context, r *wire.LogsListRequest) (*wire.Log
 			take := min(len(l.Files), max(wire.MaxLogClusterList-len(out.Files), 0))
 			out.Files = append(out.Files, l.Files[:take]...)
 			out.LeftOut += l.LeftOut + len(l.Files) - take
-		}()
-	}
-	wg.Wait()
+		})
 	slices.SortFunc(out.Files, func(a, b wire.LogFile) int {
 		return cmp.Or(cmp.Compare(a.NodeName, b.NodeName), cmp.Compare(a.Name, b.Name))
 	})

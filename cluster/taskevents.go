@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/nodeup/nodeup/rpc"
@@ -63,31 +62,14 @@ func (n *Node) taskEventsList(ctx context.Context, r *wire.TaskEventsListRequest
 	merged := map[string]*wire.TaskEvent{}
 	out := &wire.TaskEventsList{}
 	peer := &wire.TaskEventsListRequest{TaskID: r.TaskID, JobID: r.JobID, Name: r.Name, ActorID: r.ActorID, Local: true}
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	for _, nd := range n.clusterView() {
-		if !nd.Alive {
-			continue
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			var part *wire.TaskEventsList
-			if nd.NodeID == n.id.NodeID {
-				part = n.localTaskList(peer)
-			} else {
-				cctx, cancel := context.WithTimeout(ctx, taskListPeerTimeout)
-				defer cancel()
-				part = &wire.TaskEventsList{}
-				if err := n.pool.Call(cctx, nd.Addr, wire.MethodTaskEventsList, peer, part); err != nil {
-					mu.Lock()
-					out.Unreachable = append(out.Unreachable, fmt.Sprintf("%s (%s): %v", nd.NodeName, nd.Addr, err))
-					mu.Unlock()
-					return
-				}
+	askNodes(ctx, n.aliveTargets(), taskListPeerTimeout,
+		func() (*wire.TaskEventsList, error) { return n.localTaskList(peer), nil },
+		remoteCall[wire.TaskEventsList](n.pool.Call, wire.MethodTaskEventsList, peer),
+		func(t nodeTarget, part *wire.TaskEventsList, err error) {
+			if err != nil {
+				out.Unreachable = append(out.Unreachable, fmt.Sprintf("%s: %v", t, err))
+				return
 			}
-			mu.Lock()
-			defer mu.Unlock()
 			out.Dropped += part.Dropped + int64(part.LeftOut)
 			for i := range part.Tasks {
 				ev := &part.Tasks[i]
@@ -97,9 +79,7 @@ func (n *Node) taskEventsList(ctx context.Context, r *wire.TaskEventsListRequest
 					merged[ev.TaskID] = ev
 				}
 			}
-		}()
-	}
-	wg.Wait()
+		})
 	slices.Sort(out.Unreachable)
 	matched := make([]*wire.TaskEvent, 0, len(merged))
 	for _, ev := range merged {

@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"sync"
 
 	"github.com/nodeup/nodeup/wire"
 )
@@ -17,39 +16,21 @@ func (n *Node) workerList(ctx context.Context, r *wire.WorkerListRequest) (*wire
 		return n.localWorkers(), nil
 	}
 	out := &wire.WorkerList{}
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	for _, nd := range n.clusterView() {
-		if !nd.Alive {
-			continue
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			part := &wire.WorkerList{}
-			if nd.NodeID == n.id.NodeID {
-				part = n.localWorkers()
-			} else {
-				cctx, cancel := context.WithTimeout(ctx, taskListPeerTimeout)
-				defer cancel()
-				if err := n.pool.Call(cctx, nd.Addr, wire.MethodWorkerList, &wire.WorkerListRequest{Local: true}, part); err != nil {
-					mu.Lock()
-					out.Unreachable = append(out.Unreachable, fmt.Sprintf("%s (%s): %v", nd.NodeName, nd.Addr, err))
-					mu.Unlock()
-					return
-				}
-				if len(part.Workers) > wire.MaxWorkerList { // a peer's answer is bounded as ours
-					part.LeftOut += len(part.Workers) - wire.MaxWorkerList
-					part.Workers = part.Workers[:wire.MaxWorkerList]
-				}
+	askNodes(ctx, n.aliveTargets(), taskListPeerTimeout,
+		func() (*wire.WorkerList, error) { return n.localWorkers(), nil },
+		remoteCall[wire.WorkerList](n.pool.Call, wire.MethodWorkerList, &wire.WorkerListRequest{Local: true}),
+		func(t nodeTarget, part *wire.WorkerList, err error) {
+			if err != nil {
+				out.Unreachable = append(out.Unreachable, fmt.Sprintf("%s: %v", t, err))
+				return
 			}
-			mu.Lock()
+			if len(part.Workers) > wire.MaxWorkerList { // a peer's answer is bounded as ours
+				part.LeftOut += len(part.Workers) - wire.MaxWorkerList
+				part.Workers = part.Workers[:wire.MaxWorkerList]
+			}
 			out.Workers = append(out.Workers, part.Workers...)
 			out.LeftOut += part.LeftOut
-			mu.Unlock()
-		}()
-	}
-	wg.Wait()
+		})
 	slices.Sort(out.Unreachable)
 	slices.SortFunc(out.Workers, func(a, b wire.WorkerInfo) int {
 		if c := cmp.Compare(a.NodeName, b.NodeName); c != 0 {
