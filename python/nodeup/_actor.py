@@ -269,13 +269,14 @@ class _Call:
     a connection that failed with it out, None if never sent), and where it
     was sent."""
 
-    __slots__ = ("method", "args", "kwargs", "tid", "outs", "wargs", "retries", "lost", "sent_to", "group")
+    __slots__ = ("method", "args", "kwargs", "tid", "outs", "wargs", "retries", "lost", "sent_to", "group", "order")
 
     def __init__(self, method, args, kwargs, tid, outs, group=None):
         self.method, self.args, self.kwargs, self.tid, self.outs = method, args, kwargs, tid, outs
         self.group = group
         self.wargs, self.retries, self.lost = None, 0, None
         self.sent_to = None  # the worker address it was last sent to (cancel tells it there)
+        self.order = 0  # its place in its handle's submission order
 
     def fail(self, core, error, task_name=""):
         """Ends the call with error on every result."""
@@ -303,13 +304,20 @@ class _Sender:
         self.stale = -1  # the incarnation whose worker failed a call (-1: none)
         self.inc = None  # the incarnation of the session
         self.session, self.seq = "", 0
+        self.submitted = 0  # calls put so far: the next one's order
         threading.Thread(target=self._loop, name=f"nodeup-actor-{actor_id}", daemon=True).start()
 
     def put(self, call, front=False):
+        """Queues a new call last, or (front) one sent again ahead of every
+        queued call submitted after it: calls a failed connection gives
+        back, one by one, keep their submission order."""
         with self.cond:
             if front:
-                self.calls.appendleft(call)
+                i = next((i for i, c in enumerate(self.calls) if c.order > call.order), len(self.calls))
+                self.calls.insert(i, call)
             else:
+                call.order = self.submitted
+                self.submitted += 1
                 self.calls.append(call)
             self.cond.notify()
 
@@ -375,25 +383,34 @@ class _Sender:
             req = {"ActorID": self.actor_id, "Incarnation": info.get("Incarnation", 0), "Session": self.session,
                    "Seq": self.seq, "Spec": spec}
             self.seq += 1
-            threading.Thread(target=self._call, args=(info, req, name, call), daemon=True).start()
+            call.sent_to = info["WorkerAddr"]
+            # Sent here, in order, and answered on the connection's reader
+            # thread: no thread per call (a thousand calls in flight to one
+            # actor were a thousand threads contending for the GIL).
+            try:
+                core.pool.call_async(info["WorkerAddr"], "Actor.Call", req,
+                                     lambda rep, err, info=info, name=name, call=call: self._answered(info, name, call, rep, err))
+            except Exception as e:
+                self._answered(info, name, call, None, e)
 
-    def _call(self, info, req, name, call):
+    def _answered(self, info, name, call, rep, err):
+        """Ends call with its answer rep, or handles err: a failed
+        connection queues the call again at the front (to be sent to where
+        the actor lives now); another error fails it. Runs on the thread
+        that read the answer, so it does not block."""
         core = self.core
-        call.sent_to = info["WorkerAddr"]
-        try:
-            rep = core.pool.call(info["WorkerAddr"], "Actor.Call", req)
-        except P.TransportError as e:
+        if isinstance(err, P.TransportError):
             if core.closed:
                 return
             with self.cond:
                 if self.info is info:
                     self.info, self.stale = None, info.get("Incarnation", 0)
-            if not e.unsent:
-                call.lost = e
+            if not err.unsent:
+                call.lost = err
             self.put(call, front=True)
             return
-        except Exception as e:
-            call.fail(core, RayActorError(f"call {name} on actor {self.actor_id}: {e}"))
+        if err is not None:
+            call.fail(core, RayActorError(f"call {name} on actor {self.actor_id}: {err}"))
             return
         core._done(call.tid)
         core.complete(call.outs, rep, name)

@@ -116,13 +116,26 @@ def _check_hello(peer_hello, peer):
 
 
 class _Waiter:
-    __slots__ = ("event", "result", "error", "done")
+    __slots__ = ("event", "result", "error", "done", "cb")
 
-    def __init__(self):
+    def __init__(self, cb=None):
         self.event = threading.Event()
         self.result = None
         self.error = None
         self.done = False  # result or error is in (event may also be a leader's nudge)
+        self.cb = cb  # call_async's callback, called instead of setting event
+
+    def finish(self):
+        """Hands the answer (or error) in: to the callback, else to the
+        caller waiting on event."""
+        self.done = True
+        if self.cb is None:
+            self.event.set()
+            return
+        try:
+            self.cb(self.result, self.error)
+        except Exception:  # a callback's own failure must not stop the reader
+            pass
 
 
 class Conn:
@@ -133,7 +146,8 @@ class Conn:
     nodeDialer for core workers; its reader thread and the callers share it
     through a _transport.TLSStream.
 
-    A plain connection has no reader thread: a waiting caller reads the
+    A plain connection has no reader thread until the first call_async
+    (then one reads for good): a waiting caller reads the
     answers itself (the leader, holding ``rlock``), handing each to its
     caller, and when its own has come it nudges another waiting caller to
     lead. Handing an answer from a reader thread to its caller costs about
@@ -163,6 +177,7 @@ class Conn:
         self.pending = {}
         self.seq = 0
         self.closed = None
+        self.reader = self.tls  # a thread reads every answer
         if self.tls:
             t = threading.Thread(target=self._read_loop, name=f"nodeup-conn-{address}", daemon=True)
             t.start()
@@ -173,6 +188,11 @@ class Conn:
                 self._read_one()
         except Exception as e:
             self._fail(e)
+
+    def _plain_read_loop(self):
+        # Leads for good once the caller leading now (if any) is done.
+        with self.rlock:
+            self._read_loop()
 
     def _read_one(self):
         """Reads one answer and hands it to its caller."""
@@ -190,14 +210,13 @@ class Conn:
                 w.error = TransportError(f"bad answer from {self.address}: {e}")
         else:
             raise ValueError(f"frame kind {kind} sent to a client")
-        w.done = True
-        w.event.set()
+        w.finish()
 
     def stale(self):
         """True when a plain connection with no call out has something to
         read: the peer closed it (an idle timeout, a restart), as a reader
         thread would have noticed; it is then failed."""
-        if self.tls or self.closed is not None:
+        if self.reader or self.closed is not None:
             return self.closed is not None
         # Under self.lock no call can be sent, so with none out nothing but
         # an end of file (or garbage) can be there to read.
@@ -220,8 +239,7 @@ class Conn:
             pending, self.pending = self.pending, {}
         for w in pending.values():
             w.error = self.closed
-            w.done = True
-            w.event.set()
+            w.finish()
         try:
             self.sock.shutdown(socket.SHUT_RDWR)  # wakes a caller reading in select
         except (OSError, AttributeError):
@@ -231,12 +249,8 @@ class Conn:
         except OSError:
             pass
 
-    def call(self, method, req=None, timeout=None):
-        """Calls method with req (a msgpack-able value) and returns the
-        decoded answer; raises RpcError for an error response and
-        TransportError when the connection fails or timeout (s) passes."""
+    def _send(self, method, req, w):
         body = pack(req if req is not None else {})
-        w = _Waiter()
         with self.lock:
             if self.closed is not None:
                 raise self.closed
@@ -248,7 +262,29 @@ class Conn:
             except OSError as e:
                 self.pending.pop(seq, None)
                 raise TransportError(f"send {method} to {self.address}: {e}") from e
-        if self.tls:
+        return seq
+
+    def call_async(self, method, req, cb):
+        """Sends method with req and returns at once; cb(result, error) is
+        called with the decoded answer (error None) or with the RpcError or
+        TransportError (result None), on the thread that reads the answer,
+        so it must not block. Raises TransportError when the request cannot
+        be sent. Calls sent this way need no thread each: a pipeline of
+        actor calls (as Ray's core worker keeps) costs one reader."""
+        with self.lock:
+            start = not self.reader and self.closed is None
+            self.reader = True
+        if start:
+            threading.Thread(target=self._plain_read_loop, name=f"nodeup-conn-{self.address}", daemon=True).start()
+        self._send(method, req, _Waiter(cb))
+
+    def call(self, method, req=None, timeout=None):
+        """Calls method with req (a msgpack-able value) and returns the
+        decoded answer; raises RpcError for an error response and
+        TransportError when the connection fails or timeout (s) passes."""
+        w = _Waiter()
+        seq = self._send(method, req, w)
+        if self.reader:
             if not w.event.wait(timeout):
                 with self.lock:
                     self.pending.pop(seq, None)
@@ -298,7 +334,7 @@ class Conn:
     def _nudge(self):
         """Wakes one caller still waiting, to read for them all."""
         with self.lock:
-            w = next((x for x in self.pending.values() if not x.done), None)
+            w = next((x for x in self.pending.values() if not x.done and x.cb is None), None)
         if w is not None:
             w.event.set()
 
@@ -388,6 +424,15 @@ class Pool:
             if ctx is not None:
                 return self._call_tls(address, ctx, method, req, timeout)
         return self.get(address).call(method, req, timeout)
+
+    def call_async(self, address, method, req, cb):
+        """Conn.call_async on the pooled connection to address (a core
+        worker's: node addresses, which want TLS calls one at a time, are
+        not accepted). Raises TransportError (unsent) when it cannot dial."""
+        with self.lock:
+            if address in self.nodes and address not in self.routes and self.node_tls is not None:
+                raise ValueError(f"call_async to node {address}: only core workers are called this way")
+        self.get(address).call_async(method, req, cb)
 
     def _call_tls(self, address, ctx, method, req, timeout):
         """One call to a node over TLS on a connection used by one call at

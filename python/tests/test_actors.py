@@ -139,3 +139,21 @@ def test_actor_method_num_returns(ray):
     bad = s.halves.options(num_returns=3).remote(4)  # it returns 2
     with pytest.raises(RayTaskError, match="num_returns=3"):
         ray.get(bad[0], timeout=60)
+
+
+def test_calls_given_back_by_a_failed_connection_keep_submission_order():
+    """A connection that fails with calls out gives them back one by one,
+    in any order; queued again, they stand in the order they were
+    submitted, ahead of calls submitted after them."""
+    import collections
+    import threading
+    from nodeup import _actor
+    s = _actor._Sender.__new__(_actor._Sender)  # no sending thread: only the queue
+    s.cond, s.calls, s.submitted = threading.Condition(), collections.deque(), 0
+    calls = [_actor._Call("m", (), {}, f"t{i}", []) for i in range(6)]
+    for c in calls:
+        s.put(c)
+    sent = [s.calls.popleft() for _ in range(4)]  # 0..3 went out on the connection
+    for c in (sent[2], sent[0], sent[3], sent[1]):
+        s.put(c, front=True)
+    assert [c.tid for c in s.calls] == ["t0", "t1", "t2", "t3", "t4", "t5"]

@@ -133,3 +133,66 @@ def test_server_answers_overloaded_past_its_running_requests(monkeypatch):
         release.set()
         c.close()
         srv.stop()
+
+
+def test_call_async_answers_a_pipeline_without_a_thread_per_call():
+    """call_async sends at once and hands each answer to its callback on
+    the connection's one reader thread; sync calls from other threads on
+    the same connection still get theirs meanwhile."""
+    srv = _serve({"Echo.Back": lambda req: req})
+    c = P.Conn(srv.address)
+    try:
+        before = threading.active_count()
+        got, lock, done = {}, threading.Lock(), threading.Event()
+        n = 500
+
+        def answered(i):
+            def cb(result, error):
+                with lock:
+                    got[i] = (result, error)
+                    if len(got) == n:
+                        done.set()
+            return cb
+
+        sync = []
+        callers = [threading.Thread(target=lambda k=k: sync.append(c.call("Echo.Back", {"Sync": k}, timeout=30)))
+                   for k in range(4)]
+        for i in range(n):
+            c.call_async("Echo.Back", {"I": i}, answered(i))
+            if i == n // 2:
+                for t in callers:
+                    t.start()
+        # Every answer arrives; the client added its reader and no more
+        # (the sync callers' four threads end when answered).
+        assert done.wait(30), f"{len(got)} of {n} answers"
+        assert threading.active_count() <= before + 1 + len(callers)
+        for t in callers:
+            t.join(30)
+        assert sorted(r["Sync"] for r in sync) == [0, 1, 2, 3]
+        assert all(got[i] == ({"I": i}, None) for i in range(n))
+        assert c.call("Echo.Back", [7], timeout=10) == [7]
+    finally:
+        c.close()
+        srv.stop()
+
+
+def test_call_async_fails_pending_calls_when_the_peer_goes_away():
+    srv = _serve({"Slow.Call": lambda req: time.sleep(30)})
+    c = P.Conn(srv.address)
+    try:
+        errs, done = [], threading.Event()
+
+        def cb(result, error):
+            errs.append((result, error))
+            if len(errs) == 3:
+                done.set()
+        for _ in range(3):
+            c.call_async("Slow.Call", {}, cb)
+        c.sock.shutdown(socket.SHUT_RDWR)
+        assert done.wait(10), errs
+        assert all(r is None and isinstance(e, P.TransportError) for r, e in errs)
+        with pytest.raises(P.TransportError):
+            c.call_async("Slow.Call", {}, cb)
+    finally:
+        c.close()
+        srv.stop()
