@@ -46,8 +46,9 @@ func runPython(t *testing.T, py, name, want string, env []string, limit time.Dur
 // (examples/python, written as for Ray but for the import line) against a
 // secure 3-process cluster: node<i>=2 on node i, TPU-v3=2 and Custom1 on n0,
 // two V100s and Custom2 on n1, two H100s, 4 CPUs and Custom3 on n2. Each
-// checks its own results. seed004 also runs with nothing started: init
-// starts a node of its own.
+// checks its own results; gpus (examples/python/gpus.py) checks GPU
+// placement on the declared V100s and H100s. seed004 also runs with
+// nothing started: init starts a node of its own.
 func TestPythonSeedExamplesOnThreeNodes(t *testing.T) {
 	py := python(t)
 	pyFlags := []string{"--python", py}
@@ -63,6 +64,7 @@ func TestPythonSeedExamplesOnThreeNodes(t *testing.T) {
 		{"sync", "sync"},
 		{"seed003_core", "seed003"},
 		{"seed004_key_concepts", "seed004"},
+		{"gpus", "gpus"},
 	} {
 		t.Run(ex.name, func(t *testing.T) { runPython(t, py, ex.name, ex.want, env, 3*time.Minute) })
 	}

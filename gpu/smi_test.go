@@ -178,3 +178,27 @@ func mustAbs(t *testing.T, p string) string {
 	}
 	return a
 }
+
+// A capture from a real node (nvidia-smi of driver 580.159.04 on one H200,
+// 2026-11-28; the file is nvidia-smi's own output, not written by hand)
+// parses to the device NVML found there (gpu-helper --probe on the same
+// machine: model H200, 150754820096 bytes, as 143771 MiB).
+func TestParseSMICapturedH200(t *testing.T) {
+	res, err := ParseSMI(readSMI(t, "h200_captured.txt"), time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Devices) != 1 {
+		t.Fatalf("devices = %+v, want one", res.Devices)
+	}
+	d, s := res.Devices[0], res.Samples[0]
+	if d.Model != "H200" || d.UUID != "GPU-9f24b9cb-b295-0ab8-24ba-90c5f144425f" || d.MemoryBytes != 143771<<20 {
+		t.Errorf("device = %+v; want H200, its UUID, 143771 MiB", d)
+	}
+	if s.TemperatureC != 36 || s.UtilizationPercent != 0 || s.MemoryUsedBytes != 0 || s.PowerWatts < 81 || s.PowerWatts > 82 {
+		t.Errorf("sample = %+v; want 36 C, 0%%, 0 bytes used, 81.74 W", s)
+	}
+	if r := Resources(res.Devices); r[sched.AcceleratorTypeResource("H200")] != sched.Unit || r[sched.GPU] != sched.QuantityOf(1) {
+		t.Errorf("resources = %v", r)
+	}
+}
