@@ -265,6 +265,9 @@ func (s *submitter) resolveThenEnqueue(t *pendingTask, deps []int) {
 
 func (s *submitter) enqueue(t *pendingTask) {
 	key := queueKey{t.opts.key, t.opts.envKey}
+	// Recorded before the queue takes it, outside the submitter's lock,
+	// which every submission and lease of this process contends for.
+	s.noteTask(t, wire.TaskPendingNodeAssignment)
 	s.mu.Lock()
 	if t.cancelled {
 		s.mu.Unlock()
@@ -283,7 +286,6 @@ func (s *submitter) enqueue(t *pendingTask) {
 	}
 	t.q = q
 	q.tasks = append(q.tasks, t)
-	s.noteTask(t, wire.TaskPendingNodeAssignment)
 	s.pumpLocked(q)
 	s.mu.Unlock()
 }

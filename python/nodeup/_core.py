@@ -165,6 +165,7 @@ class Core:
         self.works = {}  # task ID -> the _Task, or (sender, call) of an actor call, until it finishes (cancel)
         self.qcond = threading.Condition()  # guards queues
         self.queues = {}  # resource shape -> _KeyQueue
+        self._reaping = False  # a _reap_idle thread runs (qcond)
         self.closed = False
         self._closed_event = threading.Event()
         self.pool = P.Pool(job_token)
@@ -679,6 +680,8 @@ class Core:
         return {}
 
     def _enqueue(self, t, front=False):
+        """Queues t (at the front to run again); a lingering lease of its
+        shape takes it at once, sent from this thread."""
         with self.qcond:
             if t.cancelled:
                 return
@@ -690,15 +693,22 @@ class Core:
             else:
                 q.tasks.append(t)
             self._note(t, TE.PENDING_NODE_ASSIGNMENT)
-            self.qcond.notify_all()  # a lingering lease takes it
-            self._pump(q)
+            lease = None
+            if q.idle:
+                lease, _ = q.idle.pop()
+                t = q.tasks.popleft()
+                t.lease = lease
+            else:
+                self._pump(q)
+        if lease is not None:
+            self._send_push(q, lease, t)
 
     def _pump(self, q):
         """Keeps up to MAX_LEASE_REQUESTS Sched.Lease calls out while the
-        queue is longer than the leases waiting for work; qcond held."""
-        while q.requests < MAX_LEASE_REQUESTS and q.requests + q.idle < len(q.tasks):
+        queue is longer than the leases asked for; qcond held."""
+        while q.requests < MAX_LEASE_REQUESTS and q.requests < len(q.tasks):
             q.requests += 1
-            threading.Thread(target=self._lease_loop, args=(q,), daemon=True, name="nodeup-lease").start()
+            threading.Thread(target=self._lease_request, args=(q,), daemon=True, name="nodeup-lease").start()
 
     def _arg(self, v):
         if isinstance(v, ObjectRef):
@@ -752,9 +762,9 @@ class Core:
                 continue
             time.sleep(0.1)
 
-    def _lease_loop(self, q):
-        """Leases a worker for q's shape, runs q's tasks on it one after
-        another, and gives it back after LEASE_LINGER seconds without work."""
+    def _lease_request(self, q):
+        """Leases a worker for q's shape and runs q's next task on it; a
+        lease that cannot be had fails the queued tasks (none may hang)."""
         try:
             lease = self._lease(q.resources, q.name, q.strategy, q.env_vars)
         except Exception as e:  # e.g. worker_failed: the queued tasks fail, never hang
@@ -772,63 +782,100 @@ class Core:
         with self.qcond:
             q.requests -= 1
             q.holders += 1
-        keep = True
-        while keep:
-            with self.qcond:
-                if not q.tasks:
-                    q.idle += 1
-                    deadline = time.monotonic() + LEASE_LINGER
-                    while not q.tasks and time.monotonic() < deadline:
-                        self.qcond.wait(deadline - time.monotonic())
-                    q.idle -= 1
-                    if not q.tasks:
-                        q.holders -= 1
-                        break
-                t = q.tasks.popleft()
-                t.lease = lease
-            keep = self._push(lease, t)
-            t.lease = None
-            if keep and q.spread:  # SPREAD: one task per lease, each lease placed anew (as Go's)
-                with self.qcond:
-                    q.holders -= 1
-                    self._pump(q)
-                break
-            if not keep:
-                with self.qcond:
-                    q.holders -= 1
-                    self._pump(q)
-                return
-        self._return(lease)
+        self._dispatch(q, lease)
 
-    def _push(self, lease, t):
-        """Runs t on lease; False when the lease is unusable now (its worker
-        died, or the lease was revoked). A task to run again is queued."""
+    def _dispatch(self, q, lease):
+        """Sends q's next task to lease's worker; with none queued the lease
+        lingers LEASE_LINGER seconds for the next task of its shape (the
+        reaper gives it back after)."""
+        with self.qcond:
+            if not q.tasks:
+                q.idle.append((lease, time.monotonic() + LEASE_LINGER))
+                if not self._reaping:
+                    self._reaping = True
+                    threading.Thread(target=self._reap_idle, daemon=True, name="nodeup-linger").start()
+                return
+            t = q.tasks.popleft()
+            t.lease = lease
+        self._send_push(q, lease, t)
+
+    def _reap_idle(self):
+        """Gives back the leases that lingered past their time, while any
+        linger; ends when none is left (the next one starts it again)."""
+        while True:
+            time.sleep(LEASE_LINGER / 2)
+            now, expired = time.monotonic(), []
+            with self.qcond:
+                left = False
+                for q in self.queues.values():
+                    keep = [(lease, until) for lease, until in q.idle if until > now and not self.closed]
+                    expired += [lease for lease, until in q.idle if until <= now or self.closed]
+                    q.holders -= len(q.idle) - len(keep)
+                    q.idle = keep
+                    left = left or bool(keep)
+                if not left:
+                    self._reaping = False
+            for lease in expired:
+                self._return(lease)
+            if not left:
+                return
+
+    def _send_push(self, q, lease, t):
+        """Sends t to lease's worker; its answer is handled by _pushed on
+        the connection's reader thread (no thread per task)."""
         self._note(t, TE.SUBMITTED_TO_WORKER, lease=lease)
         try:
-            rep = self.pool.call(lease["WorkerAddr"], "Task.Push", {"LeaseID": lease["LeaseID"], "Spec": t.spec})
-        except P.TransportError as e:
+            self.pool.call_async(lease["WorkerAddr"], "Task.Push", {"LeaseID": lease["LeaseID"], "Spec": t.spec},
+                                 lambda rep, err: self._pushed(q, lease, t, rep, err))
+        except Exception as e:  # cannot dial the worker: as a failed push
+            self._pushed(q, lease, t, None, e if isinstance(e, P.TransportError) else P.TransportError(str(e)))
+
+    def _pushed(self, q, lease, t, rep, err):
+        """Handles a Task.Push's answer (or failure), then gives the lease
+        the next task, or drops it when it is unusable. Runs on the thread
+        that read the answer: node calls go to a thread of their own."""
+        keep = self._push_outcome(lease, t, rep, err)
+        t.lease = None
+        if keep and not q.spread:
+            self._dispatch(q, lease)
+            return
+        with self.qcond:
+            q.holders -= 1
+            self._pump(q)
+        if keep:  # SPREAD: one task per lease, each lease placed anew (as Go's)
+            threading.Thread(target=self._return, args=(lease,), daemon=True, name="nodeup-return").start()
+
+    def _push_outcome(self, lease, t, rep, err):
+        """Records t's push answer rep (or err); False when the lease is
+        unusable now (its worker died, or the lease was revoked). A task to
+        run again is queued."""
+        if isinstance(err, P.TransportError):
             t.crashes += 1
             if t.cancelled:  # e.g. cancel(force=True) ended the worker: not retried
                 pass
             elif t.max_retries >= 0 and t.crashes > t.max_retries:
-                err = WorkerCrashedError(f"task {t.name}: the worker process died while running it "
-                                         f"({t.crashes} times; max_retries={t.max_retries}): {e}")
+                failure = WorkerCrashedError(f"task {t.name}: the worker process died while running it "
+                                             f"({t.crashes} times; max_retries={t.max_retries}): {err}")
                 self._done(t.tid)
-                self._note(t, TE.FAILED, lease=lease, error=err)
+                self._note(t, TE.FAILED, lease=lease, error=failure)
                 for o in t.outs:
-                    self._finish(o, error=err)
+                    self._finish(o, error=failure)
             else:
                 log.info("task %s: worker %s died, retrying (%d/%s)", t.name, lease.get("WorkerID"), t.crashes, t.max_retries)
                 t.spec["Attempt"] += 1
                 self._enqueue(t, front=True)
             return False  # the node releases the dead worker's leases
-        except P.RpcError as e:
-            if e.code == "lease_revoked":
+        if isinstance(err, P.RpcError):
+            if err.code == "lease_revoked":
                 self._enqueue(t, front=True)
-                self._return(lease)
+                threading.Thread(target=self._return, args=(lease,), daemon=True, name="nodeup-return").start()
                 return False
             if not t.cancelled:
-                self._fail_task(t, {"Message": str(e), "Stack": "", "Panic": False})
+                self._fail_task(t, {"Message": str(err), "Stack": "", "Panic": False})
+            return True
+        if err is not None:
+            if not t.cancelled:
+                self._fail_task(t, {"Message": f"task {t.name}: {err}", "Stack": "", "Panic": False})
             return True
         if t.cancelled:  # cancelled while it ran: what it brought back is discarded
             return True
@@ -941,7 +988,8 @@ class _KeyQueue:
         self.resources, self.name, self.strategy, self.env_vars = resources, name, strategy, env_vars
         self.spread = strategy.get("Kind") == "SPREAD"
         self.tasks = collections.deque()
-        self.requests = self.holders = self.idle = 0
+        self.requests = self.holders = 0  # lease calls out; leases held (running a task, or idle)
+        self.idle = []  # (lease, monotonic time it is given back) of leases lingering without work
 
 
 class _ArgFailed(Exception):

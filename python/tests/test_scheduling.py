@@ -123,3 +123,36 @@ def test_placement_group_module_as_rays(ray):
 
     assert ray.get(one.options(placement_group=pg).remote(), timeout=30) == 1
     remove(pg)
+
+
+def test_leases_run_queued_tasks_and_come_back_when_idle(ray):
+    """Leases take queued tasks one after another and linger only briefly:
+    the node never runs more CPU tasks than it has CPUs, and once the work
+    is done every CPU is back in its free pool, for the default strategy
+    and for SPREAD (one task per lease)."""
+    total = ray.cluster_resources()["CPU"]
+
+    def free_cpus():
+        return ray.available_resources().get("CPU", 0)
+
+    @ray.remote
+    def stamp(i, seconds):
+        import time as t
+        start = t.time()
+        t.sleep(seconds)
+        return i, start, t.time()
+
+    for strategy in ("DEFAULT", "SPREAD"):
+        until("the node's CPUs are free", lambda: free_cpus() == total)
+        assert [ray.get(stamp.options(scheduling_strategy=strategy).remote(i, 0))[0] for i in range(20)] == list(range(20))
+        refs = [stamp.options(scheduling_strategy=strategy).remote(i, 0.2) for i in range(3 * int(total))]
+        runs = ray.get(refs, timeout=120)
+        assert sorted(r[0] for r in runs) == list(range(3 * int(total)))
+        # At no instant more tasks ran than the node has CPUs.
+        events = sorted([(r[1], 1) for r in runs] + [(r[2], -1) for r in runs], key=lambda e: (e[0], e[1]))
+        running = most = 0
+        for _, d in events:
+            running += d
+            most = max(most, running)
+        assert most <= total, (most, total)
+        until("the leases come back", lambda: free_cpus() == total, within=10)
