@@ -47,8 +47,6 @@ fmt-check:
 
 race:
 	$(GO) test -race -count=1 -timeout 20m $$($(GO) list ./... | grep -v /e2e)
-	# Skipped under -race (cluster/race_on_test.go, skipUnderRace): run plain.
-	$(GO) test -count=1 -run '^(TestObjectStorePrefaultAtStart|TestJoinRefusedWithoutAValidToken)$$' ./cluster
 
 e2e:
 	set -o pipefail; $(GO) test -count=1 -timeout 20m -v ./e2e 2>&1 | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic|\s+\S+_test\.go)'

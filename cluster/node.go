@@ -650,10 +650,10 @@ func (n *Node) close() {
 		n.rpcServer.Close()
 	}
 	if n.mux != nil {
-		n.mux.wg.Wait()
+		n.mux.close()
 	}
 	if n.sockMux != nil {
-		n.sockMux.wg.Wait()
+		n.sockMux.close()
 	}
 	if n.pool != nil {
 		n.pool.Close()

@@ -11,7 +11,6 @@ import (
 // has its whole arena resident before any object is stored; one without it
 // has none of it.
 func TestObjectStorePrefaultAtStart(t *testing.T) {
-	skipUnderRace(t)
 	if unix.Access("/dev/shm", unix.W_OK) != nil {
 		t.Skip("the arena is not on tmpfs here")
 	}

@@ -113,7 +113,6 @@ func TestTokenCreateListRevoke(t *testing.T) {
 // one line naming the token ID and why, on the joiner and in the leader's
 // log, and the joiner keeps no certificate.
 func TestJoinRefusedWithoutAValidToken(t *testing.T) {
-	skipUnderRace(t)
 	var headLog testutil.SyncBuffer
 	nodes := testCluster(t, 1, func(_ int, c *Config) {
 		c.Logger = slog.New(slog.NewTextHandler(&headLog, &slog.HandlerOptions{Level: slog.LevelWarn}))

@@ -49,7 +49,12 @@ type mux struct {
 	rpc    func(net.Conn)
 	raft   *raftLayer
 	logger *slog.Logger
+	// wg counts the connections being routed; mu and closed keep its Add
+	// from racing with close's Wait (a WaitGroup's Add at zero must happen
+	// before its Wait): serve adds only while the mux is open.
 	wg     sync.WaitGroup
+	mu     sync.Mutex
+	closed bool
 
 	// tls, when set (a secure node), accepts TLS connections. Plaintext
 	// Raft is then refused; plaintext RPC reaches rpc, whose authenticator
@@ -86,12 +91,29 @@ func (m *mux) serve() {
 			c.Close()
 			continue
 		}
+		m.mu.Lock()
+		if m.closed {
+			m.mu.Unlock()
+			<-m.sniffing
+			c.Close()
+			return
+		}
 		m.wg.Add(1)
+		m.mu.Unlock()
 		go func() {
 			defer m.wg.Done()
 			m.route(c)
 		}()
 	}
+}
+
+// close stops routing new connections and waits for those being routed
+// (its listener is closed by its owner).
+func (m *mux) close() {
+	m.mu.Lock()
+	m.closed = true
+	m.mu.Unlock()
+	m.wg.Wait()
 }
 
 // take takes a token from sem if one is free.
