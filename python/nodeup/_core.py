@@ -834,21 +834,27 @@ class Core:
         """Handles a Task.Push's answer (or failure), then gives the lease
         the next task, or drops it when it is unusable. Runs on the thread
         that read the answer: node calls go to a thread of their own."""
-        keep = self._push_outcome(lease, t, rep, err)
+        keep, finish = self._push_outcome(lease, t, rep, err)
         t.lease = None
+        # The lease takes its next task (or lingers) before t's results
+        # are handed out: a driver woken by them and submitting at once
+        # finds it idle rather than asking the node for another.
         if keep and not q.spread:
             self._dispatch(q, lease)
-            return
-        with self.qcond:
-            q.holders -= 1
-            self._pump(q)
-        if keep:  # SPREAD: one task per lease, each lease placed anew (as Go's)
-            threading.Thread(target=self._return, args=(lease,), daemon=True, name="nodeup-return").start()
+        else:
+            with self.qcond:
+                q.holders -= 1
+                self._pump(q)
+            if keep:  # SPREAD: one task per lease, each lease placed anew (as Go's)
+                threading.Thread(target=self._return, args=(lease,), daemon=True, name="nodeup-return").start()
+        if finish is not None:
+            finish()
 
     def _push_outcome(self, lease, t, rep, err):
-        """Records t's push answer rep (or err); False when the lease is
-        unusable now (its worker died, or the lease was revoked). A task to
-        run again is queued."""
+        """Records t's push answer rep (or err): returns whether the lease
+        is usable still (not when its worker died, or the lease was
+        revoked), and a function handing out t's results (None when there
+        are none to hand out). A task to run again is queued."""
         if isinstance(err, P.TransportError):
             t.crashes += 1
             if t.cancelled:  # e.g. cancel(force=True) ended the worker: not retried
@@ -864,33 +870,32 @@ class Core:
                 log.info("task %s: worker %s died, retrying (%d/%s)", t.name, lease.get("WorkerID"), t.crashes, t.max_retries)
                 t.spec["Attempt"] += 1
                 self._enqueue(t, front=True)
-            return False  # the node releases the dead worker's leases
+            return False, None  # the node releases the dead worker's leases
         if isinstance(err, P.RpcError):
             if err.code == "lease_revoked":
                 self._enqueue(t, front=True)
                 threading.Thread(target=self._return, args=(lease,), daemon=True, name="nodeup-return").start()
-                return False
+                return False, None
             if not t.cancelled:
                 self._fail_task(t, {"Message": str(err), "Stack": "", "Panic": False})
-            return True
+            return True, None
         if err is not None:
             if not t.cancelled:
                 self._fail_task(t, {"Message": f"task {t.name}: {err}", "Stack": "", "Panic": False})
-            return True
+            return True, None
         if t.cancelled:  # cancelled while it ran: what it brought back is discarded
-            return True
+            return True, None
         if rep.get("NotRun"):
             self._enqueue(t, front=True)
-            return True
+            return True, None
         if rep.get("Error") and t.retry_exceptions and t.spec["Attempt"] < t.max_retries:
             t.spec["Attempt"] += 1
             self._enqueue(t)
-            return True
+            return True, None
         self._done(t.tid)
         self._note(t, TE.FAILED if rep.get("Error") else TE.FINISHED, lease=lease, error=rep.get("Error"),
                    run_nanos=int(rep.get("RunNanos") or 0))
-        self.complete(t.outs, rep, t.name)
-        return True
+        return True, lambda: self.complete(t.outs, rep, t.name)
 
     def _note(self, t, state, lease=None, error=None, run_nanos=0):
         """Records an owner-side state change of task t (at its current
