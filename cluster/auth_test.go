@@ -235,21 +235,10 @@ func TestHTTPTokenAuth(t *testing.T) {
 	})[0]
 	get := func(path, token string) (int, map[string]string) {
 		t.Helper()
-		req, err := http.NewRequest("GET", "http://"+nd.HTTPAddr()+path, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if token != "" {
-			req.Header.Set("Authorization", "Bearer "+token)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
+		code, b := httpDo(t, http.MethodGet, "http://"+nd.HTTPAddr()+path, token, "")
 		var body map[string]string
-		_ = json.NewDecoder(resp.Body).Decode(&body)
-		return resp.StatusCode, body
+		_ = json.Unmarshal(b, &body)
+		return code, body
 	}
 	// Health is 503 until the node has elected itself leader.
 	testutil.Until(t, 10*time.Second, "/v1/health without a token is 200", func() error {

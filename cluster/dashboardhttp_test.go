@@ -2,7 +2,6 @@ package cluster
 
 import (
 	"encoding/json"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -22,24 +21,12 @@ func TestDashboardTaskAndLogEndpoints(t *testing.T) {
 	waitFormed(t, []*Node{nd}, 1, 1)
 	get := func(path, token string) (int, map[string]any) {
 		t.Helper()
-		req, err := http.NewRequest("GET", "http://"+nd.HTTPAddr()+path, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if token != "" {
-			req.Header.Set("Authorization", "Bearer "+token)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
+		code, b := httpDo(t, http.MethodGet, "http://"+nd.HTTPAddr()+path, token, "")
 		var out map[string]any
 		if err := json.Unmarshal(b, &out); err != nil {
-			t.Fatalf("GET %s: %d, body %q is not a JSON object", path, resp.StatusCode, b)
+			t.Fatalf("GET %s: %d, body %q is not a JSON object", path, code, b)
 		}
-		return resp.StatusCode, out
+		return code, out
 	}
 	for _, p := range []string{"/v1/tasks", "/v1/logs", "/v1/logs/n0/worker-0123abcd-0123456789abcdef-1.log"} {
 		if code, _ := get(p, ""); code != http.StatusUnauthorized {

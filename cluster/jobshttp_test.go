@@ -3,7 +3,6 @@ package cluster
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -28,29 +27,17 @@ func TestJobsHTTPAPI(t *testing.T) {
 	waitFormed(t, []*Node{nd}, 1, 1)
 	do := func(method, path, token, body string) (int, map[string]any) {
 		t.Helper()
-		req, err := http.NewRequest(method, "http://"+nd.HTTPAddr()+path, strings.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if token != "" {
-			req.Header.Set("Authorization", "Bearer "+token)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
+		code, b := httpDo(t, method, "http://"+nd.HTTPAddr()+path, token, body)
 		var out map[string]any
 		if err := json.Unmarshal(b, &out); err != nil {
 			// GET /v1/jobs answers an array.
 			var list []any
 			if json.Unmarshal(b, &list) != nil {
-				t.Fatalf("%s %s: %d, body %q is not JSON", method, path, resp.StatusCode, b)
+				t.Fatalf("%s %s: %d, body %q is not JSON", method, path, code, b)
 			}
 			out = map[string]any{"list": list}
 		}
-		return resp.StatusCode, out
+		return code, out
 	}
 	errOf := func(body map[string]any) string { s, _ := body["error"].(string); return s }
 

@@ -1,30 +1,11 @@
 package cluster
 
 import (
-	"io"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 )
-
-func getWith(t *testing.T, url, token string) (int, string) {
-	t.Helper()
-	req, err := http.NewRequest("GET", url, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	return resp.StatusCode, string(b)
-}
 
 // TestPprofOnlyWithEnableDebug: /debug/pprof/ is 404 on a node started
 // without EnableDebug, even for an admin token; with it, on a secure
