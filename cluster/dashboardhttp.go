@@ -2,13 +2,11 @@ package cluster
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
 
 	"github.com/nodeup/nodeup/dashboard"
-	"github.com/nodeup/nodeup/rpc"
 	"github.com/nodeup/nodeup/wire"
 )
 
@@ -108,23 +106,13 @@ func (n *Node) httpLogTail(w http.ResponseWriter, r *http.Request) {
 }
 
 // writeResult writes out as JSON, or err with the status its code maps
-// to (400 bad input, 404 not found, else 503).
+// to (httpStatusOf; 503 for an error without one: a peer did not answer).
 func writeResult(w http.ResponseWriter, out any, err error) {
 	if err == nil {
 		writeJSON(w, http.StatusOK, out)
 		return
 	}
-	code := http.StatusServiceUnavailable
-	var re *rpc.Error
-	if errors.As(err, &re) {
-		switch re.Code {
-		case wire.CodeBadInput:
-			code = http.StatusBadRequest
-		case wire.CodeNotFound:
-			code = http.StatusNotFound
-		}
-	}
-	writeJSON(w, code, map[string]string{"error": err.Error()})
+	writeJSON(w, httpStatusOf(err, http.StatusServiceUnavailable), map[string]string{"error": err.Error()})
 }
 
 // httpLeaderList answers a GET with the leader's answer to method as JSON,

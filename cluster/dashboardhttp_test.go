@@ -2,11 +2,15 @@ package cluster
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
 
 	"github.com/nodeup/nodeup/internal/pki"
+	"github.com/nodeup/nodeup/rpc"
+	"github.com/nodeup/nodeup/wire"
 )
 
 // The dashboard's task and log endpoints: a read token is needed; hostile
@@ -59,5 +63,28 @@ func TestDashboardTaskAndLogEndpoints(t *testing.T) {
 	}
 	if code, body := get("/v1/logs/n0/worker-0123abcd-0123456789abcdef-1.log", read); code != http.StatusNotFound {
 		t.Errorf("GET a log that is not there: %d %v, want 404", code, body)
+	}
+}
+
+// The dashboard's and the jobs API's errors share one mapping from wire
+// codes to HTTP statuses; only what an error without a code becomes
+// differs (a peer that did not answer: 503; a job handler's own failure:
+// 500).
+func TestHTTPStatusOfWireCodes(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		want int
+	}{
+		{&rpc.Error{Code: wire.CodeNotFound}, http.StatusNotFound},
+		{fmt.Errorf("wrapped: %w", &rpc.Error{Code: wire.CodeBadInput}), http.StatusBadRequest},
+		{&rpc.Error{Code: wire.CodeInfeasible}, http.StatusBadRequest},
+		{&rpc.Error{Code: wire.CodeAlreadyExists}, http.StatusConflict},
+		{&rpc.Error{Code: wire.CodeNoLeader}, http.StatusServiceUnavailable},
+		{&rpc.Error{Code: wire.CodePermissionDenied}, 599},
+		{errors.New("peer gone"), 599},
+	} {
+		if got := httpStatusOf(c.err, 599); got != c.want {
+			t.Errorf("httpStatusOf(%v) = %d, want %d", c.err, got, c.want)
+		}
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/net/netutil"
 
 	"github.com/nodeup/nodeup/internal/pki"
+	"github.com/nodeup/nodeup/rpc"
 	"github.com/nodeup/nodeup/wire"
 )
 
@@ -93,6 +94,27 @@ func (n *Node) httpStatus(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, &st)
+}
+
+// httpStatusOf is the HTTP status of err's wire code, or otherwise for an
+// error that carries no code the endpoint knows how to read: 404 not
+// found; 400 bad input, bad request or infeasible; 409 already exists; 503
+// no leader, not leader, timeout or overloaded.
+func httpStatusOf(err error, otherwise int) int {
+	var re *rpc.Error
+	if errors.As(err, &re) {
+		switch re.Code {
+		case wire.CodeNotFound:
+			return http.StatusNotFound
+		case wire.CodeBadInput, wire.CodeBadRequest, wire.CodeInfeasible:
+			return http.StatusBadRequest
+		case wire.CodeAlreadyExists:
+			return http.StatusConflict
+		case wire.CodeNoLeader, wire.CodeNotLeader, wire.CodeTimeout, wire.CodeOverloaded:
+			return http.StatusServiceUnavailable
+		}
+	}
+	return otherwise
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {

@@ -11,7 +11,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/nodeup/nodeup/rpc"
 	"github.com/nodeup/nodeup/wire"
 )
 
@@ -139,23 +138,9 @@ func parseJobSubmit(body io.Reader) (*wire.JobSubmitRequest, error) {
 }
 
 // httpJobError answers err from a job handler: its wire code as an HTTP
-// status, the message in {"error": ...}.
+// status (500 for an error without one), the message in {"error": ...}.
 func httpJobError(w http.ResponseWriter, err error) {
-	status := http.StatusInternalServerError
-	var re *rpc.Error
-	if errors.As(err, &re) {
-		switch re.Code {
-		case wire.CodeNotFound:
-			status = http.StatusNotFound
-		case wire.CodeBadInput, wire.CodeBadRequest, wire.CodeInfeasible:
-			status = http.StatusBadRequest
-		case wire.CodeAlreadyExists:
-			status = http.StatusConflict
-		case wire.CodeNoLeader, wire.CodeNotLeader, wire.CodeTimeout, wire.CodeOverloaded:
-			status = http.StatusServiceUnavailable
-		}
-	}
-	writeJSON(w, status, map[string]string{"error": err.Error()})
+	writeJSON(w, httpStatusOf(err, http.StatusInternalServerError), map[string]string{"error": err.Error()})
 }
 
 func (n *Node) httpJobSubmit(w http.ResponseWriter, r *http.Request) {
