@@ -67,19 +67,13 @@ func (n *Node) logsList(ctx context.Context, r *wire.LogsListRequest) (*wire.Log
 // localLogs lists this node's worker log files matching job and actor.
 func (n *Node) localLogs(job, actor string) (*wire.LogsList, error) {
 	wl := n.workers.logs
-	entries, err := os.ReadDir(wl.dir)
+	entries, err := wl.logFiles()
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("list worker logs in %s: %w", wl.dir, err)
 	}
 	out := &wire.LogsList{}
-	for _, e := range entries {
-		if !e.Type().IsRegular() {
-			continue
-		}
-		name, err := parseLogName(e.Name())
-		if err != nil {
-			continue
-		}
+	for _, lf := range entries {
+		e, name := lf.entry, lf.name
 		f := wire.LogFile{NodeID: n.id.NodeID, NodeName: n.cfg.NodeName, Addr: n.rpcAddr, Name: e.Name(), Kind: name.kind,
 			Worker: name.worker, PID: name.pid, Backup: name.backup}
 		if name.kind == logKindWorker {

@@ -18,20 +18,14 @@ func (wl *workerLogs) sweepInterval() time.Duration {
 // long. Files not in the worker log pattern are never touched. It returns
 // the names deleted.
 func (wl *workerLogs) sweep(now time.Time) []string {
-	entries, err := os.ReadDir(wl.dir)
+	entries, err := wl.logFiles()
 	if err != nil {
 		return nil
 	}
 	var deleted []string
 	present := map[string]bool{} // current files still here
-	for _, e := range entries {
-		if !e.Type().IsRegular() {
-			continue
-		}
-		name, err := parseLogName(e.Name())
-		if err != nil {
-			continue
-		}
+	for _, lf := range entries {
+		e, name := lf.entry, lf.name
 		if m := wl.meta(name.base()); m != nil && m.live {
 			present[name.base()] = true
 			continue
@@ -76,4 +70,27 @@ func (n *Node) sweepWorkerLogs() {
 			}
 		}
 	}
+}
+
+// logFile is a regular file of the worker log directory whose name is in
+// the worker log pattern, with that name parsed.
+type logFile struct {
+	entry os.DirEntry
+	name  logName
+}
+
+// logFiles lists the worker log directory's files in the worker log
+// pattern (anything else there is skipped, never touched), by name.
+func (wl *workerLogs) logFiles() ([]logFile, error) {
+	entries, err := os.ReadDir(wl.dir)
+	var out []logFile
+	for _, e := range entries {
+		if !e.Type().IsRegular() {
+			continue
+		}
+		if name, perr := parseLogName(e.Name()); perr == nil {
+			out = append(out, logFile{entry: e, name: name})
+		}
+	}
+	return out, err
 }
