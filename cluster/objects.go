@@ -62,8 +62,7 @@ func (n *Node) openObjectStore() error {
 	for _, p := range n.pullPools {
 		readers = append(readers, p)
 	}
-	n.objectSvc = &objectService{store: s, peers: newChunkSpread(readers...), inFlight: pullPerConn * len(readers),
-		selfAddr: n.rpcAddr, nodeName: n.cfg.NodeName}
+	n.objectSvc = &objectService{store: s, peers: newChunkSpread(readers...), selfAddr: n.rpcAddr, nodeName: n.cfg.NodeName}
 	if !n.cfg.NoObjectSpilling {
 		n.objectSvc.spill = newSpiller(s, n.dir.path, n.cfg.ObjectSpillThreshold, n.cfg.NodeName, n.logger.With("component", "spill"))
 	}
@@ -116,7 +115,6 @@ func (s *chunkSpread) CallInto(ctx context.Context, addr, method string, req any
 type objectService struct {
 	store    *objstore.Store
 	peers    chunkReader
-	inFlight int    // chunk reads of one pull in flight at once; 0 means pullPerConn
 	selfAddr string // the node's RPC address: an object "on" it is never pulled
 	nodeName string
 	pulls    singleflight.Group // one pull per object key at a time; concurrent callers share it
@@ -242,6 +240,15 @@ func (o *objectService) locate(ctx context.Context, r *wire.ObjectLocateRequest)
 	}
 }
 
+// inFlight is how many chunk reads one pull keeps out: pullPerConn on
+// each connection its peers spread over.
+func (o *objectService) inFlight() int {
+	if s, ok := o.peers.(*chunkSpread); ok {
+		return pullPerConn * len(s.readers)
+	}
+	return pullPerConn
+}
+
 // pull copies another node's object into this node's arena as a secondary
 // (evictable) copy: inFlight Obj.Read calls of pullChunk bytes at a
 // time, each answer read from the connection straight into the copy's
@@ -258,7 +265,7 @@ func (o *objectService) pull(ctx context.Context, from wire.ObjectLoc) error {
 		return err
 	}
 	o.copies.startPull(from.Key)
-	sem := make(chan struct{}, max(o.inFlight, pullPerConn))
+	sem := make(chan struct{}, o.inFlight())
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var first error

@@ -179,7 +179,7 @@ func TestPullKeepsTwoChunksInFlightPerConnection(t *testing.T) {
 		readers = append(readers, p)
 	}
 	o := newFakeObjectService(t, nil)
-	o.peers, o.inFlight = newChunkSpread(readers...), pullPerConn*len(readers)
+	o.peers = newChunkSpread(readers...)
 	done := make(chan error, 1)
 	go func() {
 		done <- o.pull(context.Background(), wire.ObjectLoc{Key: "job1/o1", NodeAddr: "peer:1", Size: int64(len(data))})
