@@ -82,9 +82,12 @@ func (r *TaskEventsReport) DecodeMsgpack(dec *msgpack.Decoder) error {
 			if err != nil {
 				return fmt.Errorf("task events report: events: %w", err)
 			}
+			if count > MaxTaskEventBatch {
+				// Refused before allocating: a nil takes one byte of the
+				// frame and an event about 250 of memory.
+				return fmt.Errorf("task events batch of %d events: the most accepted is %d", count, MaxTaskEventBatch)
+			}
 			if count > 0 {
-				// Each event takes a byte of the frame at least, and mpsafe
-				// bounded the frame, so count is bounded too.
 				r.Events = make([]TaskEvent, count)
 			}
 			for i := range r.Events {
