@@ -29,8 +29,8 @@ func (n *Node) taskEventEndpoints() {
 // taskEventsReport answers TaskEvents.Report: a batch is taken whole or,
 // with any bad event or past MaxTaskEventBatch, refused whole.
 func (n *Node) taskEventsReport(ctx context.Context, r *wire.TaskEventsReport) (*wire.Empty, error) {
-	if len(r.Events) > wire.MaxTaskEventBatch {
-		return nil, &rpc.Error{Code: wire.CodeBadInput, Message: fmt.Sprintf("task events batch of %d events: the most accepted is %d", len(r.Events), wire.MaxTaskEventBatch)}
+	if r.Len() > wire.MaxTaskEventBatch {
+		return nil, &rpc.Error{Code: wire.CodeBadInput, Message: fmt.Sprintf("task events batch of %d events: the most accepted is %d", r.Len(), wire.MaxTaskEventBatch)}
 	}
 	if r.Dropped < 0 {
 		return nil, &rpc.Error{Code: wire.CodeBadInput, Message: fmt.Sprintf("task events report: dropped %d: want 0 or more", r.Dropped)}

@@ -82,16 +82,20 @@ func (r *TaskEventsReport) DecodeMsgpack(dec *msgpack.Decoder) error {
 			if err != nil {
 				return fmt.Errorf("task events report: events: %w", err)
 			}
-			if count > MaxTaskEventBatch {
-				// Refused before allocating: a nil takes one byte of the
-				// frame and an event about 250 of memory.
-				return fmt.Errorf("task events batch of %d events: the most accepted is %d", count, MaxTaskEventBatch)
-			}
+			// A nil takes one byte of the frame and an event about 250 of
+			// memory: past one over the most a batch may hold (which the
+			// node then refuses, by Len), events are skipped, not kept.
+			r.count = count
 			if count > 0 {
-				r.Events = make([]TaskEvent, count)
+				r.Events = make([]TaskEvent, min(count, MaxTaskEventBatch+1))
 			}
-			for i := range r.Events {
-				if err := decodeTaskEvent(dec, &r.Events[i], &st); err != nil {
+			for i := range count {
+				if i >= len(r.Events) {
+					err = dec.Skip()
+				} else {
+					err = decodeTaskEvent(dec, &r.Events[i], &st)
+				}
+				if err != nil {
 					return fmt.Errorf("task events report: event %d: %w", i, err)
 				}
 			}

@@ -246,6 +246,13 @@ const MethodTaskEventsReport = "TaskEvents.Report"
 type TaskEventsReport struct {
 	Events  []TaskEvent
 	Dropped int64 `msgpack:",omitempty"`
+	count   int   // events the decoded report claimed (DecodeMsgpack); 0 if built here
+}
+
+// Len is how many events the report holds, or claimed when decoded: a
+// decoded report keeps at most MaxTaskEventBatch+1 of them.
+func (r *TaskEventsReport) Len() int {
+	return max(r.count, len(r.Events))
 }
 
 // MethodTaskEventsList: any client → a node: the tasks as their latest
