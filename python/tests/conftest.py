@@ -1,5 +1,6 @@
 """A real nodeup node (bin/nodeup start --head) for the Python SDK's tests."""
 
+import contextlib
 import os
 import socket
 import subprocess
@@ -76,6 +77,23 @@ class Node:
     def stop(self):
         _localnode.stop_process(self.proc)
         self.log.close()
+
+
+@contextlib.contextmanager
+def two_nodes(prefix, far_extra):
+    """A secure head and a second node joining it, started with far_extra
+    (its flags), each in a temporary directory named with prefix; yields
+    (head, far) and stops both."""
+    with tempfile.TemporaryDirectory(prefix=prefix) as t0, tempfile.TemporaryDirectory(prefix=prefix) as t1:
+        head = Node(t0)
+        far = None
+        try:
+            far = Node(t1, extra=far_extra, join=head)
+            yield head, far
+        finally:
+            if far is not None:
+                far.stop()
+            head.stop()
 
 
 @pytest.fixture(scope="session")

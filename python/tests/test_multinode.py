@@ -3,11 +3,11 @@ the second node can hold is leased there (spillback over TLS with the
 driver's node's certificate, as Go's worker.nodeCredential) and runs."""
 
 import os
-import tempfile
 
 import pytest
 
-from conftest import Node, until
+import conftest
+from conftest import until
 
 import nodeup
 from nodeup.util.scheduling_strategies import DoesNotExist, In, NodeLabelSchedulingStrategy
@@ -15,17 +15,8 @@ from nodeup.util.scheduling_strategies import DoesNotExist, In, NodeLabelSchedul
 
 @pytest.fixture(scope="module")
 def two_nodes():
-    with tempfile.TemporaryDirectory(prefix="nodeup-pytest-2n-") as t0, \
-            tempfile.TemporaryDirectory(prefix="nodeup-pytest-2n-") as t1:
-        head = Node(t0)
-        far = None
-        try:
-            far = Node(t1, extra=("--resources", "far=2", "--labels", "zone=far"), join=head)
-            yield head, far
-        finally:
-            if far is not None:
-                far.stop()
-            head.stop()
+    with conftest.two_nodes("nodeup-pytest-2n-", ("--resources", "far=2", "--labels", "zone=far")) as nodes:
+        yield nodes
 
 
 def test_tasks_and_actors_spill_to_another_secure_node(two_nodes):

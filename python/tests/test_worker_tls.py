@@ -22,7 +22,7 @@ import time
 
 import pytest
 
-from conftest import Node, until
+from conftest import two_nodes, until
 
 import nodeup
 from nodeup import _protocol as P
@@ -252,17 +252,8 @@ def test_pool_dials_tls_only_off_its_own_ip(creds):
 
 @pytest.fixture(scope="module")
 def two_ips():
-    with tempfile.TemporaryDirectory(prefix="nodeup-pytest-tls-") as t0, \
-            tempfile.TemporaryDirectory(prefix="nodeup-pytest-tls-") as t1:
-        head = Node(t0)
-        far = None
-        try:
-            far = Node(t1, extra=("--bind", "127.0.0.2", "--resources", "far=2"), join=head)
-            yield head, far
-        finally:
-            if far is not None:
-                far.stop()
-            head.stop()
+    with two_nodes("nodeup-pytest-tls-", ("--bind", "127.0.0.2", "--resources", "far=2")) as nodes:
+        yield nodes
 
 
 def test_core_workers_on_two_ips_talk_tls(two_ips):
