@@ -197,19 +197,21 @@ class Conn:
     def _read_one(self):
         """Reads one answer and hands it to its caller."""
         seq, kind, _, error, code, body = _read_frame(self.sock)
+        if kind not in (KIND_RESPONSE, KIND_ERROR):
+            # Before taking its waiter: failing the connection then fails
+            # that caller too, instead of leaving it waiting forever.
+            raise ValueError(f"frame kind {kind} sent to a client")
         with self.lock:
             w = self.pending.pop(seq, None)
         if w is None:
             return
         if kind == KIND_ERROR:
             w.error = RpcError(code, error)
-        elif kind == KIND_RESPONSE:
+        else:
             try:
                 w.result = unpack(body)
             except Exception as e:  # malformed answer
                 w.error = TransportError(f"bad answer from {self.address}: {e}")
-        else:
-            raise ValueError(f"frame kind {kind} sent to a client")
         w.finish()
 
     def stale(self):

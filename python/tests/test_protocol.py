@@ -196,3 +196,43 @@ def test_call_async_fails_pending_calls_when_the_peer_goes_away():
     finally:
         c.close()
         srv.stop()
+
+
+@pytest.mark.parametrize("garbage", [
+    struct.pack(">I", 3) + b"\x93\x01\x02",              # a 3-element header
+    struct.pack(">I", (64 << 20) + 1),                   # a length over 64 MiB
+    struct.pack(">I", 5) + b"\xc1\xc1\xc1\xc1\xc1",      # not msgpack
+    struct.pack(">I", 6) + P.pack([1, 0, "", "", ""]),   # kind 0 (a request) for the call's sequence
+])
+def test_call_async_fails_its_callbacks_when_the_peer_answers_garbage(garbage):
+    """A peer that answers a call_async with garbage ends the connection:
+    every callback still out gets a TransportError, none hangs."""
+    ln = socket.socket()
+    ln.bind(("127.0.0.1", 0))
+    ln.listen(1)
+    release = threading.Event()
+
+    def peer():
+        c, _ = ln.accept()
+        P._recv_exact(c, len(P.PREAMBLE_RPC) + len(P.hello_bytes()))
+        c.sendall(P.HELLO)
+        P._read_frame(c)  # the call
+        c.sendall(garbage)
+        release.wait(30)  # holds the connection open: only the garbage can end it
+        c.close()
+    threading.Thread(target=peer, daemon=True).start()
+    c = P.Conn("127.0.0.1:%d" % ln.getsockname()[1])
+    try:
+        got, done = [], threading.Event()
+
+        def cb(result, error):
+            got.append((result, error))
+            done.set()
+        c.call_async("Echo.Back", {"X": 1}, cb)
+        assert done.wait(10), "the callback never came"
+        assert got[0][0] is None and isinstance(got[0][1], P.TransportError), got
+        assert c.closed is not None
+    finally:
+        release.set()
+        c.close()
+        ln.close()
