@@ -49,7 +49,7 @@ race:
 	$(GO) test -race -count=1 -timeout 20m $$($(GO) list ./... | grep -v /e2e)
 
 e2e:
-	set -o pipefail; $(GO) test -count=1 -timeout 20m -v ./e2e 2>&1 | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic|\s+\S+_test\.go)'
+	set -o pipefail; $(GO) test -count=1 -timeout 20m -v ./e2e 2>&1 | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic|\s+\S+_test\.go| {8})'
 
 ## python-test: the Python SDK's pytest suite (python/tests) against real nodes of bin/nodeup;
 ## needs Debian's python3-msgpack, python3-cloudpickle, python3-pytest and python3-numpy for $(PYTHON) (.ci/run installs them)
@@ -64,7 +64,7 @@ check-long:
 
 ## chaos: the chaos suite (e2e/chaos_test.go): a workload on process clusters through leader kill, freeze, partition (network namespaces: Linux, root), 60 s of hostile frames and a full restart; about 6 minutes
 chaos: build
-	set -o pipefail; NODEUP_CHAOS=1 $(GO) test -count=1 -timeout 30m -v -run '^TestChaos' ./e2e 2>&1 | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic|\s+\S+_test\.go)'
+	set -o pipefail; NODEUP_CHAOS=1 $(GO) test -count=1 -timeout 30m -v -run '^TestChaos' ./e2e 2>&1 | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic|\s+\S+_test\.go| {8})'
 
 ## fuzz: run each fuzzer for FUZZTIME (default 30s)
 FUZZTIME ?= 30s

@@ -111,7 +111,9 @@ func startProcesses(t testing.TB, n int) (string, func() string) {
 func startProcess(t testing.TB, bin, root, name string, args []string) func() string {
 	t.Helper()
 	p := testutil.StartProcess(t, append([]string{bin}, args...), []string{"TMPDIR=" + root})
-	return func() string { return fmt.Sprintf("--- log of node %s ---\n%s\n", name, tail(p.Log.String(), 4000)) }
+	return func() string {
+		return fmt.Sprintf("--- log of node %s ---\n%s\n", name, testutil.Tail(p.Log.String(), 4000))
+	}
 }
 
 // waitListening polls addr until it accepts TCP connections.
@@ -124,11 +126,4 @@ func waitListening(t testing.TB, addr string, within time.Duration) {
 		}
 		return err
 	})
-}
-
-func tail(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return "..." + s[len(s)-n:]
 }

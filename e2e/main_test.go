@@ -85,7 +85,7 @@ func (p *proc) run(t *testing.T) {
 	t.Helper()
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("--- log of %s ---\n%s", p.name, p.log.String())
+			t.Logf("--- log of %s ---\n%s", p.name, testutil.Tail(p.log.String(), 12000))
 		}
 	})
 	argv := append(append(append([]string{}, p.prefix...), nodeupBin), p.args...)

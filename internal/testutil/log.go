@@ -14,3 +14,12 @@ func Logger() *slog.Logger {
 	}
 	return slog.New(slog.NewTextHandler(io.Discard, nil))
 }
+
+// Tail returns the last n bytes of s, marked "..." when cut: enough of a
+// node's log to see why it failed without burying the test's own output.
+func Tail(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return "..." + s[len(s)-n:]
+}

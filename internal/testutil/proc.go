@@ -3,6 +3,7 @@ package testutil
 import (
 	"bytes"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -15,15 +16,26 @@ import (
 )
 
 // FreePort returns a port on 127.0.0.1 that is free for both TCP and UDP
-// right now (a node's gossip port needs both); it fails t after 50 tries.
+// right now (a node's gossip port needs both); it fails t after 200 tries.
+//
+// The port lies outside the kernel's ephemeral range
+// (net.ipv4.ip_local_port_range): a port inside it can become the local
+// port of any outgoing connection on the machine between this check and
+// the node's bind, and the node then fails with "address already in use"
+// (a CI run lost a node that way). No port is handed out twice by one
+// process; other processes pick at random from about 20,000 ports.
 func FreePort(t testing.TB) int {
 	t.Helper()
-	for range 50 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
+	lo, hi := portRange()
+	for range 200 {
+		port := lo + rand.IntN(hi-lo)
+		if !claimPort(port) {
+			continue
 		}
-		port := l.Addr().(*net.TCPAddr).Port
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err != nil {
+			continue
+		}
 		u, err := net.ListenPacket("udp", fmt.Sprintf("127.0.0.1:%d", port))
 		l.Close()
 		if err == nil {
@@ -31,8 +43,43 @@ func FreePort(t testing.TB) int {
 			return port
 		}
 	}
-	t.Fatal("no port free for both TCP and UDP on 127.0.0.1 in 50 tries")
+	t.Fatalf("no port in [%d, %d) free for both TCP and UDP on 127.0.0.1 in 200 tries", lo, hi)
 	return 0
+}
+
+var (
+	portsMu     sync.Mutex
+	portsHanded = map[int]bool{}
+)
+
+// claimPort records port as handed out and reports whether it was not yet.
+func claimPort(port int) bool {
+	portsMu.Lock()
+	defer portsMu.Unlock()
+	if portsHanded[port] {
+		return false
+	}
+	portsHanded[port] = true
+	return true
+}
+
+// portRange returns [lo, hi): the ports from 10000 up to the start of the
+// ephemeral range, or above its end when that leaves more (Linux's default
+// range is 32768-60999; elsewhere, or unreadable, that default is assumed).
+func portRange() (int, int) {
+	first, last := 32768, 60999
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		var a, z int
+		if n, _ := fmt.Sscan(string(b), &a, &z); n == 2 && a > 0 && z >= a {
+			first, last = a, z
+		}
+	}
+	if below, above := first-10000, 65536-(last+1); below >= above && below > 0 {
+		return 10000, first
+	} else if above > 0 {
+		return last + 1, 65536
+	}
+	return 1024, 65536 // the whole range is ephemeral: nothing better to do
 }
 
 // SyncBuffer is a bytes.Buffer that a child process's output copier and

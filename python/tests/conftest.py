@@ -2,6 +2,7 @@
 
 import contextlib
 import os
+import random
 import socket
 import subprocess
 import sys
@@ -21,10 +22,42 @@ import nodeup  # noqa: E402
 from nodeup import _localnode  # noqa: E402
 
 
+_handed = set()
+
+
+def _port_range():
+    """Ports from 10000 to the start of the kernel's ephemeral range (or
+    above its end, when that leaves more)."""
+    first, last = 32768, 60999
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            first, last = (int(x) for x in f.read().split())
+    except (OSError, ValueError):
+        pass
+    below, above = first - 10000, 65536 - (last + 1)
+    if below >= above and below > 0:
+        return 10000, first
+    return last + 1, 65536
+
+
 def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A port on 127.0.0.1 free for TCP and UDP now, outside the ephemeral
+    range: a port inside it can become the local port of an outgoing
+    connection before the node binds it (as testutil.FreePort in Go)."""
+    lo, hi = _port_range()
+    for _ in range(200):
+        port = random.randrange(lo, hi)
+        if port in _handed:
+            continue
+        _handed.add(port)
+        try:
+            with socket.socket() as s, socket.socket(type=socket.SOCK_DGRAM) as u:
+                s.bind(("127.0.0.1", port))
+                u.bind(("127.0.0.1", port))
+        except OSError:
+            continue
+        return port
+    raise AssertionError(f"no port in [{lo}, {hi}) free for TCP and UDP in 200 tries")
 
 
 def until(what, cond, within=30.0):
