@@ -22,8 +22,9 @@ import (
 // (net.ipv4.ip_local_port_range): a port inside it can become the local
 // port of any outgoing connection on the machine between this check and
 // the node's bind, and the node then fails with "address already in use"
-// (a CI run lost a node that way). No port is handed out twice by one
-// process; other processes pick at random from about 20,000 ports.
+// (the suspected cause of a node missing in one CI run). No port is
+// handed out twice by one process; other processes pick at random from
+// about 20,000 ports.
 func FreePort(t testing.TB) int {
 	t.Helper()
 	lo, hi := portRange()
