@@ -229,7 +229,7 @@ func waitFormed(t *testing.T, addr string, n int) time.Duration {
 			return err
 		}
 		if alive(st) != n || voters(st) != n || st.Leader.ID == "" {
-			return fmt.Errorf("%d alive, %d voters, leader %q", alive(st), voters(st), st.Leader.Name)
+			return fmt.Errorf("%d alive, %d voters, leader %q; node states %v; %d Raft servers", alive(st), voters(st), st.Leader.Name, states(st), len(st.Servers))
 		}
 		return nil
 	})
