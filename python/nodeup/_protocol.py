@@ -119,7 +119,9 @@ class _Waiter:
     __slots__ = ("event", "result", "error", "done", "cb")
 
     def __init__(self, cb=None):
-        self.event = threading.Event()
+        # Only a blocking caller waits on event: a callback's waiter (one
+        # per task push and actor call) needs none.
+        self.event = threading.Event() if cb is None else None
         self.result = None
         self.error = None
         self.done = False  # result or error is in (event may also be a leader's nudge)
