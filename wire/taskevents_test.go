@@ -14,14 +14,7 @@ func TestTaskEventCodecRoundTrip(t *testing.T) {
 	in := TaskEventsReport{Events: []TaskEvent{{TaskID: "t-1", JobID: "j1", Name: "f", Function: "main.f", Type: TaskTypeActor, ActorID: "a1",
 		State: TaskRunning, Attempt: 2, NodeID: "n1", NodeName: "node", WorkerID: "w1", PID: 42, Owner: "127.0.0.1:1", Error: "e",
 		Times: TaskTimes{1, 2, 3, 4, 5, 6}}, {TaskID: "t-2"}}, Dropped: 3}
-	b, err := msgpack.Marshal(&in)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out TaskEventsReport
-	if err := msgpack.Unmarshal(b, &out); err != nil {
-		t.Fatal(err)
-	}
+	out := reportRoundTrip(t, in)
 	if len(out.Events) != 2 || out.Events[0] != in.Events[0] || out.Events[1] != in.Events[1] || out.Dropped != 3 {
 		t.Fatalf("round trip: %+v, want %+v", out, in)
 	}
@@ -100,14 +93,7 @@ func TestTaskEventsReportDecodesEveryString(t *testing.T) {
 			Function: strings.Repeat("x", maxInterned+i%3), State: TaskFinished, NodeName: strings.Repeat("n", i%2*5),
 			Owner: fmt.Sprintf("10.0.0.%d:1", i), Times: TaskTimes{Finished: int64(i)}})
 	}
-	b, err := msgpack.Marshal(&in)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out TaskEventsReport
-	if err := msgpack.Unmarshal(b, &out); err != nil {
-		t.Fatal(err)
-	}
+	out := reportRoundTrip(t, in)
 	if out.Dropped != 7 || len(out.Events) != len(in.Events) {
 		t.Fatalf("decoded %d events, dropped %d; want %d, 7", len(out.Events), out.Dropped, len(in.Events))
 	}
@@ -141,4 +127,19 @@ func TestTaskEventsReportKeepsAtMostOneOverTheBatch(t *testing.T) {
 	if len(r.Events) != MaxTaskEventBatch+1 || r.Len() != claimed {
 		t.Fatalf("kept %d events, Len %d; want %d kept and Len %d", len(r.Events), r.Len(), MaxTaskEventBatch+1, claimed)
 	}
+}
+
+// reportRoundTrip encodes in as a sender does and decodes it as a node
+// does.
+func reportRoundTrip(t *testing.T, in TaskEventsReport) TaskEventsReport {
+	t.Helper()
+	b, err := msgpack.Marshal(&in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out TaskEventsReport
+	if err := msgpack.Unmarshal(b, &out); err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
