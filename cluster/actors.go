@@ -176,6 +176,9 @@ func (n *Node) actorEndpoints() {
 	handleLeader(n, wire.MethodActorJobDone, func(ctx context.Context, r *wire.JobFinishRequest) (*wire.Empty, error) {
 		n.actors.jobDone(r.JobID)
 		n.pgs.jobDone(r.JobID)
+		// Here, not on the driver's node: that one may hold no Raft
+		// state to find the token and the job's detached actors in.
+		n.revokeJobToken(r.JobID)
 		return &wire.Empty{}, nil
 	})
 	n.actorNodeEndpoints()

@@ -19,7 +19,7 @@ import (
 // tokenAuthority resolves a presented token (pki token string) to its
 // role, or an error naming the token ID and why (unknown, expired,
 // revoked) — never the secret. The issue-15 contract: the Raft-backed one
-// is raftTokens (cluster/tokens.go); tests use a map.
+// is serverTokens (cluster/tokens.go); tests use a map.
 type tokenAuthority interface {
 	RoleOf(token string, now time.Time) (pki.Role, error)
 }

@@ -53,11 +53,12 @@ func (n *Node) Healthy() error {
 }
 
 // noLeader returns why the node knows no leader, or "" when it knows one. A
-// server asks its Raft (which forgets the leader once an election starts); a
-// node that is not a server uses the leader its heartbeats and forwarded
+// node in the Raft configuration asks its Raft (which forgets the leader
+// once an election starts); a node outside it uses the leader its
+// heartbeats and forwarded
 // calls reach, forgotten when a call to it fails and no server names another.
 func (n *Node) noLeader() string {
-	if n.raft != nil {
+	if n.hasRaftState() {
 		if addr, _ := n.raft.LeaderWithID(); addr != "" {
 			return ""
 		}

@@ -34,7 +34,7 @@ func (n *Node) secure() bool { return !n.sec.insecure && n.sec.ca != nil }
 // job registered again (a retried Job.Register) keeps the token it has:
 // all its processes must hold the same one.
 func (n *Node) mintJobToken(ctx context.Context, job string) (string, error) {
-	if n.raft == nil {
+	if !n.hasRaftState() {
 		// No Raft state here: the leader's answer is the token, and
 		// workers started here ask the leader for it (jobTokenFor).
 		var resp wire.TokenCreateResponse
@@ -89,7 +89,7 @@ func (n *Node) jobTokenFor(ctx context.Context, job string) (string, error) {
 	if !n.secure() {
 		return "", nil
 	}
-	if n.raft == nil {
+	if !n.hasRaftState() {
 		var rep wire.JobTokenOfReply
 		if err := n.forward(ctx, wire.MethodJobTokenOf, &wire.JobTokenOfRequest{Job: job}, &rep); err != nil {
 			return "", fmt.Errorf("job %s's token from the leader: %w", job, err)
@@ -140,7 +140,9 @@ func actorOfJobID(job string) (string, bool) {
 // the worker, of the worker's job, which the worker's port accepts.
 func (n *Node) workerToken(addr string) string { return n.workers.tokenOfAddr(addr) }
 
-// revokeJobToken revokes job's token at the leader, in the background;
+// revokeJobToken revokes job's token, in the background, unless the job's
+// detached actors live on; the leader calls it (Actor.JobDone), from its
+// state;
 // the job's core workers refuse it on new connections once their cached
 // answer expires (worker: authTTL).
 func (n *Node) revokeJobToken(job string) {

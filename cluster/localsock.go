@@ -15,23 +15,19 @@ const SocketFile = "nodeup.sock"
 
 // setupAuth makes the authenticator and, when the node has a token
 // authority, has the RPC server enforce wire.MethodRoles. A secure node
-// (no --insecure) always has one: the token table in Raft (raftTokens),
-// or, on a node without Raft state (not a server), the leader's answers
-// kept a few seconds (remoteTokens), unless Config.SetTokenAuthority gave
-// another; it then refuses plaintext TCP clients everything but the open
-// methods.
+// (no --insecure) always has one (serverTokens): the token table in its
+// copy of the Raft state (raftTokens) while it is in the Raft
+// configuration, else the leader's answers kept a few seconds
+// (remoteTokens), unless Config.SetTokenAuthority gave another; it then
+// refuses plaintext TCP clients everything but the open methods.
 func (n *Node) setupAuth() error {
 	gid, err := lookupGroup(n.cfg.SocketGroup)
 	if err != nil {
 		return err
 	}
 	if !n.cfg.Insecure && n.cfg.tokens == nil {
-		if n.cfg.Server {
-			n.cfg.tokens = n.tokens()
-		} else {
-			n.remoteTokens = newRemoteTokens(n.tokens().caHash, n.askLeader)
-			n.cfg.tokens = n.remoteTokens
-		}
+		n.remoteTokens = newRemoteTokens(n.tokens().caHash, n.askLeader)
+		n.cfg.tokens = serverTokens{local: n.tokens(), remote: n.remoteTokens, member: n.hasRaftState}
 	}
 	n.auth = newAuthenticator(n.cfg.tokens, gid, !n.cfg.Insecure)
 	if n.cfg.tokens != nil {

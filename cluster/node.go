@@ -48,8 +48,9 @@ type Node struct {
 	// auth decides connections' principals (auth.go); its checks are on
 	// only with a token authority (Config.tokens).
 	auth *authenticator
-	// remoteTokens resolves tokens through the leader on a secure node
-	// without Raft state; nil on a server.
+	// remoteTokens resolves tokens through the leader while this secure
+	// node has no Raft state of its own (hasRaftState); nil on an
+	// --insecure node or one given a token authority (SetTokenAuthority).
 	remoteTokens *remoteTokens
 	// tokenWaits bounds the token checks waiting for a follower's state
 	// to catch up (raftTokens.await).
@@ -543,6 +544,30 @@ func (n *Node) ClusterID() string { return n.id.ClusterID }
 
 // IsLeader reports whether this node is the Raft leader now.
 func (n *Node) IsLeader() bool { return n.raft != nil && n.raft.State() == raft.Leader }
+
+// hasRaftState says whether this node's copy of the replicated state is
+// kept current: it leads, or is a server (voter or nonvoter) in its latest
+// Raft configuration. A node outside the configuration (not a server, or
+// one of more servers than RaftVoters, or one removed from the group)
+// holds an empty or stale copy and asks the leader instead.
+func (n *Node) hasRaftState() bool {
+	if n.raft == nil {
+		return false
+	}
+	if n.raft.State() == raft.Leader {
+		return true
+	}
+	f := n.raft.GetConfiguration() // the latest configuration, read without the Raft loop
+	if f.Error() != nil {
+		return false
+	}
+	for _, s := range f.Configuration().Servers {
+		if string(s.ID) == n.id.NodeID {
+			return true
+		}
+	}
+	return false
+}
 
 // State returns the node's read-only copy of the replicated state.
 func (n *Node) State() *store.StateStore { return n.fsm.State() }

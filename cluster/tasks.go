@@ -85,12 +85,12 @@ func (n *Node) jobFinish(ctx context.Context, req *wire.JobFinishRequest) (*wire
 
 // endJob ends job cluster-wide, for the reason logged ("shutdown": its
 // driver called Shutdown; "driver exited": fate-sharing, drivers.go): the
-// leader ends its non-detached actors and placement groups, and every node
+// leader ends its non-detached actors and placement groups and revokes its
+// job token (Actor.JobDone), and every node
 // stops its workers (which returns their leases) and frees its objects.
 func (n *Node) endJob(job, reason string) {
 	n.drivers.forget(job)
 	n.logger.Info("job finished", "job", job, "reason", reason)
-	n.revokeJobToken(job)
 	n.group.goFunc("job-done-forward", func() {
 		ctx, cancel := context.WithTimeout(n.ctx, 30*time.Second)
 		defer cancel()

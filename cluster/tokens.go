@@ -107,7 +107,28 @@ func pkiRecord(r *store.TokenRecord) pki.Record {
 	return rec
 }
 
-// tokens is this node's tokenAuthority.
+// serverTokens is a secure node's tokenAuthority: its own copy of the
+// token table while member says it is in the Raft configuration, the
+// leader's answers (remoteTokens) while it is not. A server-eligible node
+// moves between the two: it starts outside the group, and one of more
+// servers than RaftVoters never joins it.
+type serverTokens struct {
+	local  raftTokens
+	remote *remoteTokens
+	member func() bool
+}
+
+var _ tokenAuthority = serverTokens{}
+
+// RoleOf implements tokenAuthority.
+func (s serverTokens) RoleOf(token string, now time.Time) (pki.Role, error) {
+	if s.member() {
+		return s.local.RoleOf(token, now)
+	}
+	return s.remote.RoleOf(token, now)
+}
+
+// tokens is this node's token table in its copy of the Raft state.
 func (n *Node) tokens() raftTokens {
 	t := raftTokens{state: n.fsm.State(), waits: n.tokenWaits,
 		lagging: func() bool { return n.raft != nil && !n.IsLeader() }}
@@ -123,14 +144,15 @@ func (n *Node) tokenEndpoints() {
 	handleLeader(n, wire.MethodTokenRevoke, n.tokenRevoke)
 	handleLeader(n, wire.MethodNodeJoin, n.nodeJoin)
 	handleLeader(n, wire.MethodNodeRenew, n.nodeRenew)
-	// A server answers from its own copy of the Raft state; a node
-	// without one asks the leader (Auth.Check@leader), through its cache.
+	// A node in the Raft configuration answers from its own copy of the
+	// state; one outside it asks the leader (Auth.Check@leader), through
+	// its cache.
 	rpc.Handle(n.rpcServer, wire.MethodAuthCheck, func(ctx context.Context, req *wire.AuthCheckRequest) (*wire.AuthCheckReply, error) {
 		switch {
-		case n.remoteTokens != nil:
+		case n.remoteTokens != nil && !n.hasRaftState():
 			rep, err := n.remoteTokens.lookup(ctx, req.Token)
 			return rep, permissionDenied(err)
-		case n.raft == nil && n.secure(): // a token authority of its own (SetTokenAuthority)
+		case !n.hasRaftState() && n.secure(): // a token authority of its own (SetTokenAuthority)
 			return n.askLeader(ctx, req.Token)
 		}
 		return n.authCheck(ctx, req)

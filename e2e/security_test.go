@@ -2,7 +2,10 @@ package e2e
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -134,5 +137,46 @@ func TestStatusOverTCPNeedsAToken(t *testing.T) {
 	_, errOut, code = nodeupTCP(t, away, "kv", "put", "k", "v", "--address", head.addr(), "--token", read, "--timeout", "5s")
 	if code == 0 || !strings.Contains(errOut, "KV.Set needs role submit") || !strings.Contains(errOut, "with role read") {
 		t.Fatalf("kv put with a read token: exit %d: %s", code, errOut)
+	}
+}
+
+// A cluster of more nodes than Raft voters (four, with the default three):
+// the fourth node, outside the Raft group, takes every valid token over TCP
+// and the CLI over its Unix socket, and a driver connected to it runs its
+// tasks and actors across the cluster (issue 27: it refused every token as
+// unknown to this cluster, and a driver could not register there).
+func TestFourthNodeOutsideRaftTakesTokensAndDrivers(t *testing.T) {
+	procs := startThreeNodes(t)
+	root := filepath.Dir(procs[0].dataDir)
+	n3 := startNode(t, root, "n3", []string{"join", procs[0].addr(), "--token-file", tokenFile(procs[0])})
+	testutil.Until(t, 30*time.Second, "4 nodes alive, 3 voters", func() error {
+		st, err := status(t, n3.addr())
+		if err != nil {
+			return err
+		}
+		if alive(st) != 4 || voters(st) != 3 || len(st.Servers) != 3 {
+			return fmt.Errorf("%d alive, %d voters, %d Raft servers", alive(st), voters(st), len(st.Servers))
+		}
+		return nil
+	})
+	away := []string{"TMPDIR=" + t.TempDir(), "NODEUP_TOKEN=", "NODEUP_ADDRESS=", "NODEUP_DATA_DIR=" + t.TempDir()}
+	for _, role := range []string{"read", "submit", "admin"} {
+		out, errOut, code := nodeup(t, nil, "token", "create", "--role", role, "--address", procs[1].addr())
+		if code != 0 {
+			t.Fatalf("token create --role %s: exit %d: %s", role, code, errOut)
+		}
+		if _, errOut, code = nodeupTCP(t, away, "status", "--address", n3.addr(), "--token", strings.TrimSpace(out), "--timeout", "5s"); code != 0 {
+			t.Fatalf("status through n3 (outside Raft) with a %s token: exit %d: %s", role, code, errOut)
+		}
+	}
+	bin := buildExamples(t, "counter", "nested")
+	for _, ex := range []string{"counter", "nested"} {
+		cmd := exec.Command(filepath.Join(bin, ex))
+		cmd.Env = append(os.Environ(), "NODEUP_ADDRESS="+n3.sock())
+		out, err := cmd.CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "check: ") {
+			t.Fatalf("%s with its driver on n3: %v: %s\n%s", ex, err, lastLine(string(out)), out)
+		}
+		t.Logf("%s on n3: %s", ex, checkLine(string(out)))
 	}
 }

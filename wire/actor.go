@@ -18,7 +18,8 @@ const (
 	// MethodActorDied: node → leader when an actor's worker process exited. ActorDiedRequest → Empty.
 	MethodActorDied = "Actor.Died"
 	// MethodActorJobDone: node → leader when a driver finished: its actors
-	// that are not detached die. JobFinishRequest → Empty.
+	// that are not detached die, its placement groups are removed, and its
+	// job token is revoked. JobFinishRequest → Empty.
 	MethodActorJobDone = "Actor.JobDone"
 	// MethodActorStart: leader → node: reserve the actor's resources, start its
 	// dedicated worker process and run its constructor. ActorStartRequest → ActorStartReply.
