@@ -102,12 +102,14 @@ func (m *pgManager) prune(live map[string]bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	maps.DeleteFunc(m.used, func(id string, _ sched.ResourceSet) bool { return !live[id] })
+	maps.DeleteFunc(m.usageTrusted, func(id string, _ bool) bool { return !live[id] })
 }
 
 // revoke drops the usage heartbeats reported to this node as leader.
 func (m *pgManager) revoke() {
 	m.mu.Lock()
 	m.used = map[string]sched.ResourceSet{}
+	m.usageTrusted = map[string]bool{}
 	m.mu.Unlock()
 }
 
@@ -169,6 +171,7 @@ func (m *pgManager) nodeReport(nd *store.Node, avail sched.ResourceSet, held []w
 	}
 	m.mu.Lock()
 	m.used[nd.ID] = used
+	delete(m.usageTrusted, nd.ID)
 	m.mu.Unlock()
 
 	st := m.host.State()

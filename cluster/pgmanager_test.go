@@ -23,7 +23,15 @@ type fakePGHost struct {
 	mu     sync.Mutex
 	calls  []string
 	ended  []string
-	leases []string // returnBundlesHere calls
+	leases []string        // returnBundlesHere calls
+	refuse map[string]bool // nodes that refuse every prepare (not enough free)
+}
+
+// refuses says whether node refuses method, and records the call.
+func (h *fakePGHost) refuses(node, method string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return method == wire.MethodPGPrepare && h.refuse[node]
 }
 
 func (h *fakePGHost) record(node, method, group string) {
@@ -34,6 +42,10 @@ func (h *fakePGHost) record(node, method, group string) {
 
 func (h *fakePGHost) callNode(ctx context.Context, addr, method string, req, resp any) error {
 	h.record(addr, method, req.(*wire.BundlesRequest).Group)
+	if h.refuses(addr, method) {
+		resp.(*wire.BundlesReply).Reason = "needs CPU=1 but 0 is free"
+		return nil
+	}
 	resp.(*wire.BundlesReply).OK = true
 	return nil
 }
@@ -49,6 +61,9 @@ func (h *fakePGHost) selfID() string            { return "n1" }
 
 func (h *fakePGHost) bundlesHere(method string, req *wire.BundlesRequest) (*wire.BundlesReply, error) {
 	h.record("n1", method, req.Group)
+	if h.refuses("n1", method) {
+		return &wire.BundlesReply{Reason: "needs CPU=1 but 0 is free"}, nil
+	}
 	return &wire.BundlesReply{OK: true}, nil
 }
 
@@ -173,5 +188,65 @@ func TestPGManagerCreateRemoveOnFakeHost(t *testing.T) {
 	}
 	if err := m.remove("aaaaaaaa03"); err == nil || !strings.Contains(err.Error(), "no placement group") {
 		t.Fatalf("removing an unknown group: %v", err)
+	}
+}
+
+// reportBusy has node id's heartbeat say all its CPUs run tasks.
+func reportBusy(t *testing.T, m *pgManager, id string) {
+	t.Helper()
+	nd, err := m.host.State().NodeByID(id)
+	if err != nil || nd == nil {
+		t.Fatalf("node %s: %v", id, err)
+	}
+	m.nodeReport(nd, sched.ResourceSet{}, nil)
+}
+
+func distinctNodes(g *store.PlacementGroup) int {
+	seen := map[string]bool{}
+	for _, nd := range g.Nodes {
+		seen[nd] = true
+	}
+	return len(seen)
+}
+
+// A heartbeat up to an interval old may still count tasks that just ended:
+// a SPREAD group of three on three 4-CPU nodes whose last heartbeat from
+// n1 said all its CPUs were busy asks n1 anyway, and when n1 holds the
+// bundle (it is idle now) the group spans all three nodes (issue 27: on
+// the old code two bundles shared a node). A node that is truly busy
+// refuses; the group then goes by the heartbeats and n1 is not asked
+// again until its next heartbeat.
+func TestPGManagerSpreadAsksNodesAHeartbeatCalledBusy(t *testing.T) {
+	m, h := newFakePGManager(t)
+	one := sched.ResourceSet{sched.CPU: sched.QuantityOf(1)}
+	reportBusy(t, m, "n1")
+	g := m.createForTest(t, "spread1", sched.Spread, one, one, one)
+	if g.State != store.PGCreated || distinctNodes(g) != 3 {
+		t.Fatalf("SPREAD of 3 with n1 idle but reported busy: %s on %v, want 3 distinct nodes", g.State, g.Nodes)
+	}
+
+	h.mu.Lock()
+	h.refuse = map[string]bool{"n1": true}
+	h.mu.Unlock()
+	reportBusy(t, m, "n1")
+	g = m.createForTest(t, "spread2", sched.Spread, one, one, one)
+	if g.State != store.PGCreated || distinctNodes(g) != 2 || slices.Contains(g.Nodes, "n1") {
+		t.Fatalf("SPREAD of 3 with n1 truly busy: %s on %v, want n2 and n3 only", g.State, g.Nodes)
+	}
+	asked := func(group string) int {
+		n := 0
+		for _, c := range h.callsFor(group) {
+			if c == "n1 "+wire.MethodPGPrepare {
+				n++
+			}
+		}
+		return n
+	}
+	if a := asked("spread2"); a != 1 {
+		t.Fatalf("n1 asked to prepare spread2 %d times, want once", a)
+	}
+	g = m.createForTest(t, "spread3", sched.Spread, one, one)
+	if a := asked("spread3"); a != 0 || distinctNodes(g) != 2 {
+		t.Fatalf("after n1 refused, before its next heartbeat: asked %d times (want 0), nodes %v", a, g.Nodes)
 	}
 }

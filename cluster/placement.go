@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -42,10 +43,13 @@ const pgRespreadGrace = unseenGrace
 type pgManager struct {
 	host pgHost
 
-	mu         sync.Mutex
-	inflight   map[string]map[string]sched.ResourceSet // group → node → resources being prepared there
-	used       map[string]sched.ResourceSet            // node → resources in use outside bundles (heartbeats)
-	committing map[string]chan struct{}                // group → closed when its node commits are done
+	mu       sync.Mutex
+	inflight map[string]map[string]sched.ResourceSet // group → node → resources being prepared there
+	used     map[string]sched.ResourceSet            // node → resources in use outside bundles (heartbeats)
+	// usageTrusted: nodes whose used a refused prepare confirmed, until
+	// their next heartbeat (trustUsage).
+	usageTrusted map[string]bool
+	committing   map[string]chan struct{} // group → closed when its node commits are done
 
 	ops     chan *pgWrite
 	creates chan *pgJob
@@ -66,7 +70,7 @@ type pgJob struct {
 }
 
 func newPGManager(host pgHost) *pgManager {
-	return &pgManager{host: host, inflight: map[string]map[string]sched.ResourceSet{}, used: map[string]sched.ResourceSet{},
+	return &pgManager{host: host, inflight: map[string]map[string]sched.ResourceSet{}, used: map[string]sched.ResourceSet{}, usageTrusted: map[string]bool{},
 		committing: map[string]chan struct{}{}, ops: make(chan *pgWrite, pgMaxBatch),
 		creates: make(chan *pgJob, pgMaxBatch), removes: make(chan *pgJob, pgMaxBatch), retrier: newRetrier()}
 }
@@ -327,9 +331,10 @@ func (m *pgManager) batchLoop() {
 
 // view is the cluster as placement sees it: each node's registered total,
 // and free = total − committed reservations − reservations being prepared
-// − what runs outside bundles (last heartbeat), floored at zero. Callers
-// hold m.mu.
-func (m *pgManager) viewLocked() ([]sched.Node, error) {
+// − what runs outside bundles (last heartbeat; left out when withUsage is
+// false, but for nodes in usageTrusted), floored at zero. Callers hold
+// m.mu.
+func (m *pgManager) viewLocked(withUsage bool) ([]sched.Node, error) {
 	st := m.host.State()
 	nodes, err := st.Nodes()
 	if err != nil {
@@ -343,7 +348,9 @@ func (m *pgManager) viewLocked() ([]sched.Node, error) {
 	for _, nd := range nodes {
 		avail := nd.Resources.Clone()
 		avail.Sub(reserved[nd.ID])
-		avail.Sub(m.used[nd.ID])
+		if withUsage || m.usageTrusted[nd.ID] {
+			avail.Sub(m.used[nd.ID])
+		}
 		for _, per := range m.inflight {
 			avail.Sub(per[nd.ID])
 		}
@@ -362,58 +369,137 @@ func (m *pgManager) viewLocked() ([]sched.Node, error) {
 // prepare them. It returns the full assignment (its new bundles prepared
 // and counted in inflight until clearInflight), or the reason the group
 // must wait, and whether that is because it can never fit.
+//
+// The usage outside bundles comes from heartbeats, up to a heartbeat
+// interval old: tasks that ended a moment ago still count there, and a
+// SPREAD group on a cluster that just went idle would double up on one
+// node. So when leaving that usage out changes the choice, the nodes of
+// that choice, which know their own usage exactly, are asked first (a
+// node truly busy refuses its prepare), and the heartbeats' usage decides
+// only when one of them refuses.
 func (m *pgManager) tryPlace(g *store.PlacementGroup) (nodes []string, reason string, infeasible bool) {
+	if got := m.chooseIgnoringUsage(g); got != nil {
+		why, refused := m.prepare(g, got)
+		if why == "" {
+			return got, "", false
+		}
+		m.trustUsage(refused)
+	}
+	got, reason, infeasible := m.choose(g)
+	if got == nil {
+		return nil, reason, infeasible
+	}
+	if why, _ := m.prepare(g, got); why != "" {
+		return nil, why, false
+	}
+	return got, "", false
+}
+
+// trustUsage has the view without usage keep the heartbeat's usage of
+// nodes until their next heartbeat (nodeReport): they refused a prepare
+// that left it out, so a pending group retried every pgRetryEvery does
+// not ask them again each time.
+func (m *pgManager) trustUsage(nodes []string) {
 	m.mu.Lock()
-	view, err := m.viewLocked()
+	defer m.mu.Unlock()
+	for _, nd := range nodes {
+		m.usageTrusted[nd] = true
+	}
+}
+
+// choose places g on the view with the heartbeats' usage and counts its
+// new bundles in inflight; nil, with why, when it must wait.
+func (m *pgManager) choose(g *store.PlacementGroup) (nodes []string, reason string, infeasible bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	view, err := m.viewLocked(true)
 	if err != nil {
-		m.mu.Unlock()
 		return nil, err.Error(), false
 	}
 	got, err := sched.PlaceBundles(view, g.Bundles, g.Strategy, g.Nodes)
 	if err != nil {
-		m.mu.Unlock()
 		return nil, noPlaceReason(err), errors.Is(err, sched.ErrInfeasible)
 	}
 	if why := m.holdSpread(g, got, time.Now()); why != "" {
-		m.mu.Unlock()
 		return nil, why, false
 	}
-	specs := map[string][]wire.BundleSpec{}
+	m.holdInflightLocked(g, got)
+	return got, "", false
+}
+
+// chooseIgnoringUsage places g on the view without the heartbeats' usage
+// and, when that differs from the choice with it (or only it fits),
+// counts its new bundles in inflight and returns it; nil otherwise.
+func (m *pgManager) chooseIgnoringUsage(g *store.PlacementGroup) []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	bare, err := m.viewLocked(false)
+	if err != nil {
+		return nil
+	}
+	got, err := sched.PlaceBundles(bare, g.Bundles, g.Strategy, g.Nodes)
+	if err != nil || m.holdSpread(g, got, time.Now()) != "" {
+		return nil
+	}
+	view, err := m.viewLocked(true)
+	if err != nil {
+		return nil
+	}
+	if with, err := sched.PlaceBundles(view, g.Bundles, g.Strategy, g.Nodes); err == nil && slices.Equal(with, got) {
+		return nil
+	}
+	m.holdInflightLocked(g, got)
+	return got
+}
+
+// holdInflightLocked counts the bundles got places anew (not on the node
+// g already has them on) in inflight under g. Callers hold m.mu.
+func (m *pgManager) holdInflightLocked(g *store.PlacementGroup, got []string) {
 	per := map[string]sched.ResourceSet{}
 	for i, nd := range got {
 		if nd == g.Nodes[i] {
 			continue
 		}
-		specs[nd] = append(specs[nd], wire.BundleSpec{Index: i, Resources: g.Bundles[i]})
 		if per[nd] == nil {
 			per[nd] = sched.ResourceSet{}
 		}
 		per[nd].Add(g.Bundles[i])
 	}
 	m.inflight[g.ID] = per
-	m.mu.Unlock()
+}
 
-	// Phase one: every chosen node holds its bundles, or none keeps any.
+// prepare is phase one: every node got places new bundles of g on holds
+// them, or none keeps any (and g leaves inflight). It returns "", or why
+// a node could not and the nodes that could not.
+func (m *pgManager) prepare(g *store.PlacementGroup, got []string) (string, []string) {
+	specs := map[string][]wire.BundleSpec{}
+	for i, nd := range got {
+		if nd != g.Nodes[i] {
+			specs[nd] = append(specs[nd], wire.BundleSpec{Index: i, Resources: g.Bundles[i]})
+		}
+	}
 	errs := m.eachNode(specs, wire.MethodPGPrepare, g.ID)
-	var failed []string
+	var failed, refused []string
 	for nd, e := range errs {
 		if e != nil {
 			failed = append(failed, e.Error())
+			refused = append(refused, nd)
 			delete(specs, nd)
 		}
 	}
-	if len(failed) > 0 {
-		for nd, bs := range specs {
-			idx := make([]int, len(bs))
-			for i, b := range bs {
-				idx[i] = b.Index
-			}
-			m.callNode(nd, wire.MethodPGReturn, &wire.BundlesRequest{Group: g.ID, Indexes: idx})
-		}
-		m.clearInflight(g.ID)
-		return nil, "a chosen node could not hold its bundles: " + strings.Join(failed, "; "), false
+	if len(failed) == 0 {
+		return "", nil
 	}
-	return got, "", false
+	for nd, bs := range specs {
+		idx := make([]int, len(bs))
+		for i, b := range bs {
+			idx[i] = b.Index
+		}
+		m.callNode(nd, wire.MethodPGReturn, &wire.BundlesRequest{Group: g.ID, Indexes: idx})
+	}
+	m.clearInflight(g.ID)
+	slices.Sort(failed)
+	return "a chosen node could not hold its bundles: " + strings.Join(failed, "; "), refused
 }
 
 // holdSpread returns why RESCHEDULING SPREAD group g waits instead of
