@@ -11,6 +11,7 @@ from . import _core
 from . import _options
 from . import _runtime_env
 from . import _protocol as P
+from . import _state
 from .exceptions import ActorDiedError, RayActorError
 
 
@@ -71,8 +72,7 @@ class ActorClass:
         ``args``/``kwargs`` (top-level ObjectRefs resolved). With
         ``get_if_exists`` and a live actor of that name, that actor's handle.
         Raises ValueError when the name is taken, RuntimeError before init."""
-        from . import _core_or_raise
-        core = _core_or_raise()
+        core = _state.core_or_raise()
         o = self._opts
         # One Arg: the pickled (args, kwargs), or (args, kwargs, worker
         # options) with concurrency groups; the worker resolves the top-level refs.
@@ -111,8 +111,7 @@ def get_actor(name, namespace=None):
     the driver's, ``init(namespace=...)``, else "default"), as Ray's
     ray.get_actor. Raises ValueError when there is none (never created,
     dead, or its job ended and it was not detached)."""
-    from . import _core_or_raise
-    core = _core_or_raise()
+    core = _state.core_or_raise()
     if not isinstance(name, str) or not name:
         raise ValueError(f"get_actor: name={name!r}: want a non-empty str")
     ns = namespace or core.namespace
@@ -131,8 +130,7 @@ def kill(actor, no_restart=True):
     no_restart (default) it is dead, and its pending and later calls raise
     ActorDiedError; otherwise its worker is killed and it restarts if
     max_restarts allows. Raises ValueError for anything but a handle."""
-    from . import _core_or_raise
-    core = _core_or_raise()
+    core = _state.core_or_raise()
     if not isinstance(actor, ActorHandle):
         raise ValueError(f"kill takes an actor handle, not {type(actor).__name__}")
     core.pool.call(core.node_addr, "Actor.Kill", {"ActorID": actor._actor_id, "NoRestart": bool(no_restart)},
@@ -217,8 +215,7 @@ class ActorHandle:
         return ActorMethod(self, name, self._method_options.get(name, {}).get("num_returns", 1))
 
     def _submit(self, method, args, kwargs, num_returns=1, group=None):
-        from . import _core_or_raise
-        core = _core_or_raise()
+        core = _state.core_or_raise()
         tid = core._next("c")
         refs = [_core.ObjectRef(f"{tid}.{i}", core.address) for i in range(num_returns)]
         outs = [core._new_obj(r.id) for r in refs]

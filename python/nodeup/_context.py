@@ -6,6 +6,7 @@ import os
 import re
 
 from . import _protocol as P
+from ._actor import ActorHandle
 from . import _state
 
 # The TaskSpec map of the task or actor call running in this thread or
@@ -116,7 +117,6 @@ class RuntimeContext:
     def current_actor(self):
         """The ActorHandle of the actor this process runs, as Ray's
         ``current_actor``; RuntimeError outside an actor."""
-        from ._actor import ActorHandle
         aid = self.get_actor_id()
         if aid is None:
             raise RuntimeError("current_actor: this process runs no actor")

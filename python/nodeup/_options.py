@@ -5,6 +5,9 @@ Resources and Strategy)."""
 
 from . import _protocol as P
 from . import _runtime_env
+from ._placement import PlacementGroup, demand_in
+from ._strategies import (NodeAffinitySchedulingStrategy, NodeLabelSchedulingStrategy,
+                          PlacementGroupSchedulingStrategy)
 
 DEFAULT_NAMESPACE = "default"  # named actors' namespace when none is set (Go's worker.DefaultNamespace)
 DEFAULT = {"Kind": ""}  # wire.StrategyDefault: local first, spill when busy
@@ -115,9 +118,6 @@ def scheduling(opts, demand):
     Ray's older
     ``placement_group``/``placement_group_bundle_index``. Raises
     ValueError for anything else or both forms at once."""
-    from ._placement import PlacementGroup, demand_in
-    from .util.scheduling_strategies import (NodeAffinitySchedulingStrategy, NodeLabelSchedulingStrategy,
-                                             PlacementGroupSchedulingStrategy)
     st = opts.get("scheduling_strategy")
     pg = opts.get("placement_group")
     if pg is not None and pg != "default":

@@ -4,22 +4,17 @@ and the renamed bundle resources work in a group asks for."""
 
 import secrets
 import threading
+import time
 
-from . import _core
+from . import _objectref
 from . import _protocol as P
 from . import _state
+from .exceptions import RayError
 
 STRATEGIES = ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD")  # sched.ParsePlacementStrategy
 GROUP_INFIX = "_group_"
 BUNDLE_MARKER = "bundle"
 BUNDLE_MARKER_DEMAND = 10  # sched.BundleMarkerDemand: 0.001 of the marker, fixed-point
-
-
-def _core_or_raise():
-    core = _state.get_core()
-    if core is None:
-        raise RuntimeError("nodeup is not initialized: call nodeup.init() first")
-    return core
 
 
 class PlacementGroup:
@@ -50,7 +45,7 @@ class PlacementGroup:
         return hash(self.id)
 
     def _get(self, wait_s=0.0):
-        core = _core_or_raise()
+        core = _state.core_or_raise()
         return core.pool.call(core.node_addr, "PG.Get", {"ID": self.id, "Namespace": "", "Name": "",
                                                          "WaitMillis": int(wait_s * 1000)}, timeout=wait_s + 30)
 
@@ -58,12 +53,11 @@ class PlacementGroup:
         """An ObjectRef that becomes ready (its value: this group) once every
         bundle is reserved on its node, as Ray's ``pg.ready()``; ``get`` of it
         raises RayError when the group was removed first."""
-        core = _core_or_raise()
-        ref = _core.ObjectRef(core._next("g") + ".0", core.address)
+        core = _state.core_or_raise()
+        ref = _objectref.ObjectRef(core._next("g") + ".0", core.address)
         out = core._new_obj(ref.id)
 
         def watch():
-            from .exceptions import RayError
             while not core.closed:
                 try:
                     info = self._get(10.0)
@@ -71,7 +65,7 @@ class PlacementGroup:
                     core._finish(out, error=RayError(f"placement group {self.id}: {e}"))
                     return
                 if info.get("State") == "CREATED":
-                    core._finish(out, value=_core.dumps(self))
+                    core._finish(out, value=_objectref.dumps(self))
                     return
                 if info.get("State") == "REMOVED":
                     core._finish(out, error=RayError(f"placement group {self.id} was removed before it was created"))
@@ -84,7 +78,6 @@ class PlacementGroup:
         """True once the group is created within timeout_seconds (s), False
         when the time runs out (the group may still be placed later, or be
         infeasible: see ``placement_group_table``), as Ray's ``pg.wait``."""
-        import time
         deadline = time.monotonic() + timeout_seconds
         while True:
             left = deadline - time.monotonic()
@@ -129,7 +122,7 @@ def placement_group(bundles, strategy="PACK", name="", lifetime=None, _namespace
     if lifetime not in (None, "detached", "non_detached"):
         raise ValueError(f"lifetime={lifetime!r}: want None, 'detached' or 'non_detached'")
     sets = _bundle_sets(bundles)
-    core = _core_or_raise()
+    core = _state.core_or_raise()
     req = {"ID": secrets.token_hex(12), "Name": name or "", "Namespace": _namespace or core.namespace,
            "JobID": core.job_id, "Detached": lifetime == "detached", "Strategy": st, "Bundles": sets}
     try:
@@ -148,7 +141,7 @@ def remove_placement_group(placement_group):
     removed group is no error. Raises TypeError for a non-PlacementGroup."""
     if not isinstance(placement_group, PlacementGroup):
         raise TypeError(f"remove_placement_group takes a PlacementGroup, not {type(placement_group).__name__}")
-    core = _core_or_raise()
+    core = _state.core_or_raise()
     core.pool.call(core.node_addr, "PG.Remove", {"ID": placement_group.id}, timeout=60)
 
 
@@ -156,7 +149,7 @@ def get_placement_group(name, namespace=None):
     """The placement group named ``name`` in ``namespace`` (default: the
     driver's), as Ray's ``ray.util.get_placement_group``; ValueError when
     there is none."""
-    core = _core_or_raise()
+    core = _state.core_or_raise()
     ns = namespace or core.namespace
     try:
         info = core.pool.call(core.node_addr, "PG.Get", {"ID": "", "Namespace": ns, "Name": name, "WaitMillis": 0},
@@ -189,7 +182,7 @@ def placement_group_table(placement_group=None):
     by ID."""
     if placement_group is not None:
         return _table_entry(placement_group._get(0))
-    core = _core_or_raise()
+    core = _state.core_or_raise()
     groups = core.pool.call(core.node_addr, "PG.List", {}, timeout=30).get("Groups") or []
     return {g.get("ID"): _table_entry(g) for g in groups}
 

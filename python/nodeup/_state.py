@@ -19,3 +19,12 @@ def get_core():
 
 def is_worker():
     return _is_worker
+
+
+def core_or_raise():
+    """The process's core worker; RuntimeError before init (Ray raises
+    when its API is used before ray.init)."""
+    core = _core
+    if core is None:
+        raise RuntimeError("nodeup is not initialized: call nodeup.init() first")
+    return core

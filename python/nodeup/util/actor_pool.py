@@ -1,6 +1,9 @@
 """``nodeup.util.ActorPool``, as Ray's ``ray.util.ActorPool``: spreads work
 over a fixed set of actors, one call per idle actor at a time."""
 
+from .._api import get, wait
+from .._objectref import ObjectRef
+
 
 class ActorPool:
     """Runs work on a list of actor handles, as Ray's ``ray.util.ActorPool``.
@@ -63,7 +66,6 @@ class ActorPool:
         """Starts ``fn(actor, value)`` (which must return an ObjectRef) on an
         idle actor, or queues it until one is idle, as Ray's ``submit``.
         TypeError when fn returns something other than an ObjectRef."""
-        from .._core import ObjectRef
         if not self._idle_actors:
             self._pending_submits.append((fn, value))
             return
@@ -88,7 +90,6 @@ class ActorPool:
         ``get_next_unordered`` in the same round, TimeoutError when the
         time runs out (with ``ignore_if_timedout`` that result is dropped
         and its actor freed first), or the task's error."""
-        from .. import get, wait
         if not self.has_next():
             raise StopIteration("No more results to get")
         if self._next_return_index >= self._next_task_index:
@@ -114,7 +115,6 @@ class ActorPool:
         forever), as Ray's ``get_next_unordered``. Raises StopIteration
         when nothing is pending, TimeoutError when the time runs out, or
         the task's error."""
-        from .. import get, wait
         if not self.has_next():
             raise StopIteration("No more results to get")
         ready, _ = wait(list(self._future_to_actor), num_returns=1, timeout=timeout)

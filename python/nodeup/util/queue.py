@@ -4,6 +4,10 @@ queue shared by drivers, tasks and actors, held by an async actor."""
 import asyncio
 import queue as _stdqueue
 
+from .._actor import kill
+from .._api import get
+from .._remote_function import remote
+
 
 class Empty(_stdqueue.Empty):
     """Raised by a non-blocking get on an empty queue, or a get whose
@@ -25,7 +29,6 @@ class Queue:
     RuntimeError before init, ValueError for bad actor options."""
 
     def __init__(self, maxsize=0, actor_options=None):
-        from .. import remote
         if isinstance(maxsize, bool) or not isinstance(maxsize, int):
             raise TypeError(f"Queue(maxsize={maxsize!r}): want an int")
         opts = dict(actor_options or {})
@@ -38,7 +41,6 @@ class Queue:
 
     def size(self):
         """The number of items in the queue now (int), as Ray's."""
-        from .. import get
         return get(self.actor.qsize.remote())
 
     def qsize(self):
@@ -47,13 +49,11 @@ class Queue:
 
     def empty(self):
         """True when the queue holds no item now, as Ray's."""
-        from .. import get
         return get(self.actor.empty.remote())
 
     def full(self):
         """True when the queue holds maxsize items now (never when
         unbounded), as Ray's."""
-        from .. import get
         return get(self.actor.full.remote())
 
     def put(self, item, block=True, timeout=None):
@@ -61,7 +61,6 @@ class Queue:
         waits for room, at most ``timeout`` seconds (None: forever), then
         raises Full; without, raises Full at once when the queue is full.
         ValueError for a negative timeout."""
-        from .. import get
         if not block:
             try:
                 get(self.actor.put_nowait.remote(item))
@@ -94,7 +93,6 @@ class Queue:
         ``block`` waits for one, at most ``timeout`` seconds (None:
         forever), then raises Empty; without, raises Empty at once when the
         queue is empty. ValueError for a negative timeout."""
-        from .. import get
         if not block:
             try:
                 return get(self.actor.get_nowait.remote())
@@ -128,7 +126,6 @@ class Queue:
         """Adds every item of the list ``items`` or, when they do not all
         fit, none and raises Full, as Ray's ``put_nowait_batch``; TypeError
         for anything but a list or tuple."""
-        from .. import get
         if not isinstance(items, (list, tuple)):
             raise TypeError(f"put_nowait_batch takes a list, not {type(items).__name__}")
         try:
@@ -144,7 +141,6 @@ class Queue:
         """Removes and returns the first ``num_items`` items (a list), or
         none and raises Empty when fewer are queued, as Ray's
         ``get_nowait_batch``; ValueError for a negative or non-int count."""
-        from .. import get
         if isinstance(num_items, bool) or not isinstance(num_items, int) or num_items < 0:
             raise ValueError(f"get_nowait_batch({num_items!r}): want an int >= 0")
         try:
@@ -157,7 +153,6 @@ class Queue:
         raise ActorDiedError (Ray's raise AttributeError). ``force`` and
         ``grace_period_s`` are accepted for Ray's signature; the actor is
         killed at once either way."""
-        from .. import kill
         kill(self.actor)
 
 
