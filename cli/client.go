@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -37,11 +38,11 @@ func clientFlags() []ucli.Flag {
 // rpc.UnixPrefix and its path.
 func resolveAddress(c *ucli.Context) (string, error) {
 	addr := c.String("address")
-	// The node last started here, named by its host:port, is reached over
-	// its Unix socket unless a token is given (a secure node wants TLS and
-	// a token on TCP; the socket trusts this user).
-	if addr != "" && addr == wire.CurrentAddress() && wire.CurrentSocket() != "" && c.String("token") == "" && c.String("token-file") == "" {
-		addr = wire.CurrentSocket()
+	// A node running here, named by its host:port, is reached over its
+	// Unix socket unless a token is given (a secure node wants TLS and a
+	// token on TCP; the socket trusts this user).
+	if sock := wire.LocalSocket(addr); sock != "" && c.String("token") == "" && c.String("token-file") == "" {
+		addr = sock
 	}
 	if addr == "" {
 		if addr = wire.CurrentSocket(); addr == "" {
@@ -135,9 +136,45 @@ func callAt(c *ucli.Context, addr, token string, timeout time.Duration, method s
 	}
 	defer cl.Close()
 	if err := cl.Call(ctx, method, req, resp); err != nil {
-		return fmt.Errorf("%s at %s: %w", method, addr, err)
+		return fmt.Errorf("%s at %s: %w%s", method, addr, err, localHint(addr, token, err))
 	}
 	return nil
+}
+
+// localHint says what to do when a plaintext call without a token to an
+// address of this machine was refused: such a node is reached over its
+// Unix socket, and none is recorded for addr (a node of another user, or
+// started with another TMPDIR).
+func localHint(addr, token string, err error) string {
+	var re *rpc.Error
+	if token != "" || strings.HasPrefix(addr, rpc.UnixPrefix) || !errors.As(err, &re) || re.Code != wire.CodePermissionDenied || !isLocalAddr(addr) {
+		return ""
+	}
+	return fmt.Sprintf(" (no node of this user on this machine records its Unix socket for %s under %s: reach it with --address unix://<its data dir>/%s, or pass a token)",
+		addr, wire.LocalNodesDir(), cluster.SocketFile)
+}
+
+// isLocalAddr says whether addr's host is a loopback address or one of
+// this machine's interface addresses.
+func isLocalAddr(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	ip := net.ParseIP(host)
+	if host == "localhost" || ip != nil && ip.IsLoopback() {
+		return true
+	}
+	addrs, err := net.InterfaceAddrs()
+	if err != nil || ip == nil {
+		return false
+	}
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && n.IP.Equal(ip) {
+			return true
+		}
+	}
+	return false
 }
 
 func writeJSONOut(w io.Writer, v any) error {

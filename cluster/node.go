@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -288,6 +289,7 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	_ = os.WriteFile(n.dir.file(addressFile), []byte(n.rpcAddr+"\n"), 0o640)
 	if cfg.RecordCurrent {
 		writeCurrentAddress(n.rpcAddr, n.sockAddr)
+		writeLocalNode(n.rpcAddr, n.sockAddr)
 	}
 	n.logger.Info("node started", "rpc", n.rpcAddr, "socket", n.sockAddr, "enforcing_roles", n.cfg.tokens != nil, "gossip", n.ml.LocalNode().Address(), "http", n.httpAddr,
 		"cluster", n.id.ClusterName, "incarnation", n.id.Incarnation, "server", cfg.Server, "resources", cfg.Resources.String())
@@ -724,6 +726,21 @@ func writeCurrentAddress(addr, sock string) {
 func removeCurrentAddress(addr string) {
 	if wire.CurrentAddress() == addr {
 		_ = os.Remove(wire.CurrentAddressFile())
+	}
+	if b, err := os.ReadFile(wire.LocalNodeFile(addr)); err == nil && strings.HasPrefix(string(b), addr+"\n") {
+		_ = os.Remove(wire.LocalNodeFile(addr))
+	}
+}
+
+// writeLocalNode records this machine's node at addr with its Unix socket
+// (wire.LocalSocketFor), beside every other node running here.
+func writeLocalNode(addr, sock string) {
+	if sock == "" {
+		return
+	}
+	p := wire.LocalNodeFile(addr)
+	if os.MkdirAll(filepath.Dir(p), 0o700) == nil {
+		_ = writeFileAtomic(p, []byte(addr+"\n"+sock+"\n"))
 	}
 }
 

@@ -180,3 +180,36 @@ func TestFourthNodeOutsideRaftTakesTokensAndDrivers(t *testing.T) {
 		t.Logf("%s on n3: %s", ex, checkLine(string(out)))
 	}
 }
+
+// Two nodes on one machine, one user, one TMPDIR: a client verb and a Go
+// driver given either node's host:port without a token reach it over its
+// Unix socket (issue 27: only the node started last was found, the other
+// refused the client as anonymous); an address of this machine with no
+// node recorded is refused with a line saying what to do.
+func TestEveryLocalNodeReachableByItsAddress(t *testing.T) {
+	procs := startThreeNodes(t)
+	root := filepath.Dir(procs[0].dataDir)
+	env := []string{"TMPDIR=" + root, "NODEUP_TOKEN=", "NODEUP_ADDRESS="}
+	for _, p := range procs {
+		out, errOut, code := nodeupTCP(t, env, "status", "--json", "--address", p.addr(), "--timeout", "5s")
+		if code != 0 {
+			t.Fatalf("status --address %s (node %s, not the last started) without a token: exit %d: %s", p.addr(), p.name, code, errOut)
+		}
+		var st statusJSON
+		if err := json.Unmarshal([]byte(out), &st); err != nil || alive(&st) != 3 {
+			t.Fatalf("status through %s: %v: %s", p.name, err, out)
+		}
+	}
+	bin := buildExamples(t, "counter")
+	cmd := exec.Command(filepath.Join(bin, "counter"))
+	cmd.Env = append(os.Environ(), append(env, "NODEUP_ADDRESS="+procs[0].addr())...)
+	if out, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(out), "check: ") {
+		t.Fatalf("a driver given n0's host:port (n2 started last): %v: %s", err, out)
+	}
+	// Another TMPDIR records no node: the refusal says how to reach one.
+	away := []string{"TMPDIR=" + t.TempDir(), "NODEUP_TOKEN=", "NODEUP_ADDRESS="}
+	_, errOut, code := nodeupTCP(t, away, "status", "--address", procs[0].addr(), "--timeout", "5s")
+	if code == 0 || !strings.Contains(errOut, "records its Unix socket") || !strings.Contains(errOut, "nodeup.sock") {
+		t.Fatalf("status from another TMPDIR without a token: exit %d: %s", code, errOut)
+	}
+}

@@ -46,3 +46,59 @@ func currentLines() (addr, sock string) {
 	addr, sock, _ = strings.Cut(strings.TrimRight(string(b), "\n\r "), "\n")
 	return strings.TrimSpace(addr), strings.TrimSpace(sock)
 }
+
+// LocalNodesDir is where every node started on this machine by this user
+// records its RPC address and Unix socket, one file each
+// ($TMPDIR/nodeup-<uid>/nodes/<address>): CurrentAddressFile names only
+// the most recently started, and a machine may run several.
+func LocalNodesDir() string {
+	return filepath.Join(os.TempDir(), "nodeup-"+strconv.Itoa(os.Getuid()), "nodes")
+}
+
+// LocalNodeFile is the file LocalNodesDir holds for the node whose RPC
+// address is addr: the address with every byte outside [A-Za-z0-9.-]
+// written as '_' (host:port, [v6]:port).
+func LocalNodeFile(addr string) string {
+	b := []byte(addr)
+	for i, c := range b {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '-') {
+			b[i] = '_'
+		}
+	}
+	return filepath.Join(LocalNodesDir(), string(b))
+}
+
+// LocalSocketFor returns the Unix socket ("unix:///path") of the node
+// running on this machine, for this user, whose RPC address is addr, or ""
+// when none is recorded or its socket is gone. A client given a local
+// node's host:port without a token reaches it there: the node trusts this
+// user on its socket, while its TCP port wants TLS and a token.
+func LocalSocketFor(addr string) string {
+	b, err := os.ReadFile(LocalNodeFile(addr))
+	if err != nil {
+		return ""
+	}
+	got, sock, _ := strings.Cut(strings.TrimRight(string(b), "\n\r "), "\n")
+	sock = strings.TrimSpace(sock)
+	path, ok := strings.CutPrefix(sock, "unix://")
+	if strings.TrimSpace(got) != addr || !ok {
+		return ""
+	}
+	if fi, err := os.Stat(path); err != nil || fi.Mode()&os.ModeSocket == 0 {
+		return ""
+	}
+	return sock
+}
+
+// LocalSocket returns the Unix socket of this machine's node at addr: the
+// current node's (CurrentSocket) when addr is CurrentAddress, else the one
+// LocalSocketFor records; "" when addr names no node of this user here.
+func LocalSocket(addr string) string {
+	if addr == "" {
+		return ""
+	}
+	if addr == CurrentAddress() && CurrentSocket() != "" {
+		return CurrentSocket()
+	}
+	return LocalSocketFor(addr)
+}

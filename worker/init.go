@@ -211,11 +211,11 @@ func (cw *coreWorker) connect(ctx context.Context, cfg initConfig) error {
 	if addr == "" {
 		addr = os.Getenv("NODEUP_ADDRESS")
 	}
-	// The node last started on this machine, named by its host:port, is
-	// reached over its Unix socket unless a token is given: a secure node
-	// refuses plaintext TCP, and the socket trusts this user.
-	if addr != "" && cfg.token == "" && addr == wire.CurrentAddress() && wire.CurrentSocket() != "" {
-		addr = wire.CurrentSocket()
+	// A node running on this machine, named by its host:port, is reached
+	// over its Unix socket unless a token is given: a secure node refuses
+	// plaintext TCP, and the socket trusts this user.
+	if sock := wire.LocalSocket(addr); sock != "" && cfg.token == "" {
+		addr = sock
 	}
 	switch {
 	case addr != "":
