@@ -168,6 +168,7 @@ func (n *Node) objectEndpoints() {
 	})
 	rpc.Handle(n.rpcServer, wire.MethodObjectLocate, o.locate)
 	rpc.Handle(n.rpcServer, wire.MethodObjectRead, o.read)
+	rpc.Handle(n.rpcServer, wire.MethodObjectWrite, o.write)
 	rpc.Handle(n.rpcServer, wire.MethodObjectFree, n.objectFree)
 	rpc.Handle(n.rpcServer, wire.MethodObjectList, n.objectList)
 	rpc.Handle(n.rpcServer, wire.MethodObjectRelease, o.release)

@@ -48,6 +48,11 @@ const (
 	// enclosing map), which the node writes straight from its arena and the
 	// puller reads straight into its own (rpc.Bulk, rpc.Client.CallInto).
 	MethodObjectRead = "Obj.Read"
+	// MethodObjectWrite: core worker → its node: bytes of an object the
+	// caller created (Obj.Create) and has not sealed, for a process that
+	// cannot map the node's arena (a driver on another machine, which reads
+	// with Obj.Locate and Obj.Read). ObjectWriteRequest → Empty.
+	MethodObjectWrite = "Obj.Write"
 	// MethodObjectFree: an object's owner → the node holding its primary
 	// copy, once no reference to it is left (Ray's owner-driven free); that
 	// node deletes it and passes the request on, FromNode set, to the nodes
@@ -96,6 +101,17 @@ type ObjectLocation struct {
 
 // ObjectLocateRequest asks a node to hold Loc's object locally.
 type ObjectLocateRequest struct{ Loc ObjectLoc }
+
+// MaxWriteChunk is the most bytes one ObjectWriteRequest carries.
+const MaxWriteChunk = 16 << 20
+
+// ObjectWriteRequest writes Data (at most MaxWriteChunk bytes) into the
+// unsealed object Key from byte Offset.
+type ObjectWriteRequest struct {
+	Key    string
+	Offset int64
+	Data   []byte
+}
 
 // ObjectReadRequest asks for Length bytes of a sealed object from Offset
 // (the server caps a chunk at 16 MiB); the answer is shorter only where the
