@@ -15,6 +15,7 @@ from . import _options
 from . import _runtime_env
 from . import _protocol as P
 from . import _state
+from . import _token
 from . import _transport
 from ._objectref import ObjectRef
 
@@ -38,14 +39,14 @@ def _current_lines():
     return lines[0], lines[1] if lines[1].startswith(_transport.UNIX_PREFIX) else ""
 
 
-def _find_address(address):
+def _find_address(address, token=None):
     """The node to connect to, and None when none is named or recorded. The
     node last started on this machine is reached over its Unix socket (a
     secure node refuses plaintext TCP; the socket trusts this user), also
-    when its host:port is named."""
+    when its host:port is named, unless a token is given (as Go's)."""
     if address and address != "auto":
         cur, sock = _current_lines()
-        return sock if sock and address == cur else address
+        return sock if sock and address == cur and token is None else address
     env = os.environ.get("NODEUP_ADDRESS")
     if env:
         return env
@@ -64,7 +65,39 @@ def is_initialized():
     return _state.get_core() is not None
 
 
-def init(address=None, namespace=None, ignore_reinit_error=False, runtime_env=None, log_to_driver=True, **_ignored):
+def _register(addr, job, tok):
+    """Job.Register at addr: (reply, _token.Remote or None, IP to serve on
+    or None for the reply's BindIP). Over TCP with a token (a driver on
+    another machine), TLS pinned to the token's cluster CA and the token
+    presented; else plainly (the node's Unix socket, or an --insecure
+    node). Raises ConnectionError in one line naming the node and, for a
+    refusal, the token or what to pass."""
+    req = {"JobID": job, "BinaryHash": "", "BinaryPath": "", "DriverPID": os.getpid(), "Language": P.LANGUAGE}
+    tcp = not addr.startswith(_transport.UNIX_PREFIX)
+    try:
+        if tcp and tok is not None:
+            return _token.register(addr, tok, req)
+        conn = P.Conn(addr)
+        try:
+            reg = conn.call("Job.Register", req, timeout=30)
+            return reg, None, conn.sock.getsockname()[0] if tcp else None
+        finally:
+            conn.close()
+    except P.RpcError as e:
+        if e.code != P.CODE_PERMISSION_DENIED:
+            raise ConnectionError(f"nodeup.init: register a job at {addr}: {e}") from None
+        if tok is not None:
+            raise ConnectionError(f"nodeup.init: node {addr} refused token {tok.id}: {e.message}") from None
+        raise ConnectionError(f"nodeup.init: node {addr} refused this driver (anonymous: a secure node takes "
+                              f"drivers over TCP only with a token): pass init(token=...) or token_file=..., or "
+                              f"set {_token.TOKEN_ENV}, with a token of role submit (nodeup token create --role "
+                              f"submit); on the node's machine, as its user, connect without one") from None
+    except P.TransportError as e:
+        raise ConnectionError(f"nodeup.init: register a job at {addr}: {e}") from e
+
+
+def init(address=None, namespace=None, ignore_reinit_error=False, runtime_env=None, log_to_driver=True, token=None,
+         token_file=None, **_ignored):
     """Connects this driver to the nodeup node at ``address`` (``host:port``;
     default: $NODEUP_ADDRESS, else the node last started on this machine,
     else a node of its own started with the nodeup binary on PATH or
@@ -82,15 +115,24 @@ def init(address=None, namespace=None, ignore_reinit_error=False, runtime_env=No
     prefixed ``(<actor class, or task> pid=<pid> node=<name>)`` and lines
     repeated by several processes collapsed; False leaves it in the nodes'
     log files (``nodeup logs``).
-    Raises ConnectionError when no node is found, reachable or startable;
-    ValueError for a bad runtime_env; RuntimeError when called twice
+    ``token`` (``nodeup1.…``, from ``nodeup token create --role submit``;
+    default $NODEUP_TOKEN) or ``token_file`` (a file whose first line is
+    one, as the CLI's --token-file) lets a driver on another machine use a
+    secure cluster over TCP: init checks that the node's CA is the one the
+    token pins, then talks TLS 1.3 to the nodes, as ``nodeup`` with
+    ``--token`` does; large objects then travel through the node when its
+    store is not on this machine. Not needed over the node's Unix socket.
+    Raises ConnectionError when no node is found, reachable or startable,
+    or the node refuses the token (one line naming it); ValueError for a
+    bad runtime_env or a malformed token; RuntimeError when called twice
     without ``ignore_reinit_error``."""
     if is_initialized():
         if ignore_reinit_error or _state.is_worker():
             return
         raise RuntimeError("nodeup.init called twice: call nodeup.shutdown() first, or pass ignore_reinit_error=True")
     _runtime_env.check(runtime_env)
-    addr = _find_address(address)
+    tok = _token.resolve_token(token, token_file)
+    addr = _find_address(address, tok)
     local = None
     if addr is None:  # nothing runs: start a node of our own, as ray.init()
         binary = _localnode.find_binary()
@@ -102,18 +144,21 @@ def init(address=None, namespace=None, ignore_reinit_error=False, runtime_env=No
         addr = local.address
     job = secrets.token_hex(4)
     try:
-        reg = P.Conn(addr).call("Job.Register", {"JobID": job, "BinaryHash": "", "BinaryPath": "",
-                                                 "DriverPID": os.getpid(), "Language": P.LANGUAGE})
-    except (P.TransportError, P.RpcError) as e:
+        reg, remote, bind_ip = _register(addr, job, tok)
+    except ConnectionError:
         if local is not None:
             local.stop()
-        raise ConnectionError(f"nodeup.init: register a job at {addr}: {e}") from e
+        raise
     node_addr, sock = addr, None
     if addr.startswith(_transport.UNIX_PREFIX) and reg.get("NodeAddr"):
         node_addr, sock = reg["NodeAddr"], addr  # the node's name stays host:port
-    core = _core.Core(node_addr, job, reg.get("BindIP") or "127.0.0.1", reg.get("ArenaPath", ""),
+    elif remote is not None and reg.get("NodeAddr"):
+        node_addr = reg["NodeAddr"]  # its name in messages; calls go where init dialed
+    # Over TCP this process serves on the IP it reached the node from (on
+    # another machine, the node's own IP is not this machine's).
+    core = _core.Core(node_addr, job, bind_ip or reg.get("BindIP") or "127.0.0.1", reg.get("ArenaPath", ""),
                       reg.get("NodeID", ""), reg.get("NodeName", ""), node_socket=sock,
-                      job_token=reg.get("JobToken") or "")
+                      job_token=reg.get("JobToken") or "", remote=remote)
     core.namespace = namespace or _options.DEFAULT_NAMESPACE
     core.local_node = local
     job_wd = os.environ.get(_runtime_env.WORKING_DIR_VAR)

@@ -15,6 +15,7 @@ import traceback
 import weakref
 
 from . import _jobauth
+from . import _netstore
 from ._objectref import ObjectRef, dumps  # noqa: F401 (dumps: _core.dumps, as before)
 from . import _options
 from . import _protocol as P
@@ -72,7 +73,7 @@ class Core:
     process's port ("" on an --insecure cluster: the port is open)."""
 
     def __init__(self, node_addr, job_id, bind_ip, arena_path, node_id="", node_name="", handlers=None,
-                 node_socket=None, job_token=""):
+                 node_socket=None, job_token="", remote=None):
         self.node_addr = node_addr
         self.job_id = job_id
         self.node_id = node_id
@@ -112,7 +113,10 @@ class Core:
             # Other nodes (spillback, lease returns) want TLS with a node
             # certificate: this node's, as Go's worker.nodeCredential.
             self.pool.set_node_tls(lambda: _transport.node_tls_context(node_socket))
+        elif remote is not None:
+            remote.use(self.pool, node_addr, job_token)
         self.arena_path = arena_path
+        self._maps_arena = None  # whether this process can map the node's store (maps_arena)
         self._arena = None
         self._fd = None  # the arena file, read-only, for zero-copy reads' own mappings
         self.local = threading.local()  # lease_id of the task this thread runs
@@ -221,6 +225,20 @@ class Core:
 
     # ---- object store (docs/protocol.md, Large objects)
 
+    def maps_arena(self):
+        """Whether this process can map its node's object store file: not
+        when the node is on another machine (the file is not here) or runs
+        as another user; large objects then go through the node
+        (_netstore)."""
+        with self.lock:
+            if self._maps_arena is None:
+                try:
+                    os.close(os.open(self.arena_path, os.O_RDWR))
+                    self._maps_arena = True
+                except (OSError, ValueError):
+                    self._maps_arena = False
+            return self._maps_arena
+
     def arena(self):
         with self.lock:
             if self._arena is None:
@@ -233,6 +251,8 @@ class Core:
         as <job>/<oid>, each of its parts copied once; returns its
         ObjectLoc."""
         key = f"{self.job_id}/{oid}"
+        if not self.maps_arena():
+            return _netstore.put(self.pool, self.node_addr, key, ser)
         loc = self.pool.call(self.node_addr, "Obj.Create", {"Key": key, "Size": ser.size})
         try:
             off = loc["Offset"]
@@ -251,7 +271,10 @@ class Core:
         mapping of its own pages: numpy arrays in it are zero-copy,
         read-only views of the store (as Ray's), and the object stays
         pinned, and ref held (so its owner keeps it), until the last of
-        them is gone."""
+        them is gone. Without the arena (maps_arena) the bytes come over
+        the network, and arrays are read-only views of that copy."""
+        if not self.maps_arena():
+            return _serialize.loads(_netstore.read(self.pool, self.node_addr, loc))
         key = loc["Key"]
         where = self.pool.call(self.node_addr, "Obj.Locate", {"Loc": loc})
         off, size = where["Offset"], where["Size"]

@@ -361,6 +361,7 @@ class Pool:
         # a context (set_node_tls); idle such connections by address.
         self.nodes = set()
         self.node_tls = None
+        self.node_token = None
         self.idle_tls = {}
         # Other core workers' ports off this process's IP, dialed over TLS
         # with this context when set (set_worker_tls).
@@ -386,10 +387,14 @@ class Pool:
             return None
         return self.worker_tls
 
-    def set_node_tls(self, context_fn):
+    def set_node_tls(self, context_fn, token_fn=None):
         """Dials nodes' ports (mark_node) over TLS with the ssl.SSLContext
-        ``context_fn()`` returns (None: plainly), as Go's nodeDialer."""
+        ``context_fn()`` returns (None: plainly), as Go's nodeDialer,
+        presenting the token ``token_fn(address)`` gives in the hello (a
+        driver on another machine, whose context pins the cluster CA); with
+        no token_fn, none (the context's node certificate says who we are)."""
         self.node_tls = context_fn
+        self.node_token = token_fn
 
     def mark_node(self, address):
         """Records ``address`` (host:port) as a node's port."""
@@ -420,25 +425,32 @@ class Pool:
             self.conns[address] = c
         return c
 
-    def call(self, address, method, req=None, timeout=None):
+    def _tls_node_route(self, address):
+        """The address to dial over TLS for a call to node ``address``
+        (its route, if not a Unix socket), None when it is not dialed so."""
         with self.lock:
-            tls_node = address in self.nodes and address not in self.routes
-        if tls_node and self.node_tls is not None:
+            via = self.routes.get(address, address)
+            if self.node_tls is None or address not in self.nodes or via.startswith(_transport.UNIX_PREFIX):
+                return None
+            return via
+
+    def call(self, address, method, req=None, timeout=None):
+        via = self._tls_node_route(address)
+        if via is not None:
             ctx = self.node_tls()
             if ctx is not None:
-                return self._call_tls(address, ctx, method, req, timeout)
+                return self._call_tls(address, via, ctx, method, req, timeout)
         return self.get(address).call(method, req, timeout)
 
     def call_async(self, address, method, req, cb):
         """Conn.call_async on the pooled connection to address (a core
         worker's: node addresses, which want TLS calls one at a time, are
         not accepted). Raises TransportError (unsent) when it cannot dial."""
-        with self.lock:
-            if address in self.nodes and address not in self.routes and self.node_tls is not None:
-                raise ValueError(f"call_async to node {address}: only core workers are called this way")
+        if self._tls_node_route(address) is not None:
+            raise ValueError(f"call_async to node {address}: only core workers are called this way")
         self.get(address).call_async(method, req, cb)
 
-    def _call_tls(self, address, ctx, method, req, timeout):
+    def _call_tls(self, address, via, ctx, method, req, timeout):
         """One call to a node over TLS on a connection used by one call at
         a time (an SSLSocket must not be read and written by two threads at
         once); the connection is kept for the next call when it ends well."""
@@ -448,9 +460,11 @@ class Pool:
         fresh = sock is None
         try:
             if fresh:
-                sock = _transport.dial(address, 10.0, tls=ctx)
+                sock = _transport.dial(via, 10.0, tls=ctx)
                 sock.settimeout(30.0)
-                sock.sendall(PREAMBLE_RPC + HELLO)  # the node knows us by our node's certificate
+                # A node's certificate says who we are; a driver elsewhere presents its token.
+                token = self.node_token(address) if self.node_token is not None else ""
+                sock.sendall(PREAMBLE_RPC + hello_bytes(token))
                 _check_hello(_recv_exact(sock, 4), address)
             sock.settimeout(timeout if timeout is not None else 300.0)
             sock.sendall(_frame(1, KIND_REQUEST, method, body=pack(req if req is not None else {})))

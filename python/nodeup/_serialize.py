@@ -86,6 +86,14 @@ class Serialized:
             n = p.nbytes if isinstance(p, memoryview) else len(p)
             dst[off:off + n] = p
 
+    def parts(self):
+        """The frame as (offset, bytes-like) pieces, in order: what
+        write_into writes, for a writer that sends it in pieces (the
+        alignment gaps between them are never read)."""
+        if not self.buffers:
+            return [(0, self.pickle)]
+        return [(0, self.header())] + list(zip(self._offsets, [self.pickle] + self.buffers))
+
     def to_bytes(self):
         """The whole frame as one bytes (for the inline path)."""
         if not self.buffers:
