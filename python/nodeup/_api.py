@@ -6,6 +6,7 @@ these names; programs use them as ``nodeup.get`` (``ray.get``)."""
 import atexit
 import os
 import secrets
+import stat
 
 from . import _context
 from . import _core
@@ -39,17 +40,48 @@ def _current_lines():
     return lines[0], lines[1] if lines[1].startswith(_transport.UNIX_PREFIX) else ""
 
 
+def _local_node_file(addr):
+    # wire.LocalNodeFile: $TMPDIR/nodeup-<uid>/nodes/<addr, bytes outside [A-Za-z0-9.-] as _>.
+    name = "".join(c if c.isascii() and (c.isalnum() or c in ".-") else "_" for c in addr)
+    return os.path.join(os.environ.get("TMPDIR") or "/tmp", f"nodeup-{os.getuid()}", "nodes", name)
+
+
+def _local_socket(addr):
+    """The Unix socket of this user's node on this machine whose RPC address
+    is ``addr`` (wire.LocalSocket): the current node's, else the one its
+    record under ``nodes/`` names while that socket exists; "" for none."""
+    if not addr:
+        return ""
+    cur, sock = _current_lines()
+    if sock and addr == cur:
+        return sock
+    try:
+        with open(_local_node_file(addr)) as f:
+            lines = [l.strip() for l in f.read().splitlines()] + ["", ""]
+    except OSError:
+        return ""
+    sock = lines[1]
+    if lines[0] != addr or not sock.startswith(_transport.UNIX_PREFIX):
+        return ""
+    try:
+        if not stat.S_ISSOCK(os.stat(sock[len(_transport.UNIX_PREFIX):]).st_mode):
+            return ""
+    except OSError:
+        return ""
+    return sock
+
+
 def _find_address(address, token=None):
-    """The node to connect to, and None when none is named or recorded. The
-    node last started on this machine is reached over its Unix socket (a
+    """The node to connect to, and None when none is named or recorded. A
+    node this user runs on this machine is reached over its Unix socket (a
     secure node refuses plaintext TCP; the socket trusts this user), also
-    when its host:port is named, unless a token is given (as Go's)."""
+    when its host:port is named, by ``address`` or $NODEUP_ADDRESS, unless
+    a token is given (as Go's)."""
     if address and address != "auto":
-        cur, sock = _current_lines()
-        return sock if sock and address == cur and token is None else address
+        return (_local_socket(address) if token is None else "") or address
     env = os.environ.get("NODEUP_ADDRESS")
     if env:
-        return env
+        return (_local_socket(env) if token is None else "") or env
     cur, sock = _current_lines()
     if sock or cur:
         return sock or cur

@@ -79,15 +79,16 @@ class Node:
     """A node process in ``tmp``: a head, or with ``join`` (a head Node) a
     node joining it with the head's first join token."""
 
-    def __init__(self, tmp, cpus=2, extra=(), join=None):
+    def __init__(self, tmp, cpus=2, extra=(), join=None, tmpdir=None):
         if not os.access(NODEUP, os.X_OK):
             pytest.fail(f"{NODEUP} is missing: run `make build` first")
         self.tmp = tmp
         self.data = os.path.join(tmp, "data")
         self.port = free_port()
         # TMPDIR keeps the node's current-address file (wire.CurrentAddressFile)
-        # inside the test's directory, away from any node of the machine's user.
-        self.env = dict(os.environ, TMPDIR=tmp)
+        # inside the test's directory (or tmpdir, to share one between
+        # nodes), away from any node of the machine's user.
+        self.env = dict(os.environ, TMPDIR=tmpdir or tmp)
         self.env.pop("NODEUP_ADDRESS", None)
         self.log = open(os.path.join(tmp, "node.log"), "wb")
         self.proc = subprocess.Popen(
