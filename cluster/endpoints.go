@@ -31,7 +31,7 @@ func (n *Node) registerEndpoints() {
 	handleLeader(n, wire.MethodKVSet, n.kvSet)
 	handleLeader(n, wire.MethodKVDelete, n.kvDelete)
 	n.taskEndpoints()
-	n.objectEndpoints()
+	n.objects.Register(n.rpcServer)
 	n.actorEndpoints()
 	n.placementEndpoints()
 	n.tokenEndpoints()

@@ -184,17 +184,13 @@ func (c *rayCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	counter(descSpillbacks, float64(n.spills.total.Load()))
 
-	if n.objects != nil {
-		st := n.objects.Stats()
+	if s := n.objects.Store(); s != nil {
+		st := s.Stats()
 		gauge(descObjMem, float64(st.Used), "MMAP_SHM")
 		gauge(descObjAvail, float64(st.Capacity-st.Used))
 		gauge(descObjPinned, float64(st.Pinned))
 		gauge(descObjects, float64(st.Objects), "MMAP_SHM")
-		var spilledObjs int
-		var spilled int64
-		if n.objectSvc != nil {
-			spilledObjs, spilled = n.objectSvc.spill.stats()
-		}
+		spilledObjs, spilled := n.objects.SpillStats()
 		gauge(descObjMem, float64(spilled), "SPILLED")
 		gauge(descObjects, float64(spilledObjs), "SPILLED")
 	}

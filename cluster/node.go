@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -22,7 +21,7 @@ import (
 	autopilot "github.com/hashicorp/raft-autopilot"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 
-	"github.com/nodeup/nodeup/objstore"
+	"github.com/nodeup/nodeup/cluster/objects"
 	"github.com/nodeup/nodeup/rpc"
 	"github.com/nodeup/nodeup/sched"
 	"github.com/nodeup/nodeup/store"
@@ -104,11 +103,10 @@ type Node struct {
 	workers     *workerPool
 	actors      *actorManager
 	pgs         *pgManager
-	drainMoving drainMoves // actors a drain is moving now (drain.go)
-	objects     *objstore.Store
-	objectSvc   *objectService // Obj.* endpoints and pulls from peers (objects.go)
-	drivers     driverWatch    // drivers registered here, ended jobs when they exit (drivers.go)
-	jobs        *jobSupervisor // submitted jobs run here (jobsupervisor.go)
+	drainMoving drainMoves       // actors a drain is moving now (drain.go)
+	objects     *objects.Service // the object store, Obj.* endpoints and pulls from peers (cluster/objects)
+	drivers     driverWatch      // drivers registered here, ended jobs when they exit (drivers.go)
+	jobs        *jobSupervisor   // submitted jobs run here (jobsupervisor.go)
 
 	gpus nodeGPUs    // the node's GPU devices (gpus.go)
 	disk *diskHealth // outcome of the latest writes to the data dir (disk.go)
@@ -172,7 +170,7 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	n.rpcAddr = hostPort(advertise, n.ln.Addr().(*net.TCPAddr).Port)
 	n.pool = rpc.NewPool([]byte{connRPC}, wire.ProtocolVersion, 5*time.Second)
 	n.pool.SetDialer(n.dialNode)
-	for range pullConnections(runtime.GOMAXPROCS(0)) - 1 {
+	for range pullConnections() - 1 {
 		p := rpc.NewPool([]byte{connRPC}, wire.ProtocolVersion, 5*time.Second)
 		p.SetDialer(n.dialNode)
 		n.pullPools = append(n.pullPools, p)
@@ -578,8 +576,8 @@ func (n *Node) State() *store.StateStore { return n.fsm.State() }
 func (n *Node) Resources() sched.ResourceSet {
 	r, _ := n.settings.get()
 	r[sched.NodeResource(n.id.NodeID)] = sched.Unit
-	if n.objects != nil {
-		r[sched.ObjectStoreMemory] = sched.QuantityOf(n.objects.Capacity())
+	if s := n.objects.Store(); s != nil {
+		r[sched.ObjectStoreMemory] = sched.QuantityOf(s.Capacity())
 	}
 	r.Add(n.gpuResources())
 	return r

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nodeup/nodeup/cluster/objects"
 	"github.com/nodeup/nodeup/internal/testutil"
 	"github.com/nodeup/nodeup/rpc"
 	"github.com/nodeup/nodeup/wire"
@@ -18,8 +19,8 @@ import (
 func TestObjectFreeReachesTheNodesThatPulled(t *testing.T) {
 	nodes := testCluster(t, 2, nil)
 	ctx := pullCtx(t)
-	const key, size = "j1/shared", pullChunk + 100
-	if err := nodes[1].objects.Put(key, patterned(size)); err != nil {
+	const key, size = "j1/shared", objects.PullChunk + 100
+	if err := nodes[1].objects.Store().Put(key, patterned(size)); err != nil {
 		t.Fatal(err)
 	}
 	testutil.Until(t, 10*time.Second, "n1 sees n0 in its view", func() error {
@@ -31,10 +32,10 @@ func TestObjectFreeReachesTheNodesThatPulled(t *testing.T) {
 		return fmt.Errorf("n1's peers: %v", nodes[1].peerAddrs())
 	})
 	req := &wire.ObjectLocateRequest{Loc: wire.ObjectLoc{Key: key, NodeAddr: nodes[1].rpcAddr, Size: size}}
-	if _, err := nodes[0].objectSvc.locate(ctx, req); err != nil {
+	if _, err := nodes[0].objects.Locate(ctx, req); err != nil {
 		t.Fatal(err)
 	}
-	if !nodes[0].objects.Contains(key) {
+	if !nodes[0].objects.Store().Contains(key) {
 		t.Fatal("no secondary copy after the pull")
 	}
 	for range 2 {
@@ -70,20 +71,20 @@ func TestFreeDuringAPullDropsTheCopy(t *testing.T) {
 	const key, size = "j1/racing", 1000
 	addr := fakePeer(t, func(ctx context.Context, body []byte) (any, error) {
 		// The forwarded free arrives while the chunk is on its way.
-		if _, err := nodes[0].objectFree(ctx, &wire.ObjectFreeRequest{Keys: []string{key}, FromNode: true}); err != nil {
+		if _, err := nodes[0].objects.Free(ctx, &wire.ObjectFreeRequest{Keys: []string{key}, FromNode: true}); err != nil {
 			return nil, err
 		}
-		if !nodes[0].objects.Contains(key) && nodes[0].objects.Used() == 0 {
+		if !nodes[0].objects.Store().Contains(key) && nodes[0].objects.Store().Used() == 0 {
 			return nil, fmt.Errorf("the free deleted the copy under the pull")
 		}
 		return &rpc.Bulk{Data: patterned(size)}, nil
 	})
 	req := &wire.ObjectLocateRequest{Loc: wire.ObjectLoc{Key: key, NodeAddr: addr, Size: size}}
-	_, err := nodes[0].objectSvc.locate(ctx, req)
+	_, err := nodes[0].objects.Locate(ctx, req)
 	if err == nil || !strings.Contains(err.Error(), "freed it meanwhile") {
 		t.Fatalf("pull of an object freed meanwhile: %v", err)
 	}
-	if nodes[0].objects.Contains(key) || nodes[0].objects.Used() != 0 {
-		t.Fatalf("the freed pull left its copy: Used %d", nodes[0].objects.Used())
+	if nodes[0].objects.Store().Contains(key) || nodes[0].objects.Store().Used() != 0 {
+		t.Fatalf("the freed pull left its copy: Used %d", nodes[0].objects.Store().Used())
 	}
 }

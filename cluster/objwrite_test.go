@@ -50,7 +50,7 @@ func TestObjectWriteFillsACreatedObject(t *testing.T) {
 			t.Errorf("write of %d bytes to %s: %v, want code %s naming the key", len(c.req.Data), c.req.Key, err, c.code)
 		}
 	}
-	if _, err := nodes[0].objects.Create("j1/small", 4); err != nil {
+	if _, err := nodes[0].objects.Store().Create("j1/small", 4); err != nil {
 		t.Fatal(err)
 	}
 	err := nodes[0].pool.Call(ctx, addr, wire.MethodObjectWrite, &wire.ObjectWriteRequest{Key: "j1/small", Offset: 2, Data: []byte{1, 2, 3}}, nil)

@@ -20,7 +20,7 @@ func TestObjectStorePrefaultAtStart(t *testing.T) {
 		cfg.ObjectStorePrefault = i == 0
 	})
 	for i, want := range []int{capacity / 4096, 0} {
-		if got := residentPages(t, nodes[i].objects.Path()); got != want {
+		if got := residentPages(t, nodes[i].objects.Store().Path()); got != want {
 			t.Errorf("node %d (prefault %v): %d pages resident, want %d", i, i == 0, got, want)
 		}
 	}

@@ -30,7 +30,7 @@ func BenchmarkPull64MiB(b *testing.B) {
 	for i := range src {
 		src[i] = byte(i * 7)
 	}
-	if err := nodes[1].objects.Put("j/obj", src); err != nil {
+	if err := nodes[1].objects.Store().Put("j/obj", src); err != nil {
 		b.Fatal(err)
 	}
 	ctx := context.Background()
@@ -49,17 +49,17 @@ func BenchmarkPull64MiB(b *testing.B) {
 				if fresh {
 					b.StopTimer()
 					// Fill the first-fit hole so the pull lands in new space.
-					if _, err := nodes[0].objects.Create(fmt.Sprint("spacer/", spacers), size); err != nil {
+					if _, err := nodes[0].objects.Store().Create(fmt.Sprint("spacer/", spacers), size); err != nil {
 						b.Fatalf("spacer %d: %v (run fewer iterations)", spacers, err)
 					}
 					spacers++
 					b.StartTimer()
 				}
-				if _, err := nodes[0].objectSvc.locate(ctx, req); err != nil {
+				if _, err := nodes[0].objects.Locate(ctx, req); err != nil {
 					b.Fatal(err)
 				}
 				b.StopTimer()
-				_, got, _ := nodes[0].objects.Get("j/obj")
+				_, got, _ := nodes[0].objects.Store().Get("j/obj")
 				if got[0] != src[0] || got[size-1] != src[size-1] {
 					b.Fatal("pulled bytes differ")
 				}
@@ -68,7 +68,7 @@ func BenchmarkPull64MiB(b *testing.B) {
 						b.Fatal(err)
 					}
 				}
-				_ = nodes[0].objects.Delete("j/obj")
+				_ = nodes[0].objects.Store().Delete("j/obj")
 				b.StartTimer()
 			}
 			b.StopTimer()

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nodeup/nodeup/cluster/objects"
 	"github.com/nodeup/nodeup/internal/testutil"
 	"github.com/nodeup/nodeup/rpc"
 	"github.com/nodeup/nodeup/wire"
@@ -36,9 +37,9 @@ func patterned(n int) []byte {
 func TestPullCopiesChunksIntoTheArena(t *testing.T) {
 	nodes := testCluster(t, 2, nil)
 	ctx := pullCtx(t)
-	const size = 3*pullChunk + 12345 // several chunks, the last one short
+	const size = 3*objects.PullChunk + 12345 // several chunks, the last one short
 	want := patterned(size)
-	if err := nodes[1].objects.Put("j1/big", want); err != nil {
+	if err := nodes[1].objects.Store().Put("j1/big", want); err != nil {
 		t.Fatal(err)
 	}
 	req := &wire.ObjectLocateRequest{Loc: wire.ObjectLoc{Key: "j1/big", NodeAddr: nodes[1].rpcAddr, Size: size}}
@@ -50,7 +51,7 @@ func TestPullCopiesChunksIntoTheArena(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			locs[i], errs[i] = nodes[0].objectSvc.locate(ctx, req)
+			locs[i], errs[i] = nodes[0].objects.Locate(ctx, req)
 		}()
 	}
 	wg.Wait()
@@ -59,43 +60,43 @@ func TestPullCopiesChunksIntoTheArena(t *testing.T) {
 			t.Fatalf("Locate %d: %+v, %v (first %+v)", i, locs[i], errs[i], locs[0])
 		}
 	}
-	_, got, ok := nodes[0].objects.Get("j1/big")
+	_, got, ok := nodes[0].objects.Store().Get("j1/big")
 	if !ok || !bytes.Equal(got, want) {
 		t.Fatalf("pulled copy: present=%v, equal=%v", ok, bytes.Equal(got, want))
 	}
 	// The source's views were all released: deleting it frees its space.
-	if err := nodes[1].objects.Delete("j1/big"); err != nil || nodes[1].objects.Used() != 0 {
-		t.Fatalf("source after the pull: Used %d, %v", nodes[1].objects.Used(), err)
+	if err := nodes[1].objects.Store().Delete("j1/big"); err != nil || nodes[1].objects.Store().Used() != 0 {
+		t.Fatalf("source after the pull: Used %d, %v", nodes[1].objects.Store().Used(), err)
 	}
 	// Pulling an object the source no longer has fails with object_lost
 	// and its key, and frees the space taken for the copy.
-	used := nodes[0].objects.Used()
+	used := nodes[0].objects.Store().Used()
 	req.Loc.Key = "j1/gone"
-	_, err := nodes[0].objectSvc.locate(ctx, req)
+	_, err := nodes[0].objects.Locate(ctx, req)
 	var re *rpc.Error
 	if !errors.As(err, &re) || re.Code != wire.CodeObjectLost || !strings.Contains(err.Error(), "j1/gone") || !strings.Contains(err.Error(), "chunk at byte ") {
 		t.Fatalf("pull of a missing object: %v", err)
 	}
-	if nodes[0].objects.Contains("j1/gone") || nodes[0].objects.Used() != used {
-		t.Fatalf("failed pull left its copy: Used %d, was %d", nodes[0].objects.Used(), used)
+	if nodes[0].objects.Store().Contains("j1/gone") || nodes[0].objects.Store().Used() != used {
+		t.Fatalf("failed pull left its copy: Used %d, was %d", nodes[0].objects.Store().Used(), used)
 	}
 }
 
 func TestObjectReadAnswers(t *testing.T) {
 	nodes := testCluster(t, 1, nil)
 	ctx := pullCtx(t)
-	want := patterned(maxReadChunk + 100)
-	if err := nodes[0].objects.Put("j1/o", want); err != nil {
+	want := patterned(objects.MaxReadChunk + 100)
+	if err := nodes[0].objects.Store().Put("j1/o", want); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := nodes[0].objects.Create("j1/unsealed", 10); err != nil {
+	if _, err := nodes[0].objects.Store().Create("j1/unsealed", 10); err != nil {
 		t.Fatal(err)
 	}
 	addr := nodes[0].rpcAddr
 	buf := make([]byte, len(want))
-	// The answer is a bare bin, capped at maxReadChunk, short at the end.
+	// The answer is a bare bin, capped at objects.MaxReadChunk, short at the end.
 	n, err := nodes[0].pool.CallInto(ctx, addr, wire.MethodObjectRead, &wire.ObjectReadRequest{Key: "j1/o", Offset: 50, Length: int64(len(want))}, buf)
-	if err != nil || n != maxReadChunk || !bytes.Equal(buf[:n], want[50:50+maxReadChunk]) {
+	if err != nil || n != objects.MaxReadChunk || !bytes.Equal(buf[:n], want[50:50+objects.MaxReadChunk]) {
 		t.Fatalf("capped read: %d bytes, %v", n, err)
 	}
 	var b []byte
@@ -169,7 +170,7 @@ func TestPullFromAMisbehavingPeerFailsCleanly(t *testing.T) {
 	// checks of the answers, not TLS.
 	nodes := testCluster(t, 1, insecure)
 	ctx := pullCtx(t)
-	const size = 2*pullChunk + 5
+	const size = 2*objects.PullChunk + 5
 	cases := []struct {
 		name   string
 		answer rpc.Handler
@@ -182,7 +183,7 @@ func TestPullFromAMisbehavingPeerFailsCleanly(t *testing.T) {
 			return &rpc.Bulk{Data: []byte("short")}, nil
 		}, "short chunk: 5 of"},
 		{"too long for the chunk", func(ctx context.Context, body []byte) (any, error) {
-			return &rpc.Bulk{Data: make([]byte, pullChunk+1)}, nil
+			return &rpc.Bulk{Data: make([]byte, objects.PullChunk+1)}, nil
 		}, "exceeds the"},
 		{"an error", func(ctx context.Context, body []byte) (any, error) {
 			return nil, &rpc.Error{Code: wire.CodeNotFound, Message: "no such object"}
@@ -192,12 +193,12 @@ func TestPullFromAMisbehavingPeerFailsCleanly(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			key := "j1/m" + string(rune('a'+i))
 			req := &wire.ObjectLocateRequest{Loc: wire.ObjectLoc{Key: key, NodeAddr: fakePeer(t, tc.answer), Size: size}}
-			_, err := nodes[0].objectSvc.locate(ctx, req)
+			_, err := nodes[0].objects.Locate(ctx, req)
 			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), key) {
 				t.Fatalf("got %v, want an error naming %s containing %q", err, key, tc.want)
 			}
-			if nodes[0].objects.Contains(key) || nodes[0].objects.Used() != 0 {
-				t.Fatalf("failed pull left space taken: Used %d", nodes[0].objects.Used())
+			if nodes[0].objects.Store().Contains(key) || nodes[0].objects.Store().Used() != 0 {
+				t.Fatalf("failed pull left space taken: Used %d", nodes[0].objects.Store().Used())
 			}
 		})
 	}
@@ -225,13 +226,13 @@ func TestPullFromAPeerThatHangsUpMidChunk(t *testing.T) {
 		resp := []byte{0, 0x40, 0, 11, 0x95, byte(f.Seq), 1, 0xa0, 0xa0, 0xa0, 0xc6, 0, 0x40, 0, 0}
 		_, _ = conn.Write(append(resp, make([]byte, 2<<20)...))
 	})
-	req := &wire.ObjectLocateRequest{Loc: wire.ObjectLoc{Key: "j1/cut", NodeAddr: l.Addr().String(), Size: pullChunk}}
-	_, err := nodes[0].objectSvc.locate(ctx, req)
+	req := &wire.ObjectLocateRequest{Loc: wire.ObjectLoc{Key: "j1/cut", NodeAddr: l.Addr().String(), Size: objects.PullChunk}}
+	_, err := nodes[0].objects.Locate(ctx, req)
 	if err == nil || !rpc.IsTransport(err) || !errors.Is(err, io.ErrUnexpectedEOF) || !strings.Contains(err.Error(), "j1/cut") {
 		t.Fatalf("got %v, want a transport error (unexpected EOF) naming the object", err)
 	}
-	if nodes[0].objects.Used() != 0 {
-		t.Fatalf("failed pull left %d bytes taken", nodes[0].objects.Used())
+	if nodes[0].objects.Store().Used() != 0 {
+		t.Fatalf("failed pull left %d bytes taken", nodes[0].objects.Store().Used())
 	}
 }
 
@@ -247,12 +248,12 @@ func TestPullFromAPeerOfAnotherVersionNamesBoth(t *testing.T) {
 		return &rpc.Bulk{Data: make([]byte, 10)}, nil
 	})
 	req := &wire.ObjectLocateRequest{Loc: wire.ObjectLoc{Key: "j1/v", NodeAddr: addr, Size: 10}}
-	_, err := nodes[0].objectSvc.locate(pullCtx(t), req)
+	_, err := nodes[0].objects.Locate(pullCtx(t), req)
 	var ve *rpc.VersionError
 	if !errors.As(err, &ve) || ve.Local != wire.ProtocolVersion || ve.Remote != wire.ProtocolVersion+1 || !strings.Contains(err.Error(), "j1/v") {
 		t.Fatalf("pull from a node of protocol version %d: %v; want a *rpc.VersionError naming both versions and the object", wire.ProtocolVersion+1, err)
 	}
-	if ran.Load() || nodes[0].objects.Used() != 0 {
-		t.Fatalf("the pull ran (%v) or left %d bytes taken", ran.Load(), nodes[0].objects.Used())
+	if ran.Load() || nodes[0].objects.Store().Used() != 0 {
+		t.Fatalf("the pull ran (%v) or left %d bytes taken", ran.Load(), nodes[0].objects.Store().Used())
 	}
 }

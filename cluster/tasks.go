@@ -70,7 +70,7 @@ func (n *Node) jobRegister(ctx context.Context, req *wire.JobRegisterRequest) (*
 	}
 	host, _ := splitHost(n.rpcAddr)
 	n.logger.Info("job started", "job", req.JobID, "driver_pid", req.DriverPID, "language", cmp.Or(req.Language, "go"))
-	return &wire.JobRegisterReply{NodeID: n.id.NodeID, NodeName: n.cfg.NodeName, NodeAddr: n.rpcAddr, BindIP: host, ArenaPath: n.arenaPath(),
+	return &wire.JobRegisterReply{NodeID: n.id.NodeID, NodeName: n.cfg.NodeName, NodeAddr: n.rpcAddr, BindIP: host, ArenaPath: n.objects.Path(),
 		ClusterID: n.id.ClusterID, ClusterName: n.id.ClusterName, JobToken: jobToken}, nil
 }
 
@@ -109,8 +109,7 @@ func (n *Node) endJob(job, reason string) {
 // endJobHere stops job's workers on this node and frees its objects here.
 func (n *Node) endJobHere(job string) {
 	n.workers.stopJob(job)
-	n.objectSvc.spill.forgetPrefix(job + "/")
-	if k := n.objects.DeletePrefix(job + "/"); k > 0 {
+	if k := n.objects.DropPrefix(job + "/"); k > 0 {
 		n.logger.Debug("freed job objects", "job", job, "objects", k)
 	}
 }

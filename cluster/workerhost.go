@@ -120,8 +120,7 @@ func (n *Node) releaseLease(id uint64) { n.local.release(id) }
 func (n *Node) workerLeases(workerID string) int { return n.local.workerLeases(workerID) }
 
 func (n *Node) actorJobEnded(job string) {
-	n.objectSvc.spill.forgetPrefix(job + "/")
-	n.objects.DeletePrefix(job + "/")
+	n.objects.DropPrefix(job + "/")
 	if n.ctx.Err() != nil {
 		return // node shutdown: the peers learn it from gossip
 	}
@@ -139,7 +138,7 @@ func (n *Node) workerPoolConfig() workerPoolConfig {
 	return workerPoolConfig{
 		binDir: n.dir.file("bin"), logDir: n.dir.file("logs"), selfAddr: n.rpcAddr, nodeName: n.cfg.NodeName,
 		nodeEnv: []string{wire.EnvNodeAddr + "=" + n.rpcAddr, wire.EnvBindIP + "=" + host, wire.EnvNodeID + "=" + n.id.NodeID,
-			wire.EnvNodeName + "=" + n.cfg.NodeName, wire.EnvArenaPath + "=" + n.arenaPath()},
+			wire.EnvNodeName + "=" + n.cfg.NodeName, wire.EnvArenaPath + "=" + n.objects.Path()},
 		python:      n.cfg.Python,
 		jobToken:    n.jobTokenFor,
 		logMaxBytes: n.cfg.WorkerLogMaxBytes, logBackups: n.cfg.WorkerLogBackups, logRetention: n.cfg.WorkerLogRetention,

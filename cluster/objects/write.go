@@ -1,4 +1,4 @@
-package cluster
+package objects
 
 import (
 	"context"
@@ -10,12 +10,12 @@ import (
 	"github.com/nodeup/nodeup/wire"
 )
 
-// write copies a chunk into an object its caller created and has not
+// Write copies a chunk into an object its caller created and has not
 // sealed (Obj.Write): how a driver that cannot map this node's arena (on
 // another machine) fills its large objects. A chunk over
 // wire.MaxWriteChunk, outside the object or into a sealed or absent one is
 // bad_input or not_found, naming the object.
-func (o *objectService) write(ctx context.Context, r *wire.ObjectWriteRequest) (*wire.Empty, error) {
+func (o *Service) Write(ctx context.Context, r *wire.ObjectWriteRequest) (*wire.Empty, error) {
 	if len(r.Data) > wire.MaxWriteChunk {
 		return nil, &rpc.Error{Code: wire.CodeBadInput, Message: fmt.Sprintf("write of %d bytes to object %s: at most %d per request", len(r.Data), r.Key, wire.MaxWriteChunk)}
 	}

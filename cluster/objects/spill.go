@@ -1,4 +1,4 @@
-package cluster
+package objects
 
 import (
 	"errors"
@@ -18,9 +18,9 @@ import (
 	"github.com/nodeup/nodeup/objstore"
 )
 
-// DefaultObjectSpillThreshold is the fraction of the object store above
+// DefaultSpillThreshold is the fraction of the object store above
 // which primary copies spill to disk, as Ray's object_spilling_threshold.
-const DefaultObjectSpillThreshold = 0.8
+const DefaultSpillThreshold = 0.8
 
 // spillBatchMin is the most a spill pass writes beyond what the threshold
 // asks (at most a tenth of the store).

@@ -1,4 +1,4 @@
-package cluster
+package objects
 
 import (
 	"bytes"
@@ -42,25 +42,25 @@ func (p *fakeChunkPeer) CallInto(ctx context.Context, addr, method string, req a
 	return copy(dst, data[r.Offset:min(r.Offset+r.Length, int64(len(data)))]), nil
 }
 
-func newFakeObjectService(t *testing.T, peer *fakeChunkPeer) *objectService {
+func newFakeObjectService(t *testing.T, peer *fakeChunkPeer) *Service {
 	t.Helper()
 	s, err := objstore.Open(t.TempDir(), "test.arena", 64<<20, testutil.Logger())
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = s.Close() })
-	return &objectService{store: s, peers: peer, selfAddr: "self:1", nodeName: "n1"}
+	return &Service{store: s, peers: peer, host: &fakeHost{}, log: testutil.Logger(), selfAddr: "self:1", nodeID: "id1", nodeName: "n1"}
 }
 
-// Locate pulls another node's object in pullChunk pieces into the local
+// Locate pulls another node's object in PullChunk pieces into the local
 // store once, however many callers ask at the same time, and answers
 // later calls from the local copy without another read.
 func TestObjectServicePullsOnceFromAFakePeer(t *testing.T) {
-	data := bytes.Repeat([]byte("0123456789abcdef"), (2*pullChunk+1000)/16)
+	data := bytes.Repeat([]byte("0123456789abcdef"), (2*PullChunk+1000)/16)
 	peer := &fakeChunkPeer{objects: map[string][]byte{"job1/o1": data}, gate: make(chan struct{})}
 	o := newFakeObjectService(t, peer)
 	req := &wire.ObjectLocateRequest{Loc: wire.ObjectLoc{Key: "job1/o1", NodeAddr: "peer:1", Size: int64(len(data))}}
-	chunks := int64((len(data) + pullChunk - 1) / pullChunk)
+	chunks := int64((len(data) + PullChunk - 1) / PullChunk)
 
 	const callers = 6
 	var wg sync.WaitGroup
@@ -69,7 +69,7 @@ func TestObjectServicePullsOnceFromAFakePeer(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, errs[i] = o.locate(context.Background(), req)
+			_, errs[i] = o.Locate(context.Background(), req)
 		}()
 	}
 	testutil.Until(t, 5*time.Second, "the pull's reads in flight", func() error {
@@ -91,7 +91,7 @@ func TestObjectServicePullsOnceFromAFakePeer(t *testing.T) {
 	if _, got, ok := o.store.Get("job1/o1"); !ok || !bytes.Equal(got, data) {
 		t.Fatalf("the pulled copy: present %v, equal %v", ok, bytes.Equal(got, data))
 	}
-	if _, err := o.locate(context.Background(), req); err != nil || peer.calls.Load() != chunks {
+	if _, err := o.Locate(context.Background(), req); err != nil || peer.calls.Load() != chunks {
 		t.Fatalf("a locate of the local copy: %v, %d reads (want no new one)", err, peer.calls.Load())
 	}
 }
@@ -102,7 +102,7 @@ func TestObjectServiceFailedPullLeavesNothing(t *testing.T) {
 	peer := &fakeChunkPeer{fail: errors.New("connection reset")}
 	o := newFakeObjectService(t, peer)
 	req := &wire.ObjectLocateRequest{Loc: wire.ObjectLoc{Key: "job1/o2", NodeAddr: "peer:1", Size: 1000}}
-	_, err := o.locate(context.Background(), req)
+	_, err := o.Locate(context.Background(), req)
 	if err == nil || !bytes.Contains([]byte(err.Error()), []byte("job1/o2")) || !bytes.Contains([]byte(err.Error()), []byte("peer:1")) {
 		t.Fatalf("a failed pull: %v, want an error naming the object and the peer", err)
 	}
@@ -120,7 +120,7 @@ func TestObjectServiceLostObjects(t *testing.T) {
 		{Key: "job1/o3", NodeAddr: "self:1", Size: 10},
 		{Key: "job1/o3", NodeAddr: "peer:1", Size: 10},
 	} {
-		_, err := o.locate(context.Background(), &wire.ObjectLocateRequest{Loc: loc})
+		_, err := o.Locate(context.Background(), &wire.ObjectLocateRequest{Loc: loc})
 		var re *rpc.Error
 		if !errors.As(err, &re) || re.Code != wire.CodeObjectLost || !strings.Contains(re.Message, "job1/o3") {
 			t.Errorf("locate of a lost object held at %s: %v, want object_lost naming it", loc.NodeAddr, err)
@@ -128,21 +128,21 @@ func TestObjectServiceLostObjects(t *testing.T) {
 	}
 	// Other failures keep their own code: not every failed pull is a loss.
 	peer.fail = &rpc.Error{Code: wire.CodeOverloaded, Message: "busy"}
-	_, err := o.locate(context.Background(), &wire.ObjectLocateRequest{Loc: wire.ObjectLoc{Key: "job1/o4", NodeAddr: "peer:1", Size: 10}})
+	_, err := o.Locate(context.Background(), &wire.ObjectLocateRequest{Loc: wire.ObjectLoc{Key: "job1/o4", NodeAddr: "peer:1", Size: 10}})
 	var re *rpc.Error
 	if !errors.As(err, &re) || re.Code != wire.CodeOverloaded {
 		t.Errorf("a pull from an overloaded peer: %v, want its overloaded code kept", err)
 	}
 }
 
-// A pull through a chunkSpread of two peers (two connections) reads half
+// A pull through a NewChunkSpread of two peers (two connections) reads half
 // the chunks through each, and the copy is whole.
 func TestPullSpreadsChunksOverConnections(t *testing.T) {
-	data := bytes.Repeat([]byte("0123456789abcdef"), (8*pullChunk)/16)
+	data := bytes.Repeat([]byte("0123456789abcdef"), (8*PullChunk)/16)
 	objs := map[string][]byte{"job1/o1": data}
 	a, b := &fakeChunkPeer{objects: objs}, &fakeChunkPeer{objects: objs}
 	o := newFakeObjectService(t, nil)
-	o.peers = newChunkSpread(a, b)
+	o.peers = NewChunkSpread(a, b)
 	if err := o.pull(context.Background(), wire.ObjectLoc{Key: "job1/o1", NodeAddr: "peer:1", Size: int64(len(data))}); err != nil {
 		t.Fatal(err)
 	}
@@ -159,8 +159,8 @@ func TestPullSpreadsChunksOverConnections(t *testing.T) {
 // eight.
 func TestPullConnectionsScaleWithCPUs(t *testing.T) {
 	for _, c := range []struct{ procs, want int }{{1, 2}, {2, 2}, {4, 2}, {6, 3}, {16, 8}, {17, 8}, {64, 8}} {
-		if got := pullConnections(c.procs); got != c.want {
-			t.Errorf("pullConnections(%d) = %d, want %d", c.procs, got, c.want)
+		if got := PullConnections(c.procs); got != c.want {
+			t.Errorf("PullConnections(%d) = %d, want %d", c.procs, got, c.want)
 		}
 	}
 }
@@ -168,10 +168,10 @@ func TestPullConnectionsScaleWithCPUs(t *testing.T) {
 // With eight connections a pull keeps two chunk reads in flight on each:
 // all of a 16-chunk object is asked for before the first answer comes.
 func TestPullKeepsTwoChunksInFlightPerConnection(t *testing.T) {
-	data := bytes.Repeat([]byte("0123456789abcdef"), (16*pullChunk)/16)
+	data := bytes.Repeat([]byte("0123456789abcdef"), (16*PullChunk)/16)
 	objs := map[string][]byte{"job1/o1": data}
 	gate := make(chan struct{})
-	var readers []chunkReader
+	var readers []ChunkReader
 	var peers []*fakeChunkPeer
 	for range 8 {
 		p := &fakeChunkPeer{objects: objs, gate: gate}
@@ -179,7 +179,7 @@ func TestPullKeepsTwoChunksInFlightPerConnection(t *testing.T) {
 		readers = append(readers, p)
 	}
 	o := newFakeObjectService(t, nil)
-	o.peers = newChunkSpread(readers...)
+	o.peers = NewChunkSpread(readers...)
 	done := make(chan error, 1)
 	go func() {
 		done <- o.pull(context.Background(), wire.ObjectLoc{Key: "job1/o1", NodeAddr: "peer:1", Size: int64(len(data))})

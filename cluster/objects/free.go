@@ -1,4 +1,4 @@
-package cluster
+package objects
 
 import (
 	"context"
@@ -90,25 +90,26 @@ func (c *copyHolders) freeWhilePulling(key string) bool {
 	return false
 }
 
-// objectFree deletes the named objects from this node's store (absent ones
-// are skipped: frees are idempotent) and, for a request from an owner,
-// passes it on to the nodes that pulled a secondary copy, in the
-// background; only nodes in this node's view are called.
-func (n *Node) objectFree(ctx context.Context, r *wire.ObjectFreeRequest) (*wire.Empty, error) {
+// Free deletes the named objects from this node's store, in memory and
+// spilled (Obj.Free; absent ones are skipped: frees are idempotent) and,
+// for a request from an owner, passes it on to the nodes that pulled a
+// secondary copy, in the background; only nodes in this node's view are
+// called. More than wire.MaxFreeKeys keys is bad_input naming the limit.
+func (o *Service) Free(ctx context.Context, r *wire.ObjectFreeRequest) (*wire.Empty, error) {
 	if len(r.Keys) > wire.MaxFreeKeys {
 		return nil, &rpc.Error{Code: wire.CodeBadInput, Message: fmt.Sprintf("free of %d objects: at most %d per request", len(r.Keys), wire.MaxFreeKeys)}
 	}
 	var byHolder map[string][]string
 	freed := 0
 	for _, key := range r.Keys {
-		n.objectSvc.spill.forget(key)
-		if !n.objectSvc.copies.freeWhilePulling(key) && n.objects.Delete(key) == nil {
+		o.spill.forget(key)
+		if !o.copies.freeWhilePulling(key) && o.store.Delete(key) == nil {
 			freed++
 		}
 		if r.FromNode {
 			continue
 		}
-		for _, h := range n.objectSvc.copies.take(key) {
+		for _, h := range o.copies.take(key) {
 			if byHolder == nil {
 				byHolder = map[string][]string{}
 			}
@@ -116,34 +117,23 @@ func (n *Node) objectFree(ctx context.Context, r *wire.ObjectFreeRequest) (*wire
 		}
 	}
 	if freed > 0 {
-		n.logger.Debug("freed objects", "asked", len(r.Keys), "freed", freed, "from_node", r.FromNode)
+		o.log.Debug("freed objects", "asked", len(r.Keys), "freed", freed, "from_node", r.FromNode)
 	}
 	if len(byHolder) == 0 {
 		return &wire.Empty{}, nil
 	}
-	peers := n.peerAddrs()
+	peers := o.host.PeerAddrs()
 	for addr, keys := range byHolder {
-		if addr == n.rpcAddr || !slices.Contains(peers, addr) {
+		if addr == o.selfAddr || !slices.Contains(peers, addr) {
 			continue // gone (its store with it), or not a node of this cluster
 		}
-		n.group.goFunc("object-free-forward", func() {
-			ctx, cancel := context.WithTimeout(n.ctx, 10*time.Second)
+		o.host.Go("object-free-forward", func(ctx context.Context) {
+			ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 			defer cancel()
-			if err := n.pool.Call(ctx, addr, wire.MethodObjectFree, &wire.ObjectFreeRequest{Keys: keys, FromNode: true}, nil); err != nil {
-				n.logger.Debug("pass a free on to a node holding copies", "node", addr, "objects", len(keys), "err", err)
+			if err := o.host.Call(ctx, addr, wire.MethodObjectFree, &wire.ObjectFreeRequest{Keys: keys, FromNode: true}, nil); err != nil {
+				o.log.Debug("pass a free on to a node holding copies", "node", addr, "objects", len(keys), "err", err)
 			}
 		})
 	}
 	return &wire.Empty{}, nil
-}
-
-// ObjectStoreUsage reports this node's object store: the number of objects
-// (primary and secondary copies, sealed or not) and the bytes allocated to
-// them (each rounded up to the store's alignment). Zero before the store
-// opens or after it closes.
-func (n *Node) ObjectStoreUsage() (objects int, usedBytes int64) {
-	if n.objects == nil {
-		return 0, 0
-	}
-	return n.objects.Len(), n.objects.Used()
 }
