@@ -354,7 +354,10 @@ func TestChaosPartition(t *testing.T) {
 	const n = 5
 	lab := newNetnsLab(t, n)
 	nodes := lab.startCluster(t.TempDir())
-	d := startChaosDriver(t, lab.addr(2)+":7370", 60*time.Second, "ip", "netns", "exec", lab.ns(2))
+	// The driver on n2's machine takes its node's Unix socket (a secure
+	// node's TCP port wants TLS and a token): it used n2's TCP address and
+	// was refused as anonymous, so make chaos exited 2.
+	d := startChaosDriver(t, lab.socks[2], 60*time.Second, "ip", "netns", "exec", lab.ns(2))
 	time.Sleep(5 * time.Second) // let the workload run before the fault
 	minority := []int{0, 1}
 	cut := time.Now()
