@@ -154,7 +154,10 @@ func CheckGPUs(h History, cfg Config) []Violation { return run(h, cfg, checkGPUs
 func CheckRetries(h History, cfg Config) []Violation { return run(h, cfg, checkRetries) }
 
 // CheckPlacement reports work off its affinity node, labels or bundle node,
-// and placement groups that broke STRICT_PACK or STRICT_SPREAD.
+// placement groups that broke STRICT_PACK or STRICT_SPREAD, and SPREAD or
+// PACK groups created onto idle nodes (Event.PGIdle) that SPREAD over fewer
+// nodes than could each hold a bundle, or PACK onto several nodes when one
+// could hold them all.
 func CheckPlacement(h History, cfg Config) []Violation { return run(h, cfg, checkPlacement) }
 
 // CheckCompletion reports tasks that failed or never resolved, and

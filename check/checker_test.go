@@ -306,6 +306,30 @@ func TestPlacement(t *testing.T) {
 	}
 	expect(t, CheckPlacement(strict("n0", "n0"), cfg), InvPlacement, 1, "group g (STRICT_SPREAD)")
 	expect(t, CheckPlacement(strict("n0", "n1"), cfg), InvPlacement, 0)
+	// SPREAD and PACK onto idle nodes (threeNodes: 2 CPUs each).
+	idle := func(strategy string, nodes ...string) History {
+		var bs []Bundle
+		for i, n := range nodes {
+			bs = append(bs, Bundle{Index: i, Demand: cpu(1), Node: n})
+		}
+		b := &hist{}
+		b.add(0, Event{Kind: PGCreate, Group: "g", PGStrategy: strategy, Bundles: bs, PGIdle: true})
+		b.add(0.1, Event{Kind: PGReady, Group: "g", Bundles: bs})
+		return b.sorted()
+	}
+	// Issue 27 (seed 004): a SPREAD group of three on three idle nodes put
+	// two bundles on one node.
+	expect(t, CheckPlacement(idle("SPREAD", "n0", "n0", "n1"), cfg), InvPlacement, 1, "group g (SPREAD, created onto idle nodes)", "2 distinct nodes, but 3 nodes could each hold a bundle")
+	expect(t, CheckPlacement(idle("SPREAD", "n0", "n2", "n1"), cfg), InvPlacement, 0)
+	// Four bundles on three nodes: three distinct nodes are enough.
+	expect(t, CheckPlacement(idle("SPREAD", "n0", "n2", "n1", "n0"), cfg), InvPlacement, 0)
+	expect(t, CheckPlacement(idle("PACK", "n0", "n1"), cfg), InvPlacement, 1, "2 nodes, but node n0 could hold them all")
+	expect(t, CheckPlacement(idle("PACK", "n1", "n1"), cfg), InvPlacement, 0)
+	// Three 1-CPU bundles fit no 2-CPU node: PACK may use two.
+	expect(t, CheckPlacement(idle("PACK", "n1", "n1", "n2"), cfg), InvPlacement, 0)
+	// Not idle: the soft strategies are not judged.
+	notIdle := pgEvents(&hist{}, 0, 0.1, 1, "g", "SPREAD", Bundle{Index: 0, Demand: cpu(1), Node: "n0"}, Bundle{Index: 1, Demand: cpu(1), Node: "n0"}).sorted()
+	expect(t, CheckPlacement(notIdle, cfg), InvPlacement, 0)
 	wrongBundle := pgEvents(&hist{}, 0, 0.1, 3, "g", "PACK", Bundle{Index: 0, Demand: cpu(1), Node: "n1"}).
 		submit(0.2, "p", cpu(1), "pg:g:0").run(0.3, "p", 0, "n0", 1, 1).sorted()
 	expect(t, CheckPlacement(wrongBundle, cfg), InvPlacement, 1, "no bundle 0 of group g is there")

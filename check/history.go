@@ -111,6 +111,9 @@ type Event struct {
 	Group      string   `json:"group,omitempty"`
 	PGStrategy string   `json:"pg_strategy,omitempty"`
 	Bundles    []Bundle `json:"bundles,omitempty"`
+	// PGIdle (PGCreate only): the group was created alone onto idle nodes
+	// (GroupPlan.Idle), so SPREAD and PACK must place it as such.
+	PGIdle bool `json:"pg_idle,omitempty"`
 
 	// Detail is free text (a Leak's description).
 	Detail string `json:"detail,omitempty"`

@@ -119,8 +119,10 @@ func deathCount(m *model, t *taskInfo) *Violation {
 }
 
 // checkPlacement checks that work ran where its strategy says (hard node
-// affinity, label selector, its bundle's node) and that STRICT_PACK and
-// STRICT_SPREAD groups were placed as such.
+// affinity, label selector, its bundle's node), that STRICT_PACK and
+// STRICT_SPREAD groups were placed as such, and that SPREAD and PACK
+// groups created onto idle nodes were placed as their strategy prefers
+// (idleMisplaced).
 func checkPlacement(m *model, cfg Config) []Violation {
 	var out []Violation
 	for _, hd := range m.holders {
@@ -144,8 +146,50 @@ func checkPlacement(m *model, cfg Config) []Violation {
 			out = append(out, Violation{Invariant: InvPlacement, At: ns(g.ready),
 				Detail: fmt.Sprintf("group %s (%s) placed its %d bundles on nodes %v", id, g.strategy, len(g.bundles), nodes)})
 		}
+		if why := idleMisplaced(g, cfg); why != "" {
+			out = append(out, Violation{Invariant: InvPlacement, At: ns(g.ready),
+				Detail: fmt.Sprintf("group %s (%s, created onto idle nodes) placed its %d bundles on nodes %v: %s", id, g.strategy, len(g.bundles), nodes, why)})
+		}
 	}
 	return out
+}
+
+// idleMisplaced says why a group created alone onto idle nodes is not
+// placed as its soft strategy prefers ("" if it is, or if the group was
+// not idle): SPREAD puts its bundles on as many distinct nodes as can each
+// hold one (every bundle on its own node when there are enough), and PACK
+// puts them all on one node when one node can hold them all.
+func idleMisplaced(g *group, cfg Config) string {
+	if !g.idle {
+		return ""
+	}
+	switch g.strategy {
+	case "SPREAD":
+		fit := 0
+		for _, n := range cfg.Nodes {
+			ok := true
+			for _, b := range g.bundles {
+				ok = ok && coversAll(n.Total, b.Demand)
+			}
+			if ok {
+				fit++
+			}
+		}
+		if want := min(fit, len(g.bundles)); len(g.nodeCount) < want {
+			return fmt.Sprintf("%d distinct nodes, but %d nodes could each hold a bundle", len(g.nodeCount), want)
+		}
+	case "PACK":
+		sum := map[string]float64{}
+		for _, b := range g.bundles {
+			addTo(sum, b.Demand)
+		}
+		for _, n := range cfg.Nodes {
+			if coversAll(n.Total, sum) && len(g.nodeCount) != 1 {
+				return fmt.Sprintf("%d nodes, but node %s could hold them all", len(g.nodeCount), n.Name)
+			}
+		}
+	}
+	return ""
 }
 
 // misplaced says why hd ran on a node its strategy rules out ("" if not).

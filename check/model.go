@@ -86,6 +86,7 @@ type group struct {
 	removed   int64 // Remove returned (never: not removed)
 	bundles   []Bundle
 	nodeCount map[string]int
+	idle      bool // created alone onto idle nodes (Event.PGIdle)
 }
 
 // crashEvent is a process that died on purpose (a task's os.Exit).
@@ -195,7 +196,7 @@ func (m *model) applyDriver(e Event) {
 	switch e.Kind {
 	case PGCreate:
 		g := m.group(e.Group)
-		g.created, g.strategy, g.bundles = e.Time, e.PGStrategy, e.Bundles
+		g.created, g.strategy, g.bundles, g.idle = e.Time, e.PGStrategy, e.Bundles, e.PGIdle
 	case PGReady:
 		g := m.group(e.Group)
 		g.ready = e.Time

@@ -375,7 +375,7 @@ func (p *phaseRun) group(ctx context.Context, gp GroupPlan) {
 	for i, b := range gp.Bundles {
 		bundles[i] = Bundle{Index: i, Demand: b}
 	}
-	r.record(Event{Kind: PGCreate, Group: pg.ID(), PGStrategy: gp.Strategy, Bundles: bundles})
+	r.record(Event{Kind: PGCreate, Group: pg.ID(), PGStrategy: gp.Strategy, Bundles: bundles, PGIdle: gp.Idle})
 	defer r.remove(ctx, pg)
 	rctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()

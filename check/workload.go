@@ -20,15 +20,19 @@ type Scale struct {
 	MakespanDur     time.Duration // makespan phase: each task's run time
 	SpreadBursts    int           // SPREAD bursts (clusters of 2 nodes or more)
 	CrashRounds     int           // crash rounds (retry budget checks)
+	// GroupRounds is how many times the placement-group phases run: one
+	// SPREAD, one STRICT_SPREAD and one PACK group each alone on idle
+	// nodes, then one of each while 1-CPU tasks load the cluster.
+	GroupRounds int
 }
 
 // ShortScale fits CI: a few seconds per phase.
 var ShortScale = Scale{MixedPerCPU: 4, Window: 3 * time.Second, MakespanPerSlot: 3, MakespanDur: 1500 * time.Millisecond,
-	SpreadBursts: 2, CrashRounds: 1}
+	SpreadBursts: 2, CrashRounds: 1, GroupRounds: 1}
 
 // LongScale is one iteration of the long run.
 var LongScale = Scale{MixedPerCPU: 8, Window: 8 * time.Second, MakespanPerSlot: 4, MakespanDur: 1500 * time.Millisecond,
-	SpreadBursts: 3, CrashRounds: 2}
+	SpreadBursts: 3, CrashRounds: 2, GroupRounds: 1}
 
 // ClusterNode is one node as the generator sees it.
 type ClusterNode struct {
@@ -75,6 +79,10 @@ type GroupPlan struct {
 	Bundles  []map[string]float64
 	Tasks    []TaskPlan
 	Actors   []ActorPlan
+	// Idle: the group is created alone in its phase, after the phase
+	// before it ended and the nodes reported all resources free, so
+	// SPREAD and PACK must place it as on an idle cluster (checkPlacement).
+	Idle bool
 }
 
 // Op is one step of a phase, At after the phase began.
@@ -126,6 +134,14 @@ func Generate(seed int64, nodes []ClusterNode, driver string, sc Scale) Plan {
 		for b := 1; b <= sc.SpreadBursts; b++ {
 			p.Phases = append(p.Phases, g.spread(b))
 		}
+	}
+	for r := 1; r <= sc.GroupRounds; r++ {
+		for _, st := range []string{"SPREAD", "STRICT_SPREAD", "PACK"} {
+			if ph, ok := g.idleGroup(r, st); ok {
+				p.Phases = append(p.Phases, ph)
+			}
+		}
+		p.Phases = append(p.Phases, g.loadedGroups(r))
 	}
 	for r := 1; r <= sc.CrashRounds; r++ {
 		p.Phases = append(p.Phases, g.crashRound(r))
@@ -462,5 +478,63 @@ func (g *gen) crashRound(r int) PhasePlan {
 	c := pinned("c", 400*time.Millisecond)
 	c.Crash = true
 	ph.Ops = append(ph.Ops, Op{Task: c}, Op{Task: pinned("x", time.Second)}, Op{Task: pinned("x", time.Second)})
+	return ph
+}
+
+// unitBundle is the idle and loaded group phases' bundle shape.
+var unitBundle = map[string]float64{"CPU": 1}
+
+// idleGroup is one group of strategy st created alone onto idle nodes,
+// with a task in each bundle: SPREAD and STRICT_SPREAD get one {CPU: 1}
+// bundle per node that fits one (at most 4, at least 2), PACK as many as
+// the largest node holds (at most 3). ok is false when the cluster cannot
+// show the strategy (SPREAD on one node, PACK on nodes of 1 CPU).
+func (g *gen) idleGroup(r int, st string) (PhasePlan, bool) {
+	ph := PhasePlan{Name: fmt.Sprintf("group-idle-%s-%d", st, r)}
+	n := min(4, g.bundleLimit("STRICT_SPREAD", unitBundle))
+	if st == "PACK" {
+		n = min(3, g.bundleLimit("STRICT_PACK", unitBundle))
+	}
+	if n < 2 {
+		return ph, false
+	}
+	gp := &GroupPlan{ID: g.id("G"), Strategy: st, Idle: true}
+	for i := 0; i < n; i++ {
+		gp.Bundles = append(gp.Bundles, unitBundle)
+		gp.Tasks = append(gp.Tasks, TaskPlan{ID: g.id("p"), Demand: map[string]float64{"CPU": 1}, Kind: "pg", Bundle: i,
+			Dur: g.dur(200*time.Millisecond, 600*time.Millisecond), MaxRetries: 3})
+	}
+	ph.Ops = []Op{{Group: gp}}
+	return ph, true
+}
+
+// loadedGroups is one SPREAD, one STRICT_SPREAD and one PACK group
+// created while 1-CPU tasks (as many as the cluster has CPUs) run for 1.5
+// to 3 s: the groups wait for room or take what is left, and must never
+// over-commit a node (checkCapacity) nor break STRICT_SPREAD.
+func (g *gen) loadedGroups(r int) PhasePlan {
+	ph := PhasePlan{Name: fmt.Sprintf("group-loaded-%d", r)}
+	for i := 0; i < int(g.totalCPU()); i++ {
+		ph.Ops = append(ph.Ops, Op{Task: &TaskPlan{ID: g.id("t"), Demand: map[string]float64{"CPU": 1}, Kind: "default",
+			Dur: g.dur(1500*time.Millisecond, 3*time.Second), MaxRetries: 3}})
+	}
+	at := 300 * time.Millisecond
+	for _, st := range []string{"SPREAD", "STRICT_SPREAD", "PACK"} {
+		n := min(3, g.bundleLimit("STRICT_SPREAD", unitBundle))
+		if st == "PACK" {
+			n = min(2, g.bundleLimit("STRICT_PACK", unitBundle))
+		}
+		if n == 0 {
+			continue
+		}
+		gp := &GroupPlan{ID: g.id("G"), Strategy: st}
+		for i := 0; i < n; i++ {
+			gp.Bundles = append(gp.Bundles, unitBundle)
+			gp.Tasks = append(gp.Tasks, TaskPlan{ID: g.id("p"), Demand: map[string]float64{"CPU": 1}, Kind: "pg", Bundle: i,
+				Dur: g.dur(200*time.Millisecond, 800*time.Millisecond), MaxRetries: 3})
+		}
+		ph.Ops = append(ph.Ops, Op{At: at, Group: gp})
+		at += 100 * time.Millisecond
+	}
 	return ph
 }
