@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"sort"
 	"strings"
 	"time"
 
@@ -142,27 +141,29 @@ func jobResources(m map[string]float64) (sched.ResourceSet, error) {
 	return rs, nil
 }
 
-// pickJobNode returns a live node whose totals cover want, this node when
-// it does (the working dir is already here), else the first by name.
+// pickJobNode returns where a job's entrypoint runs
+// (sched.EntrypointNode over the node table: a live node whose totals
+// cover want, this node when it does, else the first by name), infeasible
+// when none.
 func (n *Node) pickJobNode(want sched.ResourceSet) (*store.Node, error) {
 	nodes, err := n.fsm.State().Nodes()
 	if err != nil {
 		return nil, err
 	}
-	sort.Slice(nodes, func(i, j int) bool { return nodes[i].Name < nodes[j].Name })
-	var fit []*store.Node
+	view := make([]sched.Node, len(nodes))
+	for i, nd := range nodes {
+		view[i] = sched.Node{ID: nd.ID, Name: nd.Name, Total: nd.Resources, Labels: nd.Labels, Alive: nd.Status.Live()}
+	}
+	id, err := sched.EntrypointNode(view, want, n.ID())
+	if err != nil {
+		return nil, &rpc.Error{Code: wire.CodeInfeasible, Message: strings.TrimPrefix(err.Error(), "infeasible: "), Err: err}
+	}
 	for _, nd := range nodes {
-		if nd.Status.Live() && nd.Resources.Covers(want) {
-			if nd.ID == n.ID() {
-				return nd, nil
-			}
-			fit = append(fit, nd)
+		if nd.ID == id {
+			return nd, nil
 		}
 	}
-	if len(fit) == 0 {
-		return nil, &rpc.Error{Code: wire.CodeInfeasible, Message: fmt.Sprintf("no live node has the entrypoint resources %s (of %d nodes in the cluster)", want, len(nodes))}
-	}
-	return fit[0], nil
+	return nil, fmt.Errorf("placement chose node %s, not in the table", id)
 }
 
 func checkSubmit(req *wire.JobSubmitRequest) error {
