@@ -168,6 +168,10 @@ func (n *Node) establishLeadership() *goGroup {
 	n.leader.reset()
 	term := newGoGroup(n.ctx, n.logger.With("goroutines", "leader"))
 	n.leader.setTerm(term)
+	// The placement-group queues and loops serve from the term's start:
+	// a create forwarded here the moment Raft elects this node waits for
+	// them (pgTermWait), not for the barrier.
+	n.pgs.lead(term.ctx, term.goCtx)
 	term.goCtx("leader-establish", func(ctx context.Context) {
 		if !n.leaderBarrier(ctx) || ctx.Err() != nil {
 			return // the term ended first
@@ -188,6 +192,7 @@ func (n *Node) establishLeadership() *goGroup {
 // most for the goroutines), and drops the state only a leader keeps.
 func (n *Node) revokeLeadership(term *goGroup) {
 	n.leader.setTerm(nil)
+	n.pgs.endTerm()
 	term.stop(leaderStopBound)
 	<-n.pilot.Stop()
 	n.leader.clear()

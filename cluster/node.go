@@ -279,11 +279,6 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 		n.group.goCtx("renew-cert", n.renewLoop)
 	}
 	n.group.goFunc("peers", n.peersLoop)
-	if cfg.Server {
-		n.group.goFunc("pg-batch", n.pgs.batchLoop)
-		n.group.goFunc("pg-create", n.pgs.createLoop)
-		n.group.goFunc("pg-remove", n.pgs.removeLoop)
-	}
 	_ = os.WriteFile(n.dir.file(addressFile), []byte(n.rpcAddr+"\n"), 0o640)
 	if cfg.RecordCurrent {
 		writeCurrentAddress(n.rpcAddr, n.sockAddr)

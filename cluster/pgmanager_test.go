@@ -2,12 +2,14 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/nodeup/nodeup/rpc"
 	"github.com/nodeup/nodeup/sched"
 	"github.com/nodeup/nodeup/store"
 	"github.com/nodeup/nodeup/wire"
@@ -106,18 +108,98 @@ func newFakePGManager(t *testing.T) (*pgManager, *fakePGHost) {
 	}
 	m := newPGManager(h)
 	var wg sync.WaitGroup
-	for _, loop := range []func(){m.batchLoop, m.createLoop, m.removeLoop} {
-		wg.Add(1)
-		go func() { defer wg.Done(); loop() }()
-	}
+	m.lead(ctx, termStarter(ctx, &wg, nil))
 	t.Cleanup(func() { cancel(); wg.Wait() })
 	return m, h
+}
+
+// termStarter starts goroutines as a term's group does, on ctx, counting
+// them in wg and, when running is not nil, recording which run.
+func termStarter(ctx context.Context, wg *sync.WaitGroup, running *sync.Map) func(string, func(context.Context)) bool {
+	return func(name string, f func(context.Context)) bool {
+		wg.Add(1)
+		if running != nil {
+			running.Store(name, true)
+		}
+		go func() {
+			defer wg.Done()
+			defer func() {
+				if running != nil {
+					running.Delete(name)
+				}
+			}()
+			f(ctx)
+		}()
+		return true
+	}
+}
+
+// The batch, create and remove loops run only inside a leader term: they
+// start with it, return when it is revoked, and a create asked after it
+// (or before a next one) fails with not_leader instead of waiting or
+// being run by a later term; a next term serves creates again.
+func TestPGLoopsStopWhenLeadershipIsRevoked(t *testing.T) {
+	m, h := newFakePGManager(t) // the first term runs until the test ends
+	m.termWait = 300 * time.Millisecond
+	cpu := sched.ResourceSet{sched.CPU: sched.QuantityOf(1)}
+	m.createForTest(t, "aaaaaaaa10", sched.Pack, cpu)
+
+	term, revoke := context.WithCancel(h.ctx)
+	var wg sync.WaitGroup
+	var running sync.Map
+	m.lead(term, termStarter(term, &wg, &running))
+	for _, name := range []string{"pg-batch", "pg-create", "pg-remove"} {
+		if _, ok := running.Load(name); !ok {
+			t.Fatalf("loop %s not started with the term", name)
+		}
+	}
+	m.createForTest(t, "aaaaaaaa11", sched.Pack, cpu)
+	m.endTerm()
+	revoke()
+	stopped := make(chan struct{})
+	go func() { wg.Wait(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(10 * time.Second):
+		var left []string
+		running.Range(func(k, _ any) bool { left = append(left, k.(string)); return true })
+		t.Fatalf("loops still running 10 s after the term was revoked: %v", left)
+	}
+	g := &store.PlacementGroup{ID: "aaaaaaaa12", JobID: "job1", Strategy: sched.Pack, Bundles: []sched.ResourceSet{cpu}, Nodes: make([]string, 1), State: store.PGPending}
+	start := time.Now()
+	err := m.create(g)
+	var re *rpc.Error
+	if !errors.As(err, &re) || re.Code != wire.CodeNotLeader {
+		t.Fatalf("create with no term: %v, want not_leader", err)
+	}
+	if d := time.Since(start); d < m.termWait {
+		t.Fatalf("create with no term failed after %v, want it to wait %v for a term", d, m.termWait)
+	}
+	if rec, _ := m.host.State().PlacementGroupByID(g.ID); rec != nil {
+		t.Fatalf("a create refused for want of a term was recorded: %+v", rec)
+	}
+	if errs := m.writeMany([]store.PlacementGroupOp{{Kind: store.PGOpRemove, ID: "aaaaaaaa11"}}); !errors.As(errs[0], &re) || re.Code != wire.CodeNotLeader {
+		t.Fatalf("a write with no term: %v, want not_leader", errs[0])
+	}
+	// A create waiting for a term is served by the next one.
+	done := make(chan error, 1)
+	go func() { done <- m.create(g) }()
+	next, endNext := context.WithCancel(h.ctx)
+	var wg2 sync.WaitGroup
+	t.Cleanup(func() { endNext(); wg2.Wait() })
+	m.lead(next, termStarter(next, &wg2, nil))
+	if err := <-done; err != nil {
+		t.Fatalf("a create waiting for the next term: %v", err)
+	}
+	if rec, _ := m.host.State().PlacementGroupByID(g.ID); rec == nil || rec.State != store.PGCreated {
+		t.Fatalf("group created in the next term: %+v", rec)
+	}
 }
 
 func (m *pgManager) createForTest(t *testing.T, id string, strategy sched.PlacementStrategy, bundles ...sched.ResourceSet) *store.PlacementGroup {
 	t.Helper()
 	g := &store.PlacementGroup{ID: id, JobID: "job1", Strategy: strategy, Bundles: bundles, Nodes: make([]string, len(bundles)), State: store.PGPending}
-	if err := m.submit(m.creates, g); err != nil {
+	if err := m.create(g); err != nil {
 		t.Fatalf("create %s: %v", id, err)
 	}
 	rec, err := m.host.State().PlacementGroupByID(id)

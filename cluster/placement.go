@@ -51,10 +51,26 @@ type pgManager struct {
 	usageTrusted map[string]bool
 	committing   map[string]chan struct{} // group → closed when its node commits are done
 
+	termMu    sync.Mutex
+	term      *pgTerm       // the current leader term's queues; nil when not leading
+	termBegan chan struct{} // closed (and replaced) when a term begins
+	termWait  time.Duration // pgTermWait; tests shorten it
+	retrier                 // wakes the leader's retry of pending groups
+}
+
+// pgTermWait bounds how long a create or remove waits for this node's
+// leader term to begin: Raft may call it leader a moment before the term's
+// loops start (establishLeadership).
+const pgTermWait = 5 * time.Second
+
+// pgTerm is one leader term's queues, served by that term's batch, create
+// and remove loops until ctx (the term) ends. Work queued in a term that
+// ended fails with not_leader; a later term never runs it.
+type pgTerm struct {
+	ctx     context.Context
 	ops     chan *pgWrite
 	creates chan *pgJob
 	removes chan *pgJob
-	retrier // wakes the leader's retry of pending groups
 }
 
 type pgWrite struct {
@@ -71,40 +87,106 @@ type pgJob struct {
 
 func newPGManager(host pgHost) *pgManager {
 	return &pgManager{host: host, inflight: map[string]map[string]sched.ResourceSet{}, used: map[string]sched.ResourceSet{}, usageTrusted: map[string]bool{},
-		committing: map[string]chan struct{}{}, ops: make(chan *pgWrite, pgMaxBatch),
-		creates: make(chan *pgJob, pgMaxBatch), removes: make(chan *pgJob, pgMaxBatch), retrier: newRetrier()}
+		committing: map[string]chan struct{}{}, termBegan: make(chan struct{}), termWait: pgTermWait, retrier: newRetrier()}
+}
+
+// lead begins a leader term: fresh queues, and the term's batch, create
+// and remove loops started with start (the term's goroutine group), which
+// return when ctx, the term, ends. endTerm (revoke) closes the queues to
+// new work.
+func (m *pgManager) lead(ctx context.Context, start func(name string, f func(ctx context.Context)) bool) {
+	t := &pgTerm{ctx: ctx, ops: make(chan *pgWrite, pgMaxBatch),
+		creates: make(chan *pgJob, pgMaxBatch), removes: make(chan *pgJob, pgMaxBatch)}
+	m.termMu.Lock()
+	m.term = t
+	close(m.termBegan)
+	m.termBegan = make(chan struct{})
+	m.termMu.Unlock()
+	start("pg-batch", func(context.Context) { m.batchLoop(t) })
+	start("pg-create", func(context.Context) { m.createLoop(t) })
+	start("pg-remove", func(context.Context) { m.removeLoop(t) })
+}
+
+// endTerm forgets the current term's queues: nothing more is queued in
+// them.
+func (m *pgManager) endTerm() {
+	m.termMu.Lock()
+	m.term = nil
+	m.termMu.Unlock()
+}
+
+// currentTerm is the term in progress, waiting up to wait for one to
+// begin; nil when none did.
+func (m *pgManager) currentTerm(wait time.Duration) *pgTerm {
+	m.termMu.Lock()
+	t, began := m.term, m.termBegan
+	m.termMu.Unlock()
+	if t != nil && t.ctx.Err() == nil {
+		return t
+	}
+	if wait <= 0 {
+		return nil
+	}
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	select {
+	case <-began:
+		return m.currentTerm(0)
+	case <-timer.C:
+	case <-m.host.lifetime().Done():
+	}
+	return nil
+}
+
+// termEnded is the error of work a term did not finish: the node's
+// shutdown, else not_leader.
+func (m *pgManager) termEnded() error {
+	if err := m.host.lifetime().Err(); err != nil {
+		return err
+	}
+	return &rpc.Error{Code: wire.CodeNotLeader, Message: "this node does not lead the cluster (its leader term ended or has not begun): placement groups are created and removed by the leader"}
 }
 
 // create registers g through the create loop (placed at once when it
 // fits, else PENDING) and returns once that is durable and a placed
 // group's bundles are committed on their nodes.
-func (m *pgManager) create(g *store.PlacementGroup) error { return m.submit(m.creates, g) }
+func (m *pgManager) create(g *store.PlacementGroup) error { return m.submit(false, g) }
 
-// submit queues a job for the create or remove loop and waits for it.
-func (m *pgManager) submit(ch chan *pgJob, g *store.PlacementGroup) error {
+// submit queues a job for the current term's create loop (or remove loop)
+// and waits for it; not_leader when no term is in progress or it ends
+// first.
+func (m *pgManager) submit(remove bool, g *store.PlacementGroup) error {
+	t := m.currentTerm(m.termWait)
+	if t == nil {
+		return m.termEnded()
+	}
+	ch := t.creates
+	if remove {
+		ch = t.removes
+	}
 	j := &pgJob{g: g, done: make(chan error, 1)}
 	select {
 	case ch <- j:
-	case <-m.host.lifetime().Done():
-		return m.host.lifetime().Err()
+	case <-t.ctx.Done():
+		return m.termEnded()
 	}
-	// The loop may stop (node shutdown) with the job queued, never done.
+	// The loop may stop (the term ends) with the job queued, never done.
 	select {
 	case err := <-j.done:
 		return err
-	case <-m.host.lifetime().Done():
-		return m.host.lifetime().Err()
+	case <-t.ctx.Done():
+		return m.termEnded()
 	}
 }
 
 // collect waits for a job on ch and returns it with every job queued behind
-// it (up to pgMaxBatch); nil when the node stops.
-func (m *pgManager) collect(ch chan *pgJob) []*pgJob {
+// it (up to pgMaxBatch); nil when ctx (the term) ends.
+func (m *pgManager) collect(ctx context.Context, ch chan *pgJob) []*pgJob {
 	var jobs []*pgJob
 	select {
 	case j := <-ch:
 		jobs = append(jobs, j)
-	case <-m.host.lifetime().Done():
+	case <-ctx.Done():
 		return nil
 	}
 	// Linger briefly for the rest of a burst (a driver creating groups in
@@ -127,9 +209,9 @@ func (m *pgManager) collect(ch chan *pgJob) []*pgJob {
 // bundles prepared) in turn, all are registered in one Raft entry, CREATED
 // or PENDING with the reason, and the created ones are committed on their
 // nodes before their creators hear back.
-func (m *pgManager) createLoop() {
+func (m *pgManager) createLoop(t *pgTerm) {
 	for {
-		jobs := m.collect(m.creates)
+		jobs := m.collect(t.ctx, t.creates)
 		if jobs == nil {
 			return
 		}
@@ -146,7 +228,7 @@ func (m *pgManager) createLoop() {
 			}
 			ops[i] = store.PlacementGroupOp{Kind: store.PGOpCreate, Group: *g}
 		}
-		errs := m.writeMany(ops)
+		errs := m.writeIn(t, ops)
 		var wg sync.WaitGroup
 		for i, j := range jobs {
 			g := j.g
@@ -180,9 +262,9 @@ func (m *pgManager) createLoop() {
 // removeLoop removes queued groups in batches: one Raft entry records them
 // all REMOVED, then each group is finished (finishRemove) before its remover
 // hears back.
-func (m *pgManager) removeLoop() {
+func (m *pgManager) removeLoop(t *pgTerm) {
 	for {
-		jobs := m.collect(m.removes)
+		jobs := m.collect(t.ctx, t.removes)
 		if jobs == nil {
 			return
 		}
@@ -191,7 +273,7 @@ func (m *pgManager) removeLoop() {
 		for i, j := range jobs {
 			ops[i] = store.PlacementGroupOp{Kind: store.PGOpRemove, ID: j.g.ID, At: now}
 		}
-		errs := m.writeMany(ops)
+		errs := m.writeIn(t, ops)
 		for i, j := range jobs {
 			if errs[i] != nil {
 				j.done <- errs[i]
@@ -243,7 +325,7 @@ func (m *pgManager) remove(id string) error {
 	if g.State == store.PGRemoved {
 		err = m.finishRemove(g.ID)
 	} else {
-		err = m.submit(m.removes, g)
+		err = m.submit(true, g)
 	}
 	if err != nil {
 		return fmt.Errorf("remove placement group %s: %w", g.ID, err)
@@ -256,27 +338,36 @@ func (m *pgManager) write(op store.PlacementGroupOp) error {
 	return m.writeMany([]store.PlacementGroupOp{op})[0]
 }
 
-// writeMany commits ops through the batcher (in one Raft entry unless the
-// batch is full) and returns each op's outcome.
+// writeMany commits ops through the current term's batcher (in one Raft
+// entry unless the batch is full) and returns each op's outcome;
+// not_leader for each when no term is in progress.
 func (m *pgManager) writeMany(ops []store.PlacementGroupOp) []error {
-	w := &pgWrite{ops: ops, done: make(chan []error, 1)}
+	return m.writeIn(m.currentTerm(0), ops)
+}
+
+// writeIn is writeMany through term t's batcher (nil: not leading).
+func (m *pgManager) writeIn(t *pgTerm, ops []store.PlacementGroupOp) []error {
 	stopped := func() []error {
 		errs := make([]error, len(ops))
 		for i := range errs {
-			errs[i] = m.host.lifetime().Err()
+			errs[i] = m.termEnded()
 		}
 		return errs
 	}
-	select {
-	case m.ops <- w:
-	case <-m.host.lifetime().Done():
+	if t == nil {
 		return stopped()
 	}
-	// batchLoop may stop (node shutdown) with the write queued, never done.
+	w := &pgWrite{ops: ops, done: make(chan []error, 1)}
+	select {
+	case t.ops <- w:
+	case <-t.ctx.Done():
+		return stopped()
+	}
+	// batchLoop may stop (the term ends) with the write queued, never done.
 	select {
 	case errs := <-w.done:
 		return errs
-	case <-m.host.lifetime().Done():
+	case <-t.ctx.Done():
 		return stopped()
 	}
 }
@@ -285,20 +376,20 @@ func (m *pgManager) writeMany(ops []store.PlacementGroupOp) []error {
 // behind it (up to pgMaxBatch ops) go into one Raft entry, and while that
 // entry commits the next batch gathers, so concurrent creates, removes and
 // placements share durable writes.
-func (m *pgManager) batchLoop() {
+func (m *pgManager) batchLoop(t *pgTerm) {
 	for {
 		var batch []*pgWrite
 		size := 0
 		select {
-		case w := <-m.ops:
+		case w := <-t.ops:
 			batch, size = append(batch, w), len(w.ops)
-		case <-m.host.lifetime().Done():
+		case <-t.ctx.Done():
 			return
 		}
 	drain:
 		for size < pgMaxBatch {
 			select {
-			case w := <-m.ops:
+			case w := <-t.ops:
 				batch, size = append(batch, w), size+len(w.ops)
 			default:
 				break drain
