@@ -55,7 +55,7 @@ func (n *Node) httpTasks(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), forwardTimeout)
 	defer cancel()
-	out, err := n.taskEventsList(ctx, req)
+	out, err := n.taskEvents.List(ctx, req)
 	writeResult(w, out, err)
 }
 

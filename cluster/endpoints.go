@@ -10,6 +10,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/nodeup/nodeup/cluster/observe"
 	"github.com/nodeup/nodeup/rpc"
 	"github.com/nodeup/nodeup/sched"
 	"github.com/nodeup/nodeup/store"
@@ -41,7 +42,9 @@ func (n *Node) registerEndpoints() {
 	n.operatorEndpoints()
 	n.drainEndpoints()
 	n.logEndpoints()
-	n.taskEventEndpoints()
+	n.taskEvents = observe.NewTaskEvents(observeHost{n})
+	n.taskEvents.Register(n.rpcServer)
+	rpc.Handle(n.rpcServer, wire.MethodWorkerList, n.workerList)
 }
 
 // apply commits one command to the Raft log and returns the FSM's result.

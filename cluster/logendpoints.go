@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/nodeup/nodeup/internal/fanout"
 	"github.com/nodeup/nodeup/rpc"
 	"github.com/nodeup/nodeup/wire"
 )
@@ -43,12 +44,12 @@ func (n *Node) logsList(ctx context.Context, r *wire.LogsListRequest) (*wire.Log
 		return n.localLogs(r.Job, r.Actor)
 	}
 	out := &wire.LogsList{}
-	askNodes(ctx, n.liveMemberTargets(), logPeerTimeout,
+	fanout.Ask(ctx, n.liveMemberTargets(), logPeerTimeout,
 		func() (*wire.LogsList, error) { return n.localLogs(r.Job, r.Actor) },
-		remoteCall[wire.LogsList](n.callNode, wire.MethodLogsList, &wire.LogsListRequest{Job: r.Job, Actor: r.Actor}),
-		func(t nodeTarget, l *wire.LogsList, err error) {
+		fanout.RemoteCall[wire.LogsList](n.callNode, wire.MethodLogsList, &wire.LogsListRequest{Job: r.Job, Actor: r.Actor}),
+		func(t fanout.Target, l *wire.LogsList, err error) {
 			if err != nil {
-				out.Errors = append(out.Errors, wire.LogNodeError{NodeName: t.name, Addr: t.addr, Error: err.Error()})
+				out.Errors = append(out.Errors, wire.LogNodeError{NodeName: t.Name, Addr: t.Addr, Error: err.Error()})
 				return
 			}
 			// A peer's answer is bounded by the frame size; the total by

@@ -22,6 +22,7 @@ import (
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 
 	"github.com/nodeup/nodeup/cluster/objects"
+	"github.com/nodeup/nodeup/cluster/observe"
 	"github.com/nodeup/nodeup/rpc"
 	"github.com/nodeup/nodeup/sched"
 	"github.com/nodeup/nodeup/store"
@@ -76,9 +77,9 @@ type Node struct {
 	members *membership
 	ml      *memberlist.Memberlist
 
-	// taskRecord is the latest state of the tasks this node's processes
-	// reported (taskevents.go).
-	taskRecord *taskRing
+	// taskEvents is the latest state of the tasks this node's processes
+	// reported (cluster/observe).
+	taskEvents *observe.TaskEvents
 
 	fsm           *store.FSM
 	raft          *raft.Raft

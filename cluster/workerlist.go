@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/nodeup/nodeup/cluster/observe"
+	"github.com/nodeup/nodeup/internal/fanout"
 	"github.com/nodeup/nodeup/wire"
 )
 
@@ -16,10 +18,10 @@ func (n *Node) workerList(ctx context.Context, r *wire.WorkerListRequest) (*wire
 		return n.localWorkers(), nil
 	}
 	out := &wire.WorkerList{}
-	askNodes(ctx, n.aliveTargets(), taskListPeerTimeout,
+	fanout.Ask(ctx, n.aliveTargets(), observe.TaskListPeerTimeout,
 		func() (*wire.WorkerList, error) { return n.localWorkers(), nil },
-		remoteCall[wire.WorkerList](n.pool.Call, wire.MethodWorkerList, &wire.WorkerListRequest{Local: true}),
-		func(t nodeTarget, part *wire.WorkerList, err error) {
+		fanout.RemoteCall[wire.WorkerList](n.pool.Call, wire.MethodWorkerList, &wire.WorkerListRequest{Local: true}),
+		func(t fanout.Target, part *wire.WorkerList, err error) {
 			if err != nil {
 				out.Unreachable = append(out.Unreachable, fmt.Sprintf("%s: %v", t, err))
 				return

@@ -1,4 +1,9 @@
-package cluster
+// Package observe is the node's observability subsystem: the record of
+// the tasks its processes report (TaskEvents) and its cluster-wide
+// listing. It asks of the node only what Host declares and imports
+// neither the root package cluster nor another subsystem
+// (internal/archtest checks it).
+package observe
 
 import (
 	"cmp"
@@ -7,28 +12,55 @@ import (
 	"slices"
 	"time"
 
+	"github.com/nodeup/nodeup/internal/fanout"
 	"github.com/nodeup/nodeup/rpc"
 	"github.com/nodeup/nodeup/wire"
 )
 
-// taskListPeerTimeout bounds how long a cluster-wide task listing waits
+// TaskListPeerTimeout bounds how long a cluster-wide task listing waits
 // for each node.
-const taskListPeerTimeout = 10 * time.Second
+const TaskListPeerTimeout = 10 * time.Second
 
 // taskListBytes bounds the approximate encoded size of one TaskEventsList
 // (well under rpc.MaxFrameSize); tasks past it are counted as left out.
 const taskListBytes = 48 << 20
 
-func (n *Node) taskEventEndpoints() {
-	n.taskRecord = newTaskRing(taskRingSize)
-	rpc.Handle(n.rpcServer, wire.MethodTaskEventsReport, n.taskEventsReport)
-	rpc.Handle(n.rpcServer, wire.MethodTaskEventsList, n.taskEventsList)
-	rpc.Handle(n.rpcServer, wire.MethodWorkerList, n.workerList)
+// Host is all the task-event record asks of its node: the alive nodes
+// to merge a cluster-wide listing from, and calls to them. The root
+// package's adapter implements it over the node.
+type Host interface {
+	// AliveTargets is every node alive in this node's view of the
+	// cluster, this node marked Self.
+	AliveTargets() []fanout.Target
+	// Call calls method on the node at addr, decoding the answer into
+	// resp.
+	Call(ctx context.Context, addr, method string, req, resp any) error
 }
 
-// taskEventsReport answers TaskEvents.Report: a batch is taken whole or,
-// with any bad event or past MaxTaskEventBatch, refused whole.
-func (n *Node) taskEventsReport(ctx context.Context, r *wire.TaskEventsReport) (*wire.Empty, error) {
+// TaskEvents is the node's record of the tasks its processes report
+// (TaskEvents.Report) and its listing, of this node or merged over every
+// alive node (TaskEvents.List): Ray's task events in the GCS, kept per
+// node. It holds at most taskRingSize tasks.
+type TaskEvents struct {
+	host   Host
+	record *taskRing
+}
+
+// NewTaskEvents is an empty record on host.
+func NewTaskEvents(host Host) *TaskEvents {
+	return &TaskEvents{host: host, record: newTaskRing(taskRingSize)}
+}
+
+// Register registers TaskEvents.Report and TaskEvents.List on srv.
+func (e *TaskEvents) Register(srv *rpc.Server) {
+	rpc.Handle(srv, wire.MethodTaskEventsReport, e.Report)
+	rpc.Handle(srv, wire.MethodTaskEventsList, e.List)
+}
+
+// Report answers TaskEvents.Report: a batch is taken whole or, with any
+// bad event or past wire.MaxTaskEventBatch, refused whole (bad_input
+// naming the event).
+func (e *TaskEvents) Report(ctx context.Context, r *wire.TaskEventsReport) (*wire.Empty, error) {
 	if r.Len() > wire.MaxTaskEventBatch {
 		return nil, &rpc.Error{Code: wire.CodeBadInput, Message: fmt.Sprintf("task events batch of %d events: the most accepted is %d", r.Len(), wire.MaxTaskEventBatch)}
 	}
@@ -41,31 +73,33 @@ func (n *Node) taskEventsReport(ctx context.Context, r *wire.TaskEventsReport) (
 		}
 	}
 	for i := range r.Events {
-		n.taskRecord.add(&r.Events[i])
+		e.record.add(&r.Events[i])
 	}
 	if r.Dropped > 0 {
-		n.taskRecord.noteDropped(r.Dropped)
+		e.record.noteDropped(r.Dropped)
 	}
 	return &wire.Empty{}, nil
 }
 
-// taskEventsList answers TaskEvents.List: with Local, this node's record
+// List answers TaskEvents.List: with Local, this node's record
 // (filtered by job, name and actor only); else every alive node's, merged
-// by task ID, then filtered by state and node, ordered and limited.
-func (n *Node) taskEventsList(ctx context.Context, r *wire.TaskEventsListRequest) (*wire.TaskEventsList, error) {
+// by task ID, then filtered by state and node, ordered and limited
+// (wire.MaxTaskEventList); nodes that did not answer are listed as
+// Unreachable.
+func (e *TaskEvents) List(ctx context.Context, r *wire.TaskEventsListRequest) (*wire.TaskEventsList, error) {
 	if err := wire.CheckTaskEventsListRequest(r); err != nil {
 		return nil, &rpc.Error{Code: wire.CodeBadInput, Message: err.Error()}
 	}
 	if r.Local {
-		return n.localTaskList(r), nil
+		return e.localTaskList(r), nil
 	}
 	merged := map[string]*wire.TaskEvent{}
 	out := &wire.TaskEventsList{}
 	peer := &wire.TaskEventsListRequest{TaskID: r.TaskID, JobID: r.JobID, Name: r.Name, ActorID: r.ActorID, Local: true}
-	askNodes(ctx, n.aliveTargets(), taskListPeerTimeout,
-		func() (*wire.TaskEventsList, error) { return n.localTaskList(peer), nil },
-		remoteCall[wire.TaskEventsList](n.pool.Call, wire.MethodTaskEventsList, peer),
-		func(t nodeTarget, part *wire.TaskEventsList, err error) {
+	fanout.Ask(ctx, e.host.AliveTargets(), TaskListPeerTimeout,
+		func() (*wire.TaskEventsList, error) { return e.localTaskList(peer), nil },
+		fanout.RemoteCall[wire.TaskEventsList](e.host.Call, wire.MethodTaskEventsList, peer),
+		func(t fanout.Target, part *wire.TaskEventsList, err error) {
 			if err != nil {
 				out.Unreachable = append(out.Unreachable, fmt.Sprintf("%s: %v", t, err))
 				return
@@ -117,8 +151,8 @@ func (n *Node) taskEventsList(ctx context.Context, r *wire.TaskEventsListRequest
 
 // localTaskList is this node's record, filtered by r's job, name and
 // actor, within MaxTaskEventList tasks and taskListBytes.
-func (n *Node) localTaskList(r *wire.TaskEventsListRequest) *wire.TaskEventsList {
-	tasks, total, lost := n.taskRecord.list(func(ev *wire.TaskEvent) bool {
+func (e *TaskEvents) localTaskList(r *wire.TaskEventsListRequest) *wire.TaskEventsList {
+	tasks, total, lost := e.record.list(func(ev *wire.TaskEvent) bool {
 		return (r.TaskID == "" || ev.TaskID == r.TaskID) && (r.JobID == "" || ev.JobID == r.JobID) && (r.Name == "" || ev.Name == r.Name) && (r.ActorID == "" || ev.ActorID == r.ActorID)
 	}, wire.MaxTaskEventList)
 	// Past the byte bound: cut (the cut counted in LeftOut).

@@ -1,4 +1,4 @@
-package cluster
+package observe
 
 import (
 	"container/list"
