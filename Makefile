@@ -64,7 +64,7 @@ check-long:
 
 ## chaos: the chaos suite (e2e/chaos_*_test.go, docs/chaos.md): a workload on process clusters through leader kill, freeze, partition and netem (network namespaces: Linux, root), 60 s of hostile frames, a full restart, 5 nodes with 3 voters, a rolling restart, driver kill -9 and a soak (NODEUP_SOAK, default 90s); about 10 minutes
 chaos: build
-	set -o pipefail; NODEUP_CHAOS=1 $(GO) test -count=1 -timeout 30m -v -run '^TestChaos' ./e2e 2>&1 | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic|\s+\S+_test\.go| {8})'
+	set -o pipefail; NODEUP_CHAOS=1 $(GO) test -count=1 -timeout 30m -v -run '^(TestChaos|TestDriverKill9FateSharing$$)' ./e2e 2>&1 | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic|\s+\S+_test\.go| {8})'
 
 ## fuzz: run each fuzzer for FUZZTIME (default 30s)
 FUZZTIME ?= 30s
